@@ -1,0 +1,1 @@
+"""Wire-protocol adapters: one package per protocol, each a sans-IO projector plus endpoints."""

@@ -1,0 +1,88 @@
+"""The gateway's event envelope and the LoopEvent it wraps."""
+
+from __future__ import annotations
+
+from typing import Any
+
+import msgspec
+
+from contracts.events import PayloadError, payload_view
+
+
+class LoopEvent(msgspec.Struct, frozen=True):
+    """What a core loop emits: a kind and its payload. Unknown kinds are legal."""
+
+    kind: str
+    data: dict[str, Any] = msgspec.field(default_factory=dict)
+
+
+class Envelope(msgspec.Struct, frozen=True):
+    """One accepted event: the SSE id and resume cursor is ``seq`` (gapless from 1 per run)."""
+
+    run_id: str
+    seq: int
+    ts: int
+    kind: str
+    data: dict[str, Any]
+
+
+class EnvelopeError(ValueError):
+    """Input that is not a valid envelope or LoopEvent; the message says what was wrong."""
+
+
+_envelope_decoder = msgspec.json.Decoder(Envelope)
+_event_decoder = msgspec.json.Decoder(LoopEvent)
+_encoder = msgspec.json.Encoder()
+
+
+def _validated(kind: str, data: dict[str, Any]) -> None:
+    if not kind:
+        raise EnvelopeError("kind must be a non-empty string")
+    try:
+        payload_view(kind, data)
+    except PayloadError as exc:
+        raise EnvelopeError(str(exc)) from None
+
+
+def decode_envelope(raw: bytes | str) -> Envelope:
+    """Decode and validate one envelope; unknown kinds and payload keys are kept."""
+    try:
+        env = _envelope_decoder.decode(raw)
+    except msgspec.DecodeError as exc:
+        raise EnvelopeError(_describe(exc)) from None
+    if env.seq < 1:
+        raise EnvelopeError("seq must be >= 1")
+    _validated(env.kind, env.data)
+    return env
+
+
+def decode_event(raw: bytes | str) -> LoopEvent:
+    """Decode and validate one LoopEvent (``{"kind", "data"}``) pushed by an external loop."""
+    try:
+        event = _event_decoder.decode(raw)
+    except msgspec.DecodeError as exc:
+        raise EnvelopeError(_describe(exc)) from None
+    _validated(event.kind, event.data)
+    return event
+
+
+def validate_event(kind: str, data: dict[str, Any]) -> LoopEvent:
+    """Validate an in-process event the same way a decoded one is."""
+    _validated(kind, data)
+    return LoopEvent(kind, data)
+
+
+def encode_envelope(env: Envelope) -> bytes:
+    return _encoder.encode(env)
+
+
+def _describe(exc: msgspec.DecodeError) -> str:
+    text = str(exc)
+    if text.startswith("JSON is malformed") or "truncated" in text:
+        return f"malformed JSON ({text})"
+    return text.replace("$.", "")
+
+
+def envelope_schema() -> dict[str, Any]:
+    """JSON Schema of the envelope, generated from the type (committed as schema/)."""
+    return msgspec.json.schema(Envelope)

@@ -1,0 +1,61 @@
+"""What every wire adapter provides: a sans-IO projector and the rendering of its messages.
+
+Adapters register under the ``loopgate.adapters`` entry-point group (see pyproject.toml), so a
+third-party package plugs in the same way as the built-in ones.
+"""
+
+from __future__ import annotations
+
+from typing import Any, Literal, Protocol, TypeVar
+
+import msgspec
+
+from contracts.envelope import Envelope
+
+W_co = TypeVar("W_co", covariant=True)
+
+
+class ProjectorContext(msgspec.Struct, kw_only=True, frozen=True):
+    """What a projector may know about the run and the client it serves."""
+
+    run_id: str
+    thread_id: str
+    # The protocol version the client asked for, if any (AG-UI protocolVersion, ACP's integer).
+    protocol_version: str | int | None = None
+    options: dict[str, Any] = msgspec.field(default_factory=dict)
+
+
+class Projector(Protocol[W_co]):
+    """Turns envelopes of one run into wire messages of one protocol. Does no I/O.
+
+    Unknown kinds and payload fields never raise; everything opened is closed before a terminal
+    message; the output is deterministic for a given input.
+    """
+
+    def start(self) -> list[W_co]: ...
+
+    def feed(self, envelope: Envelope) -> list[W_co]: ...
+
+    def close(self, reason: str | None = None) -> list[W_co]:
+        """Close what is open; emit a terminal message if none was sent (``reason`` says why)."""
+        ...
+
+
+Framing = Literal["sse", "jsonl"]
+
+
+class Adapter(Protocol):
+    """A registry entry: the protocol's name, its projector and how its messages hit the wire."""
+
+    name: str
+    framing: Framing
+
+    def projector(self, context: ProjectorContext) -> Projector[Any]: ...
+
+    def to_builtins(self, message: Any) -> Any:
+        """The message as JSON-ready builtins (for goldens and message-based transports)."""
+        ...
+
+    def render(self, messages: list[Any]) -> bytes:
+        """The exact bytes the wire carries for ``messages`` (SSE text or JSON lines)."""
+        ...

@@ -1,0 +1,1 @@
+"""The reference CoreLoop: model → deltas → tools → observations → next round."""
