@@ -1,0 +1,1 @@
+"""Fakes for tests: small real servers standing in for external services."""
