@@ -2,6 +2,7 @@
 
 from __future__ import annotations
 
+import re
 from typing import Any
 
 import msgspec
@@ -35,9 +36,13 @@ _event_decoder = msgspec.json.Decoder(LoopEvent)
 _encoder = msgspec.json.Encoder()
 
 
+# Kinds become SSE event names and metric labels: a newline or a megabyte there is an attack.
+_KIND = re.compile(r"[A-Za-z0-9_.:-]{1,64}")
+
+
 def _validated(kind: str, data: dict[str, Any]) -> None:
-    if not kind:
-        raise EnvelopeError("kind must be a non-empty string")
+    if not _KIND.fullmatch(kind):
+        raise EnvelopeError("kind must be 1-64 characters of letters, digits, '_', '.', ':' or '-'")
     try:
         payload_view(kind, data)
     except PayloadError as exc:

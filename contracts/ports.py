@@ -78,8 +78,46 @@ class LimitReached(Exception):
         self.retry_after = retry_after
 
 
+class RunExists(Exception):
+    """A client-chosen run id (e.g. AG-UI ``runId``) is already taken."""
+
+    def __init__(self, run_id: str) -> None:
+        super().__init__(f"a run with id {run_id!r} already exists")
+        self.run_id = run_id
+
+
 class RunNotIngest(Exception):
     """Events were pushed into a run whose producer is not an external loop."""
+
+
+class RunFinished(Exception):
+    """A command that needs a live run (push, respond) reached a finished one."""
+
+    def __init__(self, run_id: str, status: str | None) -> None:
+        super().__init__(f"run {run_id!r} has already finished ({status})")
+        self.run_id = run_id
+        self.status = status
+
+
+class Subscription(Protocol):
+    """One subscriber's view of a run: a cursor over its journal that follows it live."""
+
+    @property
+    def cursor(self) -> int:
+        """The seq of the last event handed out (0 before the first)."""
+        ...
+
+    @property
+    def done(self) -> bool:
+        """True once the run's terminal event has been handed out."""
+        ...
+
+    async def next_batch(self, max_wait: float | None = None) -> list[Envelope]:
+        """The next events after the cursor, waiting up to ``max_wait`` s (``[]`` when idle).
+
+        Raises :class:`CutOff` once this subscriber has fallen further behind than its bound.
+        """
+        ...
 
 
 class RunService(Protocol):
@@ -87,9 +125,11 @@ class RunService(Protocol):
 
     async def start(self, request: StartRun) -> RunInfo: ...
 
-    def get(self, run_id: str) -> RunInfo: ...
+    async def get(self, run_id: str) -> RunInfo: ...
 
-    def list(self, *, limit: int = 100) -> list[RunInfo]: ...
+    async def list(self, *, limit: int = 100) -> list[RunInfo]:
+        """Newest first."""
+        ...
 
     async def cancel(self, run_id: str) -> CommandResult: ...
 
@@ -103,15 +143,21 @@ class RunService(Protocol):
         """The external producer is done; a terminal completion is synthesised if missing."""
         ...
 
-    async def history(self, run_id: str, *, after: int = 0, limit: int | None = None) -> list[
-        Envelope
-    ]: ...
+    def command_channel(
+        self, run_id: str
+    ) -> AbstractAsyncContextManager[AsyncIterator[dict[str, Any]]]:
+        """Commands (``cancel``, ``steer``) for the external loop feeding an ingest run."""
+        ...
+
+    async def history(
+        self, run_id: str, *, after: int = 0, limit: int | None = None
+    ) -> list[Envelope]: ...
 
     def subscribe(
         self, run_id: str, *, after: int = 0
-    ) -> AbstractAsyncContextManager[AsyncIterator[Envelope]]:
+    ) -> AbstractAsyncContextManager[Subscription]:
         """Events with seq > ``after``, history first then live, ending after the terminal one.
 
-        Iteration raises :class:`CutOff` if this subscriber falls behind its buffer bound.
+        Raises :class:`RunNotFound` or :class:`LimitReached` on entry.
         """
         ...

@@ -11,6 +11,8 @@ from typing import Any, Literal, Protocol, TypeVar
 import msgspec
 
 from contracts.envelope import Envelope
+from contracts.limits import EndpointLimits
+from contracts.ports import RunService
 
 W_co = TypeVar("W_co", covariant=True)
 
@@ -58,4 +60,8 @@ class Adapter(Protocol):
 
     def render(self, messages: list[Any]) -> bytes:
         """The exact bytes the wire carries for ``messages`` (SSE text or JSON lines)."""
+        ...
+
+    def routes(self, service: RunService, limits: EndpointLimits) -> list[Any]:
+        """Starlette routes serving this protocol over the gateway's HTTP server."""
         ...

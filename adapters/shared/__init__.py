@@ -1,0 +1,1 @@
+"""HTTP plumbing every adapter shares: problem bodies, bounded body reads, event streams."""

@@ -1,0 +1,99 @@
+"""RFC 9457 problem responses: the one error shape of loopgate's HTTP endpoints."""
+
+from __future__ import annotations
+
+from typing import Any
+
+import msgspec
+from starlette.responses import Response
+
+PROBLEM_TYPE = "application/problem+json"
+
+_TITLES = {
+    400: "Bad Request",
+    401: "Unauthorized",
+    403: "Forbidden",
+    404: "Not Found",
+    405: "Method Not Allowed",
+    406: "Not Acceptable",
+    409: "Conflict",
+    413: "Content Too Large",
+    415: "Unsupported Media Type",
+    422: "Unprocessable Content",
+    429: "Too Many Requests",
+    500: "Internal Server Error",
+    503: "Service Unavailable",
+}
+
+
+class HttpProblem(Exception):
+    """Raised by endpoint code; the app turns it into a problem response."""
+
+    def __init__(
+        self,
+        status: int,
+        detail: str,
+        *,
+        headers: dict[str, str] | None = None,
+        extra: dict[str, Any] | None = None,
+    ) -> None:
+        super().__init__(detail)
+        self.status = status
+        self.detail = detail
+        self.headers = headers or {}
+        self.extra = extra or {}
+
+
+def problem_body(status: int, detail: str, extra: dict[str, Any] | None = None) -> bytes:
+    body: dict[str, Any] = {
+        "type": "about:blank",
+        "title": _TITLES.get(status, "Error"),
+        "status": status,
+        "detail": detail,
+    }
+    if extra:
+        body.update(extra)
+    return msgspec.json.encode(body)
+
+
+def problem_response(
+    status: int,
+    detail: str,
+    *,
+    headers: dict[str, str] | None = None,
+    extra: dict[str, Any] | None = None,
+) -> Response:
+    return Response(
+        problem_body(status, detail, extra),
+        status_code=status,
+        media_type=PROBLEM_TYPE,
+        headers=headers,
+    )
+
+
+def from_problem(exc: HttpProblem) -> Response:
+    return problem_response(exc.status, exc.detail, headers=exc.headers, extra=exc.extra)
+
+
+def problem_for(exc: Exception) -> HttpProblem | None:
+    """The HTTP problem for a port exception, or None if it is not one of ours."""
+    from contracts.ports import (
+        LimitReached,
+        RunExists,
+        RunFinished,
+        RunNotFound,
+        RunNotIngest,
+    )
+
+    if isinstance(exc, HttpProblem):
+        return exc
+    if isinstance(exc, RunNotFound):
+        return HttpProblem(404, str(exc))
+    if isinstance(exc, LimitReached):
+        return HttpProblem(429, exc.detail, headers={"retry-after": str(exc.retry_after)})
+    if isinstance(exc, RunExists | RunFinished | RunNotIngest):
+        return HttpProblem(409, str(exc))
+    if isinstance(exc, ValueError):
+        # Our ValueErrors carry user-facing validation messages (LoopConfig, replay names…).
+        return HttpProblem(422, str(exc))
+    return None

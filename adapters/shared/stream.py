@@ -1,0 +1,120 @@
+"""A streaming ASGI response that notices the client leaving, and the subscription pump.
+
+Starlette's StreamingResponse on ASGI 2.4 servers (uvicorn) only learns of a disconnect when a
+write fails, and uvicorn silently drops writes to a closed connection: an idle stream would then
+live until its run ends. This response listens for ``http.disconnect`` and cancels the producer.
+"""
+
+from __future__ import annotations
+
+import logging
+from collections.abc import Awaitable, Callable, Mapping
+from contextlib import AbstractAsyncContextManager
+from typing import Generic, TypeVar
+
+import anyio
+from starlette.types import Receive, Scope, Send
+
+from adapters.shared.problem import problem_for, problem_response
+from contracts.envelope import Envelope
+from contracts.ports import CutOff, Subscription
+
+T = TypeVar("T")
+log = logging.getLogger("loopgate.http")
+Write = Callable[[bytes], Awaitable[None]]
+
+SSE_MEDIA_TYPE = "text/event-stream; charset=utf-8"
+SSE_HEADERS = {
+    "cache-control": "no-cache",
+    # nginx buffers ~16 KB of a proxied response unless told not to.
+    "x-accel-buffering": "no",
+}
+KEEPALIVE = b": keep-alive\n\n"
+
+
+class StreamResponse(Generic[T]):
+    """Opens ``resource`` (e.g. a subscription) *before* the status line, so a missing run or a
+    full run still gets a proper problem response; then streams what ``produce`` writes."""
+
+    def __init__(
+        self,
+        resource: Callable[[], AbstractAsyncContextManager[T]],
+        produce: Callable[[T, Write], Awaitable[None]],
+        *,
+        media_type: str = SSE_MEDIA_TYPE,
+        headers: Mapping[str, str] | None = None,
+        on_disconnect: Callable[[], Awaitable[None]] | None = None,
+    ) -> None:
+        self.resource = resource
+        self.produce = produce
+        self.on_disconnect = on_disconnect
+        raw = {"content-type": media_type, **SSE_HEADERS, **(headers or {})}
+        self.headers = [(k.lower().encode(), v.encode()) for k, v in raw.items()]
+
+    async def __call__(self, scope: Scope, receive: Receive, send: Send) -> None:
+        disconnected = started = False
+        try:
+            async with self.resource() as resource:
+                await send({"type": "http.response.start", "status": 200, "headers": self.headers})
+                started = True
+
+                async def write(chunk: bytes) -> None:
+                    await send({"type": "http.response.body", "body": chunk, "more_body": True})
+
+                async with anyio.create_task_group() as tg:
+
+                    async def watch() -> None:
+                        nonlocal disconnected
+                        while (await receive())["type"] != "http.disconnect":
+                            pass
+                        disconnected = True
+                        tg.cancel_scope.cancel()
+
+                    tg.start_soon(watch)
+                    await self.produce(resource, write)
+                    tg.cancel_scope.cancel()
+        except CutOff:
+            pass  # the subscriber fell behind; it resumes from its cursor on reconnect
+        except Exception as exc:
+            problem = problem_for(exc)
+            if problem is None or started:
+                log.exception("event stream %s failed", scope.get("path"))
+                return
+            response = problem_response(problem.status, problem.detail, headers=problem.headers)
+            await response(scope, receive, send)
+            return
+        if disconnected:
+            if self.on_disconnect is not None:
+                with anyio.CancelScope(shield=True):
+                    await self.on_disconnect()
+            return
+        # A cut-off client may not be reading at all: do not wait on it forever.
+        with anyio.move_on_after(1.0):
+            await send({"type": "http.response.body", "body": b"", "more_body": False})
+
+
+async def pump(
+    subscription: Subscription,
+    render: Callable[[list[Envelope]], bytes],
+    write: Write,
+    *,
+    keepalive_s: float,
+    write_timeout_s: float,
+    keepalive: bytes = KEEPALIVE,
+) -> None:
+    """Write each batch of envelopes as rendered bytes until the run's terminal event.
+
+    A quiet stream gets ``keepalive`` every ``keepalive_s`` so idle proxies keep it open.
+    Raises :class:`contracts.ports.CutOff` if the client falls too far behind, or stops taking
+    bytes for ``write_timeout_s`` (lag alone cannot catch a client stuck at a run's end).
+    """
+    while not subscription.done:
+        before = subscription.cursor
+        batch = await subscription.next_batch(max_wait=keepalive_s)
+        chunk = render(batch) if batch else (b"" if subscription.done else keepalive)
+        if not chunk:
+            continue
+        with anyio.move_on_after(write_timeout_s) as timer:
+            await write(chunk)
+        if timer.cancelled_caught:
+            raise CutOff(before)

@@ -1,0 +1,262 @@
+"""The native HTTP API: start, list, inspect, command and stream runs; ingest from external loops.
+
+Every error is an RFC 9457 problem body with a ``detail`` that says what was wrong.
+"""
+
+from __future__ import annotations
+
+import re
+from collections.abc import Awaitable, Callable
+from typing import Any, Literal
+
+import anyio
+import msgspec
+from starlette.requests import Request
+from starlette.responses import Response
+from starlette.routing import BaseRoute, Route, WebSocketRoute
+from starlette.websockets import WebSocket, WebSocketDisconnect
+
+from adapters.shared.body import decode_json, iter_lines, read_body
+from adapters.shared.endpoint import guarded
+from adapters.shared.problem import HttpProblem, from_problem, problem_for
+from adapters.shared.stream import StreamResponse, pump
+from adapters.shared.ws import origin_allowed, refuse
+from adapters.sse.projector import render_events
+from contracts.contract import contract_bytes, is_terminal_completion
+from contracts.envelope import EnvelopeError, decode_event
+from contracts.limits import EndpointLimits
+from contracts.messages import Message
+from contracts.ports import RunFinished, RunInfo, RunService, StartRun
+
+JSON = "application/json"
+_RUN_ID = re.compile(r"[A-Za-z0-9_.:-]{1,128}")
+
+
+class StartBody(msgspec.Struct, kw_only=True, forbid_unknown_fields=True):
+    input: str | list[Message] | None = None
+    config: dict[str, Any] = msgspec.field(default_factory=dict)
+    source: Literal["loop", "ingest"] | None = None
+    replay: str | None = None
+    pace: Literal["recorded", "fast"] = "fast"
+    run_id: str | None = None
+    thread_id: str | None = None
+    metadata: dict[str, Any] = msgspec.field(default_factory=dict)
+
+
+class SteerBody(msgspec.Struct, forbid_unknown_fields=True):
+    content: str
+
+
+def json_response(body: Any, status: int = 200, headers: dict[str, str] | None = None) -> Response:
+    return Response(msgspec.json.encode(body), status, headers=headers, media_type=JSON)
+
+
+def run_json(info: RunInfo) -> dict[str, Any]:
+    body = msgspec.to_builtins(info)
+    body["links"] = {
+        "self": f"/v1/runs/{info.id}",
+        "events": f"/v1/runs/{info.id}/events",
+    }
+    return body
+
+
+def to_start_request(body: StartBody, traceparent: str | None) -> StartRun:
+    if body.replay is not None and body.source is not None:
+        raise HttpProblem(422, "give either `replay` or `source`, not both")
+    if body.run_id is not None and not _RUN_ID.fullmatch(body.run_id):
+        raise HttpProblem(422, "run_id must be 1-128 letters, digits, '_', '.', ':' or '-'")
+    source = "replay" if body.replay is not None else (body.source or "loop")
+    return StartRun(
+        input=body.input,
+        config=body.config,
+        source=source,
+        replay=body.replay,
+        replay_pace=body.pace,
+        run_id=body.run_id,
+        thread_id=body.thread_id,
+        metadata=body.metadata,
+        traceparent=traceparent,
+    )
+
+
+def cursor_from(request: Request) -> int:
+    """``Last-Event-ID`` (set by a reconnecting EventSource) wins over ``?after=``."""
+    raw = request.headers.get("last-event-id") or request.query_params.get("after") or "0"
+    if not raw.isdigit():
+        raise HttpProblem(400, f"the resume cursor must be a non-negative integer, got {raw!r}")
+    return int(raw)
+
+
+def int_param(request: Request, name: str, default: int, low: int, high: int) -> int:
+    raw = request.query_params.get(name)
+    if raw is None:
+        return default
+    if not raw.isdigit() or not low <= int(raw) <= high:
+        raise HttpProblem(400, f"{name} must be an integer from {low} to {high}, got {raw!r}")
+    return int(raw)
+
+
+def routes(service: RunService, limits: EndpointLimits) -> list[BaseRoute]:
+    @guarded
+    async def start_run(request: Request) -> Response:
+        body = decode_json(await read_body(request, limits.max_body_bytes), StartBody)
+        info = await service.start(to_start_request(body, request.headers.get("traceparent")))
+        location = f"/v1/runs/{info.id}"
+        return json_response(run_json(info), 201, {"location": location})
+
+    @guarded
+    async def list_runs(request: Request) -> Response:
+        limit = int_param(request, "limit", 100, 1, 1000)
+        return json_response({"runs": [run_json(i) for i in await service.list(limit=limit)]})
+
+    @guarded
+    async def get_run(request: Request) -> Response:
+        return json_response(run_json(await service.get(request.path_params["run_id"])))
+
+    async def stream_events(request: Request) -> Response:
+        run_id = request.path_params["run_id"]
+        try:
+            after = cursor_from(request)
+        except HttpProblem as exc:
+            return from_problem(exc)
+
+        async def produce(subscription: Any, write: Any) -> None:
+            await pump(
+                subscription,
+                render_events,
+                write,
+                keepalive_s=limits.keepalive_s,
+                write_timeout_s=limits.write_timeout_s,
+            )
+
+        return StreamResponse(lambda: service.subscribe(run_id, after=after), produce)  # type: ignore[return-value]
+
+    @guarded
+    async def ingest_events(request: Request) -> Response:
+        run_id = request.path_params["run_id"]
+        info = await service.get(run_id)  # 404/409 before reading a body for nothing
+        if info.state == "finished":
+            raise HttpProblem(409, f"run {run_id!r} has already finished ({info.status})")
+        accepted = 0
+        last_seq = None
+        try:
+            async for number, line in iter_lines(request, limits.max_line_bytes):
+                try:
+                    event = decode_event(line)
+                except EnvelopeError as exc:
+                    raise HttpProblem(
+                        422, f"line {number}: {exc}", extra={"line": number}
+                    ) from None
+                last_seq = (await service.push(run_id, event)).seq
+                accepted += 1
+        except HttpProblem as exc:
+            exc.extra.update({"accepted": accepted, "last_seq": last_seq})
+            exc.detail += f" ({accepted} earlier events were accepted and kept)"
+            raise
+        if request.query_params.get("end") in ("1", "true"):
+            await service.end_ingest(run_id)
+        info = await service.get(run_id)
+        return json_response({"accepted": accepted, "last_seq": last_seq, "run": run_json(info)})
+
+    @guarded
+    async def cancel_run(request: Request) -> Response:
+        result = await service.cancel(request.path_params["run_id"])
+        return json_response(msgspec.to_builtins(result), 202 if result.accepted else 200)
+
+    @guarded
+    async def steer_run(request: Request) -> Response:
+        body = decode_json(await read_body(request, limits.max_body_bytes), SteerBody)
+        result = await service.steer(request.path_params["run_id"], body.content)
+        return json_response(msgspec.to_builtins(result), 202 if result.accepted else 200)
+
+    async def get_contract(request: Request) -> Response:
+        return Response(contract_bytes(), media_type=JSON)
+
+    async def ingest_socket(websocket: WebSocket) -> None:
+        await serve_ingest_socket(websocket, service, limits)
+
+    return [
+        Route("/v1/runs", start_run, methods=["POST"]),
+        Route("/v1/runs", list_runs, methods=["GET"]),
+        Route("/v1/runs/{run_id}", get_run, methods=["GET"]),
+        Route("/v1/runs/{run_id}/events", stream_events, methods=["GET"]),
+        Route("/v1/runs/{run_id}/events", ingest_events, methods=["POST"]),
+        Route("/v1/runs/{run_id}/cancel", cancel_run, methods=["POST"]),
+        Route("/v1/runs/{run_id}/steer", steer_run, methods=["POST"]),
+        WebSocketRoute("/v1/runs/{run_id}/ingest", ingest_socket),
+        Route("/v1/contract", get_contract, methods=["GET"]),
+    ]
+
+
+async def serve_ingest_socket(
+    websocket: WebSocket, service: RunService, limits: EndpointLimits
+) -> None:
+    """One LoopEvent per text frame in; errors and commands (cancel, steer) out as JSON frames.
+
+    The socket closing ends the producer: a run without a terminal completion is truncated.
+    """
+    run_id = websocket.path_params["run_id"]
+    if not origin_allowed(websocket, limits):
+        await refuse(websocket, "origin not allowed")
+        return
+    try:
+        await service.get(run_id)
+    except Exception as exc:
+        problem = problem_for(exc)
+        await refuse(websocket, problem.detail if problem else "cannot attach")
+        return
+    await websocket.accept()
+    send_lock = anyio.Lock()
+
+    async def send(message: dict[str, Any]) -> None:
+        async with send_lock:
+            await websocket.send_text(msgspec.json.encode(message).decode())
+
+    async def relay_commands() -> None:
+        async with service.command_channel(run_id) as commands:
+            async for command in commands:
+                await send({"type": "command", **command})
+
+    try:
+        async with anyio.create_task_group() as tg:
+            tg.start_soon(relay_commands)
+            await receive_events(websocket, service, run_id, limits, send)
+            tg.cancel_scope.cancel()
+    except (WebSocketDisconnect, RunFinished):
+        pass
+    finally:
+        with anyio.CancelScope(shield=True):
+            await service.end_ingest(run_id)
+    if websocket.client_state.name == "CONNECTED":
+        await websocket.close()
+
+
+async def receive_events(
+    websocket: WebSocket,
+    service: RunService,
+    run_id: str,
+    limits: EndpointLimits,
+    send: Callable[[dict[str, Any]], Awaitable[None]],
+) -> None:
+    frame = 0
+    while True:
+        message = await websocket.receive()
+        if message["type"] == "websocket.disconnect":
+            return
+        frame += 1
+        raw = message.get("text") or message.get("bytes") or b""
+        if len(raw) > limits.max_frame_bytes:
+            detail = f"frame is larger than the limit of {limits.max_frame_bytes} bytes"
+            await send({"type": "error", "frame": frame, "detail": detail})
+            continue
+        try:
+            env = await service.push(run_id, decode_event(raw))
+        except EnvelopeError as exc:
+            await send({"type": "error", "frame": frame, "detail": str(exc)})
+            continue
+        except RunFinished as exc:
+            await send({"type": "error", "frame": frame, "detail": str(exc)})
+            return
+        if is_terminal_completion(env.kind, env.data):
+            await send({"type": "end", "frame": frame, "seq": env.seq})
+            return

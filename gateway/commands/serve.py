@@ -1,0 +1,78 @@
+"""``loopgate serve``: the gateway server."""
+
+from __future__ import annotations
+
+import argparse
+import os
+import sys
+
+from gateway.settings import load_settings
+
+
+def register(sub: argparse._SubParsersAction) -> None:  # type: ignore[type-arg]
+    p = sub.add_parser(
+        "serve",
+        help="run the gateway server",
+        description="Run the gateway server. Every flag also reads LOOPGATE_<NAME> "
+        "(e.g. LOOPGATE_PORT); flags win.",
+    )
+    p.add_argument("--host", help="address to listen on (default 127.0.0.1)")
+    p.add_argument("--port", type=int, help="port (default 8000)")
+    p.add_argument("--token", help="bearer token every endpoint requires (required off-loopback)")
+    p.add_argument(
+        "--allowed-origin",
+        dest="allowed_origins",
+        action="append",
+        help="an Origin allowed to open WebSockets (repeatable; default: loopback origins)",
+    )
+    p.add_argument("--provider", choices=["scripted", "openai"], help="model provider")
+    p.add_argument(
+        "--scripted-delay",
+        dest="scripted_delay_s",
+        type=float,
+        help="seconds between scripted deltas (default 0.02)",
+    )
+    p.add_argument("--journal", help="'memory' (default) or 'sqlite:PATH'")
+    p.add_argument("--workspace", help="directory the demo file tools may read and write")
+    p.add_argument(
+        "--keepalive",
+        dest="keepalive_s",
+        type=float,
+        help="seconds between keep-alive comments on quiet streams (default 15)",
+    )
+    p.add_argument("--max-active-runs", type=int)
+    p.add_argument("--max-subscribers-per-run", type=int)
+    p.add_argument("--max-body-bytes", type=int)
+    p.add_argument(
+        "--log-level", default="info", choices=["critical", "error", "warning", "info", "debug"]
+    )
+    p.set_defaults(func=main)
+
+
+SETTING_FLAGS = (
+    "host",
+    "port",
+    "token",
+    "allowed_origins",
+    "provider",
+    "scripted_delay_s",
+    "journal",
+    "workspace",
+    "keepalive_s",
+    "max_active_runs",
+    "max_subscribers_per_run",
+    "max_body_bytes",
+)
+
+
+def main(args: argparse.Namespace) -> int:
+    from gateway.server import make_server
+
+    try:
+        settings = load_settings(os.environ, {k: getattr(args, k) for k in SETTING_FLAGS})
+        server = make_server(settings, log_level=args.log_level)
+    except ValueError as exc:
+        print(f"loopgate serve: {exc}", file=sys.stderr)
+        return 2
+    server.run()
+    return 0

@@ -1,0 +1,354 @@
+"""The hub: runs, their journals, fan-out to subscribers, and commands back to producers."""
+
+from __future__ import annotations
+
+import logging
+import time
+import uuid
+from collections.abc import AsyncIterator, Callable, Mapping
+from contextlib import asynccontextmanager
+from typing import Any, Protocol
+
+import anyio
+import msgspec
+from anyio.abc import TaskGroup
+
+from contracts.contract import is_terminal_completion
+from contracts.envelope import Envelope, LoopEvent
+from contracts.ports import (
+    CommandResult,
+    CutOff,
+    LimitReached,
+    RunExists,
+    RunFinished,
+    RunInfo,
+    RunNotFound,
+    RunNotIngest,
+    StartRun,
+)
+from gateway.hub.run import Producer, Run, RunSubscription, new_record
+from gateway.journal.base import Journal
+from gateway.settings import Settings
+from gateway.sources.ingest import IngestProducer
+
+log = logging.getLogger("loopgate.hub")
+
+# How often (in events) a run checks its subscribers' lag: cheap enough for the hot path,
+# frequent enough that a stuck client is noticed long before memory matters.
+LAG_CHECK_EVERY = 64
+FLUSH_INTERVAL_S = 0.05
+SWEEP_INTERVAL_S = 1.0
+COMMAND_BUFFER = 64
+
+
+class Source(Protocol):
+    """Where a run's events come from (the reference loop, an external loop, a recording)."""
+
+    def prepare(self, request: StartRun) -> Any:
+        """Validate the request before the run exists; raise ValueError saying what is wrong."""
+        ...
+
+    def producer(self, hub: Hub, run: Run, prepared: Any) -> Producer: ...
+
+
+Observer = Callable[[Run, Envelope], None]
+
+
+class Hub:
+    """Implements :class:`contracts.ports.RunService` for every adapter."""
+
+    def __init__(
+        self,
+        settings: Settings,
+        journal: Journal,
+        sources: Mapping[str, Source],
+        *,
+        clock: Callable[[], int] = time.time_ns,
+    ) -> None:
+        self.settings = settings
+        self.journal = journal
+        self.sources = dict(sources)
+        self.clock = clock
+        self.observers: list[Observer] = []
+        self._runs: dict[str, Run] = {}
+        self._active = 0
+        self._tg: TaskGroup | None = None
+        self._closing = False
+
+    # --- lifecycle ----------------------------------------------------------------------
+
+    async def __aenter__(self) -> Hub:
+        interrupted = await self.journal.open()
+        for record in interrupted:
+            # A previous process died with these runs open: give them their terminal event.
+            run = Run(record, await self.journal.load_events(record.id))
+            self._runs[run.id] = run
+            self._active += 1
+            self.publish(run, "completion", {"status": "failed", "reason": "server_restarted"})
+        self._tg = anyio.create_task_group()
+        await self._tg.__aenter__()
+        self._tg.start_soon(self._housekeeping)
+        return self
+
+    async def __aexit__(self, *exc_info: object) -> None:
+        await self.drain()
+        assert self._tg is not None
+        self._tg.cancel_scope.cancel()
+        await self._tg.__aexit__(None, None, None)
+        with anyio.CancelScope(shield=True):
+            await self.journal.aclose()
+
+    async def drain(self) -> None:
+        """Graceful shutdown: ask producers to stop, then end whatever is still running."""
+        if self._closing:
+            return
+        self._closing = True
+        running = [r for r in self._runs.values() if not r.finished]
+        for run in running:
+            if run.record.source == "ingest":
+                # The external loop lives on; only this gateway's view of the run ends.
+                self.publish(run, "completion", {"status": "failed", "reason": "server_shutdown"})
+            elif run.producer is not None:
+                run.producer.cancel()
+        with anyio.move_on_after(self.settings.shutdown_grace_s):
+            for run in running:
+                await run.ended.wait()
+        for run in running:
+            if not run.finished:
+                self.publish(run, "completion", {"status": "failed", "reason": "server_shutdown"})
+        with anyio.CancelScope(shield=True):
+            await self.journal.flush()
+
+    async def _housekeeping(self) -> None:
+        last_sweep = 0.0
+        while True:
+            await anyio.sleep(FLUSH_INTERVAL_S)
+            try:
+                await self.journal.flush()
+                now = time.monotonic()
+                if now - last_sweep >= SWEEP_INTERVAL_S:
+                    last_sweep = now
+                    await self._sweep()
+            except Exception:
+                log.exception("journal housekeeping failed; retrying")
+
+    async def _sweep(self) -> None:
+        s = self.settings
+        cutoff = self.clock() - int(s.max_run_age_s * 1e9)
+        finished = [r for r in self._runs.values() if r.finished and not r.subscribers]
+        finished.sort(key=lambda r: r.record.finished_at or 0)
+        keep = s.max_runs if not self.journal.durable else min(s.max_runs, s.cache_runs)
+        excess = len(finished) - keep
+        for i, run in enumerate(finished):
+            if i < excess or (run.record.finished_at or 0) < cutoff:
+                del self._runs[run.id]
+        await self.journal.prune(keep=s.max_runs, older_than_ns=cutoff)
+
+    # --- the producer side (hot path) ---------------------------------------------------
+
+    def publish(self, run: Run, kind: str, data: dict[str, Any]) -> Envelope:
+        """Append one event to the run's journal and wake its subscribers. Never blocks."""
+        if run.finished:
+            raise RunFinished(run.id, run.record.status)
+        events = run.events
+        seq = len(events) + 1
+        terminal = kind == "completion" and is_terminal_completion(kind, data)
+        if seq >= self.settings.max_events_per_run and not terminal:
+            # The last slot is kept for the terminal event, so even a runaway run ends cleanly.
+            self.publish(
+                run,
+                "completion",
+                {
+                    "status": "failed",
+                    "reason": "event_limit",
+                    "message": f"run reached the limit of {self.settings.max_events_per_run} "
+                    "events",
+                },
+            )
+            raise LimitReached(f"run {run.id} reached its event limit")
+        env = Envelope(run.id, seq, self.clock(), kind, data)
+        events.append(env)
+        self.journal.record_event(env)
+        for observe in self.observers:
+            observe(run, env)
+        if terminal:
+            self._finish(run, data.get("status"))
+        elif not seq % LAG_CHECK_EVERY and run.subscribers:
+            for sub in [s for s in run.subscribers if s.lagging()]:
+                sub.cut()
+        run.notify()
+        return env
+
+    def end_producer(self, run: Run, reason: str = "truncated") -> None:
+        """The producer stopped; synthesise the terminal event it never sent."""
+        if not run.finished:
+            self.publish(run, "completion", {"status": "failed", "reason": reason})
+
+    def _finish(self, run: Run, status: Any) -> None:
+        record = run.record
+        record.state = "finished"
+        record.status = status if isinstance(status, str) else "failed"
+        record.finished_at = self.clock()
+        record.last_seq = run.last_seq
+        self._active -= 1
+        self.journal.record_run(record)
+        run.ended.set()
+
+    # --- RunService ---------------------------------------------------------------------
+
+    async def start(self, request: StartRun) -> RunInfo:
+        if self._closing:
+            raise LimitReached("the server is shutting down", retry_after=5)
+        source = self.sources.get(request.source)
+        if source is None:
+            raise ValueError(f"unknown source {request.source!r}")
+        run_id = request.run_id or f"run_{uuid.uuid4().hex}"
+        if run_id in self._runs or await self.journal.load_run(run_id) is not None:
+            raise RunExists(run_id)
+        if self._active >= self.settings.max_active_runs:
+            raise LimitReached(
+                f"too many active runs (limit {self.settings.max_active_runs}); retry later"
+            )
+        prepared = source.prepare(request)
+        metadata = dict(request.metadata)
+        if request.traceparent:
+            metadata.setdefault("traceparent", request.traceparent)
+        record = new_record(
+            run_id, request.thread_id or run_id, request.source, self.clock(), metadata
+        )
+        run = Run(record)
+        self._runs[run_id] = run
+        self._active += 1
+        self.journal.record_run(record)
+        run.producer = source.producer(self, run, prepared)
+        assert self._tg is not None
+        self._tg.start_soon(self._produce, run, run.producer)
+        return run.info()
+
+    async def _produce(self, run: Run, producer: Producer) -> None:
+        try:
+            await producer.run()
+        except LimitReached:
+            pass
+        except Exception:
+            # The exception's text stays in the server log; subscribers see a plain reason.
+            log.exception("producer of run %s failed", run.id)
+            self.end_producer(run, "producer_failed")
+        finally:
+            self.end_producer(run)
+            with anyio.CancelScope(shield=True):
+                await self.journal.flush()
+
+    async def get(self, run_id: str) -> RunInfo:
+        return (await self._load(run_id)).info()
+
+    async def list(self, *, limit: int = 100) -> list[RunInfo]:
+        infos = {r.id: r.info() for r in self._runs.values()}
+        for record in await self.journal.list_runs(limit):
+            if record.id not in infos:
+                infos[record.id] = Run(record).info()
+                infos[record.id].last_seq = record.last_seq
+        return sorted(infos.values(), key=lambda i: i.created_at, reverse=True)[:limit]
+
+    async def cancel(self, run_id: str) -> CommandResult:
+        run = await self._load(run_id)
+        if run.finished or run.producer is None:
+            return CommandResult(
+                run_id=run_id,
+                accepted=False,
+                detail=f"run already finished ({run.record.status}); nothing to cancel",
+            )
+        run.producer.cancel()
+        return CommandResult(run_id=run_id, accepted=True, detail="cancellation requested")
+
+    async def steer(self, run_id: str, content: str) -> CommandResult:
+        run = await self._load(run_id)
+        if run.finished or run.producer is None:
+            return CommandResult(
+                run_id=run_id,
+                accepted=False,
+                detail=f"run already finished ({run.record.status}); nothing to steer",
+            )
+        refusal = run.producer.steer(content)
+        if refusal is not None:
+            return CommandResult(run_id=run_id, accepted=False, detail=refusal)
+        return CommandResult(
+            run_id=run_id, accepted=True, detail="steering message queued for the next round"
+        )
+
+    async def push(self, run_id: str, event: LoopEvent) -> Envelope:
+        run = await self._load(run_id)
+        if run.record.source != "ingest":
+            raise RunNotIngest(f"run {run_id!r} is produced by its {run.record.source} source")
+        if run.finished:
+            raise RunFinished(run_id, run.record.status)
+        run.last_push_ns = self.clock()
+        return self.publish(run, event.kind, event.data)
+
+    async def end_ingest(self, run_id: str) -> None:
+        run = await self._load(run_id)
+        if run.record.source != "ingest":
+            raise RunNotIngest(f"run {run_id!r} is produced by its {run.record.source} source")
+        self.end_producer(run)
+
+    @asynccontextmanager
+    async def command_channel(self, run_id: str) -> AsyncIterator[AsyncIterator[dict[str, Any]]]:
+        run = await self._load(run_id)
+        producer = run.producer
+        if not isinstance(producer, IngestProducer):
+            raise RunNotIngest(f"run {run_id!r} is produced by its {run.record.source} source")
+        send, receive = anyio.create_memory_object_stream[dict[str, Any]](COMMAND_BUFFER)
+        producer.commands = send.send_nowait
+        try:
+            async with receive:
+                yield receive
+        finally:
+            producer.commands = None
+            send.close()
+
+    async def history(
+        self, run_id: str, *, after: int = 0, limit: int | None = None
+    ) -> list[Envelope]:
+        run = await self._load(run_id)
+        start = max(after, 0)
+        end = None if limit is None else start + limit
+        return run.events[start:end]
+
+    @asynccontextmanager
+    async def subscribe(self, run_id: str, *, after: int = 0) -> AsyncIterator[RunSubscription]:
+        run = await self._load(run_id)
+        if len(run.subscribers) >= self.settings.max_subscribers_per_run:
+            raise LimitReached(
+                f"run {run_id} has the maximum of {self.settings.max_subscribers_per_run} "
+                "subscribers"
+            )
+        sub = RunSubscription(run, after, self.settings.subscriber_max_lag, self.settings.max_batch)
+        run.subscribers.add(sub)
+        try:
+            with anyio.CancelScope() as scope:
+                sub.scope = scope
+                yield sub
+        finally:
+            run.subscribers.discard(sub)
+        if sub.cut_off and scope.cancelled_caught:
+            raise CutOff(sub.cursor)
+
+    # --- helpers ------------------------------------------------------------------------
+
+    def run(self, run_id: str) -> Run:
+        """The in-memory run (for sources and tests); RunNotFound if not loaded."""
+        try:
+            return self._runs[run_id]
+        except KeyError:
+            raise RunNotFound(run_id) from None
+
+    async def _load(self, run_id: str) -> Run:
+        run = self._runs.get(run_id)
+        if run is not None:
+            return run
+        record = await self.journal.load_run(run_id)
+        if record is None:
+            raise RunNotFound(run_id)
+        run = Run(msgspec.structs.replace(record), await self.journal.load_events(run_id))
+        self._runs[run_id] = run
+        return run

@@ -1,0 +1,149 @@
+"""A run's in-memory state and a subscriber's cursor over it."""
+
+from __future__ import annotations
+
+from typing import Any, Protocol
+
+import anyio
+
+from contracts.envelope import Envelope
+from contracts.ports import CutOff, RunInfo, RunSource
+from gateway.journal.base import RunRecord
+
+
+class Producer(Protocol):
+    """The run's event source, as far as commands reach it."""
+
+    def cancel(self) -> None: ...
+
+    def steer(self, content: str) -> str | None:
+        """Queue a steering message; a string is the reason it cannot be steered."""
+        ...
+
+
+class Run:
+    """One run: its journal (events in seq order), its subscribers, and its producer."""
+
+    def __init__(self, record: RunRecord, events: list[Envelope] | None = None) -> None:
+        self.id = record.id
+        self.record = record
+        self.events: list[Envelope] = events or []
+        self.subscribers: set[RunSubscription] = set()
+        self.producer: Producer | None = None
+        self.ended = anyio.Event()
+        self.last_push_ns = record.created_at
+        self._waiter: anyio.Event | None = None
+        if record.state == "finished":
+            self.ended.set()
+
+    @property
+    def finished(self) -> bool:
+        return self.record.state == "finished"
+
+    @property
+    def last_seq(self) -> int:
+        return len(self.events)
+
+    def info(self) -> RunInfo:
+        r = self.record
+        return RunInfo(
+            id=r.id,
+            thread_id=r.thread_id,
+            source=r.source,
+            state=r.state,
+            status=r.status,
+            created_at=r.created_at,
+            last_seq=len(self.events),
+            subscribers=len(self.subscribers),
+            metadata=r.metadata,
+        )
+
+    def notify(self) -> None:
+        """Wake every subscriber waiting for new events (one Event per burst, not per event)."""
+        waiter = self._waiter
+        if waiter is not None:
+            self._waiter = None
+            waiter.set()
+
+    def waiter(self) -> anyio.Event:
+        if self._waiter is None:
+            self._waiter = anyio.Event()
+        return self._waiter
+
+
+class RunSubscription:
+    """A cursor over a run's journal that follows it live.
+
+    Events are never copied per subscriber: a batch is a slice of the run's list. The bound is
+    on lag — how far the cursor may trail the newest event — so memory per subscriber is O(1),
+    and a client that stops reading is cut off without slowing anyone else.
+    """
+
+    def __init__(self, run: Run, after: int, max_lag: int, max_batch: int) -> None:
+        self.run = run
+        self._cursor = min(max(after, 0), run.last_seq)
+        self.max_lag = max_lag
+        self.max_batch = max_batch
+        self.cut_off = False
+        self.scope: anyio.CancelScope | None = None
+        self._done = run.finished and self._cursor >= run.last_seq
+
+    @property
+    def cursor(self) -> int:
+        return self._cursor
+
+    @property
+    def done(self) -> bool:
+        return self._done
+
+    def lagging(self) -> bool:
+        return self.run.last_seq - self._cursor > self.max_lag
+
+    def cut(self) -> None:
+        """Called by the hub when this subscriber fell too far behind."""
+        self.cut_off = True
+        if self.scope is not None:
+            # The subscriber may be stuck writing to a client that never reads.
+            self.scope.cancel()
+        self.run.notify()
+
+    async def next_batch(self, max_wait: float | None = None) -> list[Envelope]:
+        run = self.run
+        while True:
+            if self.cut_off:
+                raise CutOff(self._cursor)
+            available = run.last_seq
+            if self._cursor < available:
+                end = min(available, self._cursor + self.max_batch)
+                batch = run.events[self._cursor : end]
+                self._cursor = end
+                self._done = run.finished and end >= run.last_seq
+                return batch
+            if run.finished:
+                self._done = True
+                return []
+            waiter = run.waiter()
+            if max_wait is None:
+                await waiter.wait()
+            else:
+                with anyio.move_on_after(max_wait):
+                    await waiter.wait()
+                if not waiter.is_set():
+                    return []
+
+    def __repr__(self) -> str:  # pragma: no cover - debugging aid
+        return f"<RunSubscription run={self.run.id} cursor={self._cursor}>"
+
+
+def new_record(
+    run_id: str, thread_id: str, source: RunSource, now: int, metadata: dict[str, Any]
+) -> RunRecord:
+    return RunRecord(
+        id=run_id,
+        thread_id=thread_id,
+        source=source,
+        state="running",
+        status=None,
+        created_at=now,
+        metadata=metadata,
+    )

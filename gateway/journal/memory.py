@@ -1,0 +1,40 @@
+"""The default journal: nothing beyond the hub's in-memory runs, so nothing survives a restart."""
+
+from __future__ import annotations
+
+from contracts.envelope import Envelope
+from gateway.journal.base import RunRecord
+
+
+class MemoryJournal:
+    durable = False
+
+    async def open(self) -> list[RunRecord]:
+        return []
+
+    def record_run(self, record: RunRecord) -> None:
+        pass
+
+    def record_event(self, envelope: Envelope) -> None:
+        pass
+
+    async def flush(self) -> None:
+        pass
+
+    async def load_run(self, run_id: str) -> RunRecord | None:
+        return None
+
+    async def load_events(self, run_id: str) -> list[Envelope]:
+        return []
+
+    async def list_runs(self, limit: int) -> list[RunRecord]:
+        return []
+
+    async def delete(self, run_ids: list[str]) -> None:
+        pass
+
+    async def prune(self, *, keep: int, older_than_ns: int) -> list[str]:
+        return []
+
+    async def aclose(self) -> None:
+        pass

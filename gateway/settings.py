@@ -1,0 +1,113 @@
+"""Every knob of the gateway, from defaults, ``LOOPGATE_*`` environment variables and flags.
+
+Every size, count and time the server handles is bounded by one of these fields.
+"""
+
+from __future__ import annotations
+
+import ipaddress
+from collections.abc import Mapping
+from pathlib import Path
+from typing import Any, Literal
+
+import msgspec
+
+ENV_PREFIX = "LOOPGATE_"
+REPO_ROOT = Path(__file__).resolve().parent.parent
+
+
+class Settings(msgspec.Struct, kw_only=True, forbid_unknown_fields=True):
+    host: str = "127.0.0.1"
+    port: int = 8000
+    # Required when listening beyond loopback; checked as a bearer token on every endpoint.
+    token: str | None = None
+    allowed_origins: list[str] = msgspec.field(default_factory=list)
+
+    provider: Literal["scripted", "openai"] = "scripted"
+    scripted_delay_s: float = 0.02
+    openai_base_url: str | None = None
+    openai_model: str | None = None
+    openai_api_key: str | None = None
+    workspace: str = "."
+    loop_config: dict[str, Any] = msgspec.field(default_factory=dict)
+
+    journal: str = "memory"  # or "sqlite:PATH"
+    replay_dir: str = str(REPO_ROOT / "conformance" / "streams")
+
+    max_body_bytes: int = 1 << 20
+    max_line_bytes: int = 2 << 20  # one ingested event (a big tool result fits)
+    max_frame_bytes: int = 2 << 20
+    max_events_per_run: int = 100_000
+    max_active_runs: int = 64
+    max_runs: int = 1_000  # retention: finished runs beyond this are dropped, oldest first
+    cache_runs: int = 256  # finished runs a durable journal also keeps in memory
+    max_run_age_s: float = 24 * 3600.0
+    max_subscribers_per_run: int = 256
+    subscriber_max_lag: int = 10_000  # events a subscriber may fall behind before it is cut off
+    max_batch: int = 512  # events written to a client per write
+    keepalive_s: float = 15.0
+    write_timeout_s: float = 30.0  # a client that accepts no bytes for this long is cut off
+    ingest_idle_timeout_s: float = 300.0
+    replay_max_gap_s: float = 5.0  # recorded pace never waits longer than this between events
+    shutdown_grace_s: float = 5.0
+
+    def __post_init__(self) -> None:
+        for name in POSITIVE_FIELDS:
+            if getattr(self, name) <= 0:
+                raise ValueError(f"{name} must be positive, got {getattr(self, name)}")
+        if not (0 < self.port < 65536):
+            raise ValueError(f"port must be between 1 and 65535, got {self.port}")
+        if self.journal != "memory" and not self.journal.startswith("sqlite:"):
+            raise ValueError(f"journal must be 'memory' or 'sqlite:PATH', got {self.journal!r}")
+        if not is_loopback(self.host) and not self.token:
+            raise ValueError(
+                f"listening on {self.host} (beyond loopback) requires a token: "
+                "set --token or LOOPGATE_TOKEN"
+            )
+
+    @property
+    def sqlite_path(self) -> str | None:
+        return self.journal.removeprefix("sqlite:") if self.journal.startswith("sqlite:") else None
+
+
+# Limits that must be positive (zero would mean "never" or "nothing", which is never meant).
+POSITIVE_FIELDS = tuple(
+    f.name
+    for f in msgspec.structs.fields(Settings)
+    if f.type in (int, float) and f.name not in ("port", "scripted_delay_s")
+)
+
+
+def is_loopback(host: str) -> bool:
+    if host == "localhost":
+        return True
+    try:
+        return ipaddress.ip_address(host).is_loopback
+    except ValueError:
+        return False
+
+
+def load_settings(env: Mapping[str, str], overrides: Mapping[str, Any] | None = None) -> Settings:
+    """Defaults, then ``LOOPGATE_*`` variables, then explicit overrides (CLI flags)."""
+    values: dict[str, Any] = {}
+    for name in Settings.__struct_fields__:
+        raw = env.get(ENV_PREFIX + name.upper())
+        if raw is not None:
+            values[name] = _parse_env(name, raw)
+    values.update({k: v for k, v in (overrides or {}).items() if v is not None})
+    try:
+        return msgspec.convert(values, Settings, strict=False)
+    except msgspec.ValidationError as exc:
+        raise ValueError(f"invalid setting: {str(exc).replace('$.', '')}") from None
+
+
+def _parse_env(name: str, raw: str) -> Any:
+    field = next(f for f in msgspec.structs.fields(Settings) if f.name == name)
+    if field.type in (str, str | None) or "Literal" in repr(field.type):
+        return raw
+    if name == "allowed_origins":
+        return [o.strip() for o in raw.split(",") if o.strip()]
+    try:
+        return msgspec.json.decode(raw)
+    except msgspec.DecodeError:
+        return raw

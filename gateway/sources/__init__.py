@@ -1,0 +1,1 @@
+"""Where runs' events come from: the reference loop, external loops (ingest), recordings."""

@@ -1,0 +1,85 @@
+"""A recorded stream (``conformance/streams/*.jsonl``) served as a live run."""
+
+from __future__ import annotations
+
+from pathlib import Path
+from typing import TYPE_CHECKING
+
+import anyio
+import anyio.lowlevel
+
+from contracts.envelope import Envelope, EnvelopeError, decode_envelope
+from contracts.ports import StartRun
+
+if TYPE_CHECKING:
+    from gateway.hub import Hub, Run
+
+
+def read_recording(path: Path) -> list[Envelope]:
+    """Every line of a recording, decoded; an error names the file and line."""
+    envelopes = []
+    with path.open("rb") as fh:
+        for number, line in enumerate(fh, 1):
+            if not line.strip():
+                continue
+            try:
+                envelopes.append(decode_envelope(line))
+            except EnvelopeError as exc:
+                raise ValueError(f"{path.name} line {number}: {exc}") from None
+    return envelopes
+
+
+class ReplaySource:
+    def __init__(self, directory: str, max_gap_s: float) -> None:
+        self.directory = Path(directory)
+        self.max_gap_s = max_gap_s
+
+    def names(self) -> list[str]:
+        return sorted(p.stem for p in self.directory.glob("*.jsonl"))
+
+    def prepare(self, request: StartRun) -> tuple[list[Envelope], bool]:
+        name = request.replay or ""
+        # Only bare names: a path would let a client read any .jsonl file on the host.
+        if not name or "/" in name or "\\" in name or name.startswith("."):
+            raise ValueError(f"replay must name a recording, one of: {', '.join(self.names())}")
+        path = self.directory / f"{name.removesuffix('.jsonl')}.jsonl"
+        if not path.is_file():
+            raise ValueError(f"no recording named {name!r}; available: {', '.join(self.names())}")
+        return read_recording(path), request.replay_pace == "recorded"
+
+    def producer(self, hub: Hub, run: Run, prepared: tuple[list[Envelope], bool]) -> ReplayProducer:
+        envelopes, paced = prepared
+        return ReplayProducer(hub, run, envelopes, self.max_gap_s if paced else 0.0)
+
+
+class ReplayProducer:
+    def __init__(self, hub: Hub, run: Run, envelopes: list[Envelope], max_gap_s: float) -> None:
+        self.hub = hub
+        self.run_ = run
+        self.envelopes = envelopes
+        self.max_gap_s = max_gap_s
+        self.scope = anyio.CancelScope()
+
+    async def run(self) -> None:
+        with self.scope:
+            previous_ts: int | None = None
+            for env in self.envelopes:
+                if self.max_gap_s and previous_ts is not None:
+                    await anyio.sleep(min(max(env.ts - previous_ts, 0) / 1e9, self.max_gap_s))
+                elif previous_ts is not None and not env.seq % 256:
+                    # Let subscribers and the server breathe during a fast replay.
+                    await anyio.lowlevel.checkpoint()
+                previous_ts = env.ts
+                if self.run_.finished:
+                    return
+                self.hub.publish(self.run_, env.kind, env.data)
+        if self.scope.cancelled_caught and not self.run_.finished:
+            self.hub.publish(
+                self.run_, "completion", {"status": "cancelled", "reason": "cancelled_by_client"}
+            )
+
+    def cancel(self) -> None:
+        self.scope.cancel()
+
+    def steer(self, content: str) -> str | None:
+        return "a replayed run cannot be steered"

@@ -1,0 +1,241 @@
+"""The hub in-process: journal, fan-out, cursors, back-pressure, limits, durability."""
+
+from __future__ import annotations
+
+from pathlib import Path
+from typing import Any
+
+import anyio
+import anyio.lowlevel
+import pytest
+
+from contracts.envelope import LoopEvent
+from contracts.ports import (
+    CutOff,
+    LimitReached,
+    RunExists,
+    RunFinished,
+    RunNotFound,
+    RunNotIngest,
+    StartRun,
+)
+from gateway.app import build_hub
+from gateway.hub import Hub
+from gateway.settings import Settings
+
+pytestmark = pytest.mark.anyio
+
+DONE = LoopEvent("completion", {"status": "completed", "reason": "done"})
+
+
+def hub_for(tmp_path: Path, **overrides: Any) -> Hub:
+    settings = Settings(scripted_delay_s=0.0, workspace=str(tmp_path), **overrides)
+    return build_hub(settings)
+
+
+async def ingest_run(hub: Hub, **kw: Any) -> str:
+    return (await hub.start(StartRun(source="ingest", **kw))).id
+
+
+def delta(text: str) -> LoopEvent:
+    return LoopEvent("content_delta", {"delta": text})
+
+
+async def collect(hub: Hub, run_id: str, after: int = 0) -> list[int]:
+    seqs = []
+    async with hub.subscribe(run_id, after=after) as sub:
+        while not sub.done:
+            seqs.extend(e.seq for e in await sub.next_batch())
+    return seqs
+
+
+async def test_seq_is_gapless_and_every_subscriber_sees_the_same(tmp_path: Path) -> None:
+    async with hub_for(tmp_path) as hub:
+        run_id = await ingest_run(hub)
+        results: list[list[int]] = []
+
+        async def watch() -> None:
+            results.append(await collect(hub, run_id))
+
+        async with anyio.create_task_group() as tg:
+            for _ in range(20):
+                tg.start_soon(watch)
+            await anyio.sleep(0.01)
+            for i in range(500):
+                await hub.push(run_id, delta(str(i)))
+                if i % 50 == 0:
+                    await anyio.lowlevel.checkpoint()
+            await hub.push(run_id, DONE)
+        assert all(r == list(range(1, 502)) for r in results)
+        info = await hub.get(run_id)
+        assert (info.state, info.status, info.last_seq) == ("finished", "completed", 501)
+
+
+async def test_late_subscriber_gets_history_and_cursor_resumes_exactly(tmp_path: Path) -> None:
+    async with hub_for(tmp_path) as hub:
+        run_id = await ingest_run(hub)
+        for i in range(10):
+            await hub.push(run_id, delta(str(i)))
+        await hub.push(run_id, DONE)
+        assert await collect(hub, run_id) == list(range(1, 12))
+        assert await collect(hub, run_id, after=7) == [8, 9, 10, 11]
+        assert await collect(hub, run_id, after=11) == []
+        page = await hub.history(run_id, after=2, limit=3)
+        assert [e.seq for e in page] == [3, 4, 5]
+
+
+async def test_lagging_subscriber_is_cut_off_alone(tmp_path: Path) -> None:
+    async with hub_for(tmp_path, subscriber_max_lag=100) as hub:
+        run_id = await ingest_run(hub)
+        fast: list[int] = []
+        cut: list[int] = []
+
+        async def slow() -> None:
+            try:
+                async with hub.subscribe(run_id) as sub:
+                    await sub.next_batch()
+                    await anyio.sleep(10)  # never reads again
+            except CutOff as exc:
+                cut.append(exc.cursor)
+
+        async def quick() -> None:
+            fast.extend(await collect(hub, run_id))
+
+        with anyio.fail_after(5):
+            async with anyio.create_task_group() as tg:
+                tg.start_soon(slow)
+                tg.start_soon(quick)
+                await anyio.sleep(0.01)
+                await hub.push(run_id, delta("first"))
+                await anyio.sleep(0.01)
+                for i in range(400):
+                    await hub.push(run_id, delta(str(i)))
+                    await anyio.lowlevel.checkpoint()
+                await hub.push(run_id, DONE)
+        assert fast == list(range(1, 403))
+        assert cut == [1]  # it got the first event, then fell behind and was told where it was
+
+
+async def test_producer_without_terminal_gets_a_truncated_completion(tmp_path: Path) -> None:
+    async with hub_for(tmp_path) as hub:
+        run_id = await ingest_run(hub)
+        await hub.push(run_id, delta("partial"))
+        await hub.end_ingest(run_id)
+        last = (await hub.history(run_id))[-1]
+        assert (last.kind, last.data) == ("completion", {"status": "failed", "reason": "truncated"})
+        with pytest.raises(RunFinished):
+            await hub.push(run_id, delta("late"))
+
+
+async def test_ingest_idle_timeout_ends_the_run(tmp_path: Path) -> None:
+    async with hub_for(tmp_path, ingest_idle_timeout_s=0.2) as hub:
+        run_id = await ingest_run(hub)
+        await hub.push(run_id, delta("x"))
+        with anyio.fail_after(3):
+            assert await collect(hub, run_id) == [1, 2]
+        last = (await hub.history(run_id))[-1]
+        assert last.data["reason"] == "ingest_idle_timeout"
+
+
+async def test_limits(tmp_path: Path) -> None:
+    async with hub_for(
+        tmp_path, max_active_runs=2, max_subscribers_per_run=1, max_events_per_run=5
+    ) as hub:
+        a = await ingest_run(hub)
+        await ingest_run(hub)
+        with pytest.raises(LimitReached, match="too many active runs"):
+            await ingest_run(hub)
+        with pytest.raises(RunExists):
+            await hub.start(StartRun(source="ingest", run_id=a))
+        async with hub.subscribe(a):
+            with pytest.raises(LimitReached, match="maximum of 1 subscribers"):
+                async with hub.subscribe(a):
+                    pass
+        for i in range(4):
+            await hub.push(a, delta(str(i)))
+        with pytest.raises(LimitReached, match="event limit"):
+            await hub.push(a, delta("too many"))
+        events = await hub.history(a)
+        assert len(events) == 5
+        assert events[-1].data["reason"] == "event_limit"
+        # A slot was freed: the limit counts active runs only.
+        await ingest_run(hub)
+
+
+async def test_commands_on_finished_runs_are_no_ops(tmp_path: Path) -> None:
+    async with hub_for(tmp_path) as hub:
+        run_id = await ingest_run(hub)
+        await hub.push(run_id, DONE)
+        result = await hub.cancel(run_id)
+        assert not result.accepted and "already finished (completed)" in result.detail
+        assert not (await hub.steer(run_id, "hi")).accepted
+        with pytest.raises(RunNotFound):
+            await hub.cancel("nope")
+
+
+async def test_cancel_ingest_run_ends_it_for_everyone(tmp_path: Path) -> None:
+    async with hub_for(tmp_path) as hub:
+        run_id = await ingest_run(hub)
+        assert (await hub.steer(run_id, "x")).accepted is False  # no command channel yet
+        received: list[dict[str, Any]] = []
+        async with anyio.create_task_group() as tg:
+
+            async def relay() -> None:
+                async with hub.command_channel(run_id) as commands:
+                    async for command in commands:
+                        received.append(command)
+
+            tg.start_soon(relay)
+            await anyio.sleep(0.01)
+            assert (await hub.steer(run_id, "look left")).accepted
+            assert (await hub.cancel(run_id)).accepted
+            await anyio.sleep(0.01)
+            tg.cancel_scope.cancel()
+        assert received == [{"command": "steer", "content": "look left"}, {"command": "cancel"}]
+        assert (await hub.get(run_id)).status == "cancelled"
+
+
+async def test_replay_source_and_its_errors(tmp_path: Path) -> None:
+    (tmp_path / "tiny.jsonl").write_text(
+        '{"run_id":"r","seq":1,"ts":1,"kind":"content_delta","data":{"delta":"a"}}\n'
+        '{"run_id":"r","seq":2,"ts":2,"kind":"completion","data":{"status":"completed"}}\n'
+    )
+    async with hub_for(tmp_path, replay_dir=str(tmp_path)) as hub:
+        info = await hub.start(StartRun(source="replay", replay="tiny"))
+        with anyio.fail_after(3):
+            assert await collect(hub, info.id) == [1, 2]
+        for bad in ("../etc/passwd", "missing", ""):
+            with pytest.raises(ValueError, match="recording"):
+                await hub.start(StartRun(source="replay", replay=bad))
+        with pytest.raises(RunNotIngest):
+            await hub.push(info.id, delta("x"))
+
+
+async def test_sqlite_journal_survives_a_restart(tmp_path: Path) -> None:
+    db = f"sqlite:{tmp_path / 'j.sqlite3'}"
+    async with hub_for(tmp_path, journal=db) as hub:
+        done = await ingest_run(hub, thread_id="t1")
+        for i in range(50):
+            await hub.push(done, delta(f"ü{i}\n"))
+        await hub.push(done, DONE)
+        open_run = await ingest_run(hub)
+        await hub.push(open_run, delta("x"))
+    async with hub_for(tmp_path, journal=db) as hub:
+        events = await hub.history(done)
+        assert [e.seq for e in events] == list(range(1, 52))
+        assert events[3].data == {"delta": "ü3\n"}
+        assert (await hub.get(done)).thread_id == "t1"
+        recovered = await hub.history(open_run)
+        assert recovered[-1].data == {"status": "failed", "reason": "server_shutdown"}
+        assert {i.id for i in await hub.list()} == {done, open_run}
+
+
+async def test_retention_drops_oldest_finished_runs(tmp_path: Path) -> None:
+    async with hub_for(tmp_path, max_runs=3) as hub:
+        ids = []
+        for _ in range(5):
+            ids.append(await ingest_run(hub))
+            await hub.push(ids[-1], DONE)
+        await hub._sweep()
+        kept = {i.id for i in await hub.list()}
+        assert kept == set(ids[2:])
