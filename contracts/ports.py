@@ -33,6 +33,8 @@ class StartRun(msgspec.Struct, kw_only=True, omit_defaults=True):
     metadata: dict[str, Any] = msgspec.field(default_factory=dict)
     traceparent: str | None = None
     replay_pace: Literal["recorded", "fast"] = "fast"
+    # Which tool calls wait for a client's approval: those the tool marks (auto), all, or none.
+    approval: Literal["auto", "always", "never"] = "auto"
 
 
 class RunInfo(msgspec.Struct, kw_only=True):
@@ -45,6 +47,8 @@ class RunInfo(msgspec.Struct, kw_only=True):
     last_seq: int
     subscribers: int = 0
     metadata: dict[str, Any] = msgspec.field(default_factory=dict)
+    # The messages the run was started with (a prompt becomes one user message).
+    input: list[Message] = msgspec.field(default_factory=list)
 
 
 class CommandResult(msgspec.Struct, kw_only=True):
@@ -127,13 +131,17 @@ class RunService(Protocol):
 
     async def get(self, run_id: str) -> RunInfo: ...
 
-    async def list(self, *, limit: int = 100) -> list[RunInfo]:
-        """Newest first."""
+    async def list(self, *, limit: int = 100, thread_id: str | None = None) -> list[RunInfo]:
+        """Newest first; only the runs of ``thread_id`` when given."""
         ...
 
     async def cancel(self, run_id: str) -> CommandResult: ...
 
     async def steer(self, run_id: str, content: str) -> CommandResult: ...
+
+    async def respond(self, run_id: str, request_id: str, decision: str) -> CommandResult:
+        """Answer a pending ``permission_request`` of the run (see contracts.gateway_events)."""
+        ...
 
     async def push(self, run_id: str, event: LoopEvent) -> Envelope:
         """Append an event from an external loop (ingest runs only)."""

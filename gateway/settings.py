@@ -50,6 +50,7 @@ class Settings(msgspec.Struct, kw_only=True, forbid_unknown_fields=True):
     ingest_idle_timeout_s: float = 300.0
     replay_max_gap_s: float = 5.0  # recorded pace never waits longer than this between events
     shutdown_grace_s: float = 5.0
+    permission_timeout_s: float = 300.0  # an unanswered approval request is a rejection
 
     def __post_init__(self) -> None:
         for name in POSITIVE_FIELDS:

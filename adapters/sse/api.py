@@ -24,6 +24,7 @@ from adapters.shared.ws import origin_allowed, refuse
 from adapters.sse.projector import render_events
 from contracts.contract import contract_bytes, is_terminal_completion
 from contracts.envelope import EnvelopeError, decode_event
+from contracts.gateway_events import Decision
 from contracts.limits import EndpointLimits
 from contracts.messages import Message
 from contracts.ports import RunFinished, RunInfo, RunService, StartRun
@@ -41,10 +42,16 @@ class StartBody(msgspec.Struct, kw_only=True, forbid_unknown_fields=True):
     run_id: str | None = None
     thread_id: str | None = None
     metadata: dict[str, Any] = msgspec.field(default_factory=dict)
+    approval: Literal["auto", "always", "never"] = "auto"
 
 
 class SteerBody(msgspec.Struct, forbid_unknown_fields=True):
     content: str
+
+
+class RespondBody(msgspec.Struct, forbid_unknown_fields=True):
+    request_id: str
+    decision: Decision
 
 
 def json_response(body: Any, status: int = 200, headers: dict[str, str] | None = None) -> Response:
@@ -75,6 +82,7 @@ def to_start_request(body: StartBody, traceparent: str | None) -> StartRun:
         run_id=body.run_id,
         thread_id=body.thread_id,
         metadata=body.metadata,
+        approval=body.approval,
         traceparent=traceparent,
     )
 
@@ -107,7 +115,8 @@ def routes(service: RunService, limits: EndpointLimits) -> list[BaseRoute]:
     @guarded
     async def list_runs(request: Request) -> Response:
         limit = int_param(request, "limit", 100, 1, 1000)
-        return json_response({"runs": [run_json(i) for i in await service.list(limit=limit)]})
+        infos = await service.list(limit=limit, thread_id=request.query_params.get("thread_id"))
+        return json_response({"runs": [run_json(i) for i in infos]})
 
     @guarded
     async def get_run(request: Request) -> Response:
@@ -169,6 +178,14 @@ def routes(service: RunService, limits: EndpointLimits) -> list[BaseRoute]:
         result = await service.steer(request.path_params["run_id"], body.content)
         return json_response(msgspec.to_builtins(result), 202 if result.accepted else 200)
 
+    @guarded
+    async def respond(request: Request) -> Response:
+        body = decode_json(await read_body(request, limits.max_body_bytes), RespondBody)
+        result = await service.respond(
+            request.path_params["run_id"], body.request_id, body.decision
+        )
+        return json_response(msgspec.to_builtins(result), 202 if result.accepted else 200)
+
     async def get_contract(request: Request) -> Response:
         return Response(contract_bytes(), media_type=JSON)
 
@@ -183,6 +200,7 @@ def routes(service: RunService, limits: EndpointLimits) -> list[BaseRoute]:
         Route("/v1/runs/{run_id}/events", ingest_events, methods=["POST"]),
         Route("/v1/runs/{run_id}/cancel", cancel_run, methods=["POST"]),
         Route("/v1/runs/{run_id}/steer", steer_run, methods=["POST"]),
+        Route("/v1/runs/{run_id}/respond", respond, methods=["POST"]),
         WebSocketRoute("/v1/runs/{run_id}/ingest", ingest_socket),
         Route("/v1/contract", get_contract, methods=["GET"]),
     ]

@@ -15,6 +15,7 @@ from anyio.abc import TaskGroup
 
 from contracts.contract import is_terminal_completion
 from contracts.envelope import Envelope, LoopEvent
+from contracts.messages import Message
 from contracts.ports import (
     CommandResult,
     CutOff,
@@ -39,6 +40,12 @@ LAG_CHECK_EVERY = 64
 FLUSH_INTERVAL_S = 0.05
 SWEEP_INTERVAL_S = 1.0
 COMMAND_BUFFER = 64
+
+
+def input_messages(request: StartRun) -> list[Message]:
+    if isinstance(request.input, str):
+        return [Message(role="user", content=request.input)]
+    return list(request.input or [])
 
 
 class Source(Protocol):
@@ -216,6 +223,7 @@ class Hub:
         record = new_record(
             run_id, request.thread_id or run_id, request.source, self.clock(), metadata
         )
+        record.input = input_messages(request)
         run = Run(record)
         self._runs[run_id] = run
         self._active += 1
@@ -242,9 +250,13 @@ class Hub:
     async def get(self, run_id: str) -> RunInfo:
         return (await self._load(run_id)).info()
 
-    async def list(self, *, limit: int = 100) -> list[RunInfo]:
-        infos = {r.id: r.info() for r in self._runs.values()}
-        for record in await self.journal.list_runs(limit):
+    async def list(self, *, limit: int = 100, thread_id: str | None = None) -> list[RunInfo]:
+        infos = {
+            r.id: r.info()
+            for r in self._runs.values()
+            if thread_id is None or r.record.thread_id == thread_id
+        }
+        for record in await self.journal.list_runs(limit, thread_id):
             if record.id not in infos:
                 infos[record.id] = Run(record).info()
                 infos[record.id].last_seq = record.last_seq
@@ -275,6 +287,19 @@ class Hub:
         return CommandResult(
             run_id=run_id, accepted=True, detail="steering message queued for the next round"
         )
+
+    async def respond(self, run_id: str, request_id: str, decision: str) -> CommandResult:
+        run = await self._load(run_id)
+        if run.finished or run.producer is None:
+            return CommandResult(
+                run_id=run_id,
+                accepted=False,
+                detail=f"run already finished ({run.record.status}); nothing to answer",
+            )
+        refusal = run.producer.respond(request_id, decision)
+        if refusal is not None:
+            return CommandResult(run_id=run_id, accepted=False, detail=refusal)
+        return CommandResult(run_id=run_id, accepted=True, detail=f"{decision} recorded")
 
     async def push(self, run_id: str, event: LoopEvent) -> Envelope:
         run = await self._load(run_id)

@@ -20,6 +20,10 @@ class Producer(Protocol):
         """Queue a steering message; a string is the reason it cannot be steered."""
         ...
 
+    def respond(self, request_id: str, decision: str) -> str | None:
+        """Answer a pending permission request; a string is the reason it was not taken."""
+        ...
+
 
 class Run:
     """One run: its journal (events in seq order), its subscribers, and its producer."""
@@ -56,6 +60,7 @@ class Run:
             last_seq=len(self.events),
             subscribers=len(self.subscribers),
             metadata=r.metadata,
+            input=r.input,
         )
 
     def notify(self) -> None:

@@ -12,6 +12,7 @@ from typing import Any, Protocol
 import msgspec
 
 from contracts.envelope import Envelope
+from contracts.messages import Message
 from contracts.ports import RunSource, RunState
 
 
@@ -25,6 +26,7 @@ class RunRecord(msgspec.Struct, kw_only=True):
     finished_at: int | None = None
     last_seq: int = 0
     metadata: dict[str, Any] = msgspec.field(default_factory=dict)
+    input: list[Message] = msgspec.field(default_factory=list)
 
 
 class Journal(Protocol):
@@ -46,7 +48,7 @@ class Journal(Protocol):
 
     async def load_events(self, run_id: str) -> list[Envelope]: ...
 
-    async def list_runs(self, limit: int) -> list[RunRecord]:
+    async def list_runs(self, limit: int, thread_id: str | None = None) -> list[RunRecord]:
         """Newest first."""
         ...
 

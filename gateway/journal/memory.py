@@ -27,7 +27,7 @@ class MemoryJournal:
     async def load_events(self, run_id: str) -> list[Envelope]:
         return []
 
-    async def list_runs(self, limit: int) -> list[RunRecord]:
+    async def list_runs(self, limit: int, thread_id: str | None = None) -> list[RunRecord]:
         return []
 
     async def delete(self, run_ids: list[str]) -> None:

@@ -21,12 +21,14 @@ from gateway.journal.base import RunRecord
 _SCHEMA = """
 CREATE TABLE IF NOT EXISTS runs (
     id TEXT PRIMARY KEY,
+    thread_id TEXT NOT NULL,
     record BLOB NOT NULL,
     state TEXT NOT NULL,
     created_at INTEGER NOT NULL,
     finished_at INTEGER
 );
 CREATE INDEX IF NOT EXISTS runs_created ON runs (created_at);
+CREATE INDEX IF NOT EXISTS runs_thread ON runs (thread_id, created_at);
 CREATE TABLE IF NOT EXISTS events (
     run_id TEXT NOT NULL,
     seq INTEGER NOT NULL,
@@ -91,10 +93,13 @@ class SqliteJournal:
                     [(e.run_id, e.seq, e.ts, e.kind, _encode(e.data)) for e in events],
                 )
                 conn.executemany(
-                    "INSERT INTO runs (id, record, state, created_at, finished_at) "
-                    "VALUES (?,?,?,?,?) ON CONFLICT(id) DO UPDATE SET record=excluded.record, "
+                    "INSERT INTO runs (id, thread_id, record, state, created_at, finished_at) "
+                    "VALUES (?,?,?,?,?,?) ON CONFLICT(id) DO UPDATE SET record=excluded.record, "
                     "state=excluded.state, finished_at=excluded.finished_at",
-                    [(r.id, _encode(r), r.state, r.created_at, r.finished_at) for r in runs],
+                    [
+                        (r.id, r.thread_id, _encode(r), r.state, r.created_at, r.finished_at)
+                        for r in runs
+                    ],
                 )
                 conn.execute("COMMIT")
             except BaseException:
@@ -115,11 +120,14 @@ class SqliteJournal:
         )
         return [Envelope(run_id, seq, ts, kind, _decode_data(data)) for seq, ts, kind, data in rows]
 
-    async def list_runs(self, limit: int) -> list[RunRecord]:
+    async def list_runs(self, limit: int, thread_id: str | None = None) -> list[RunRecord]:
         await self.flush()
-        rows = await self._query(
-            "SELECT record FROM runs ORDER BY created_at DESC LIMIT ?", (limit,)
-        )
+        if thread_id is None:
+            sql, params = "SELECT record FROM runs ORDER BY created_at DESC LIMIT ?", (limit,)
+        else:
+            sql = "SELECT record FROM runs WHERE thread_id = ? ORDER BY created_at DESC LIMIT ?"
+            params = (thread_id, limit)  # type: ignore[assignment]
+        rows = await self._query(sql, params)
         return [_decode_record(r[0]) for r in rows]
 
     async def delete(self, run_ids: list[str]) -> None:

@@ -69,5 +69,8 @@ class IngestProducer:
                 self.run_, "completion", {"status": "cancelled", "reason": "cancelled_by_client"}
             )
 
+    def respond(self, request_id: str, decision: str) -> str | None:
+        return "an external loop asks for permission itself; this run has no pending request"
+
     def steer(self, content: str) -> str | None:
         return self._send({"command": "steer", "content": content})

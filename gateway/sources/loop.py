@@ -16,6 +16,7 @@ from gateway.loop.providers import make_provider
 from gateway.loop.tools import DemoTools
 from gateway.loop.types import ModelProvider
 from gateway.settings import Settings
+from gateway.sources.permissions import HubPermissionGate, RememberedDecisions
 
 if TYPE_CHECKING:
     from gateway.hub import Hub, Run
@@ -32,6 +33,7 @@ class LoopSource:
         self.settings = settings
         self.provider = provider or provider_from_settings(settings)
         self.tools = DemoTools(Path(settings.workspace))
+        self.remembered = RememberedDecisions()
 
     def prepare(self, request: StartRun) -> Prepared:
         if request.input is None or request.input == "" or request.input == []:
@@ -45,21 +47,33 @@ class LoopSource:
         return Prepared(history=history, config=config, request=request)
 
     def producer(self, hub: Hub, run: Run, prepared: Prepared) -> LoopProducer:
+        gate = HubPermissionGate(
+            hub,
+            run,
+            self.tools,
+            prepared.request.approval,
+            self.settings.permission_timeout_s,
+            self.remembered.for_thread(run.record.thread_id),
+        )
         loop = CoreLoop(
             self.provider,
             self.tools,
             config=prepared.config,
+            permissions=gate,
             client_tools=list(prepared.request.client_tools),
         )
-        return LoopProducer(hub, run, loop, prepared)
+        return LoopProducer(hub, run, loop, prepared, gate)
 
 
 class LoopProducer:
-    def __init__(self, hub: Hub, run: Run, loop: CoreLoop, prepared: Prepared) -> None:
+    def __init__(
+        self, hub: Hub, run: Run, loop: CoreLoop, prepared: Prepared, gate: HubPermissionGate
+    ) -> None:
         self.hub = hub
         self.run_ = run
         self.loop = loop
         self.prepared = prepared
+        self.gate = gate
         self.control = TurnControl(prepared.config.max_steer_chars)
 
     async def run(self) -> None:
@@ -70,6 +84,9 @@ class LoopProducer:
 
     def cancel(self) -> None:
         self.control.cancel()
+
+    def respond(self, request_id: str, decision: str) -> str | None:
+        return self.gate.answer(request_id, decision)
 
     def steer(self, content: str) -> str | None:
         self.control.steer(content)  # ValueError if over max_steer_chars: the caller's 422

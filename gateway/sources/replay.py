@@ -81,5 +81,8 @@ class ReplayProducer:
     def cancel(self) -> None:
         self.scope.cancel()
 
+    def respond(self, request_id: str, decision: str) -> str | None:
+        return "a replayed run has no pending permission requests"
+
     def steer(self, content: str) -> str | None:
         return "a replayed run cannot be steered"

@@ -337,6 +337,10 @@ def test_contract_health_and_listing(gateway: str) -> None:
     ids = [start(gateway, {"source": "ingest", "metadata": {"n": i}})["id"] for i in range(3)]
     listed = httpx.get(f"{gateway}/v1/runs", params={"limit": 3}).json()["runs"]
     assert [r["id"] for r in listed] == ids[::-1]
+    loop_run = start(gateway, {"input": "hi", "thread_id": "thread-x"})
+    by_thread = httpx.get(f"{gateway}/v1/runs", params={"thread_id": "thread-x"}).json()["runs"]
+    assert [r["id"] for r in by_thread] == [loop_run["id"]]
+    assert by_thread[0]["input"] == [{"role": "user", "content": "hi"}]
     for run_id in ids:
         push(gateway, run_id, [DONE])
 

@@ -228,6 +228,7 @@ async def test_sqlite_journal_survives_a_restart(tmp_path: Path) -> None:
         recovered = await hub.history(open_run)
         assert recovered[-1].data == {"status": "failed", "reason": "server_shutdown"}
         assert {i.id for i in await hub.list()} == {done, open_run}
+        assert [i.id for i in await hub.list(thread_id="t1")] == [done]
 
 
 async def test_retention_drops_oldest_finished_runs(tmp_path: Path) -> None:
