@@ -162,9 +162,11 @@ class RunService(Protocol):
     ) -> list[Envelope]: ...
 
     def subscribe(
-        self, run_id: str, *, after: int = 0
+        self, run_id: str, *, after: int = 0, consumer: str = "api"
     ) -> AbstractAsyncContextManager[Subscription]:
         """Events with seq > ``after``, history first then live, ending after the terminal one.
+
+        ``consumer`` names the adapter serving it (``sse``, ``agui``, ``acp``…) for telemetry.
 
         Raises :class:`RunNotFound` or :class:`LimitReached` on entry.
         """

@@ -340,7 +340,9 @@ class Hub:
         return run.events[start:end]
 
     @asynccontextmanager
-    async def subscribe(self, run_id: str, *, after: int = 0) -> AsyncIterator[RunSubscription]:
+    async def subscribe(
+        self, run_id: str, *, after: int = 0, consumer: str = "api"
+    ) -> AsyncIterator[RunSubscription]:
         run = await self._load(run_id)
         if len(run.subscribers) >= self.settings.max_subscribers_per_run:
             raise LimitReached(
