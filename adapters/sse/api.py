@@ -138,7 +138,9 @@ def routes(service: RunService, limits: EndpointLimits) -> list[BaseRoute]:
                 write_timeout_s=limits.write_timeout_s,
             )
 
-        return StreamResponse(lambda: service.subscribe(run_id, after=after), produce)  # type: ignore[return-value]
+        return StreamResponse(
+            lambda: service.subscribe(run_id, after=after, consumer="sse"), produce
+        )  # type: ignore[return-value]
 
     @guarded
     async def ingest_events(request: Request) -> Response:

@@ -349,7 +349,9 @@ class Hub:
                 f"run {run_id} has the maximum of {self.settings.max_subscribers_per_run} "
                 "subscribers"
             )
-        sub = RunSubscription(run, after, self.settings.subscriber_max_lag, self.settings.max_batch)
+        sub = RunSubscription(
+            run, after, self.settings.subscriber_max_lag, self.settings.max_batch, consumer
+        )
         run.subscribers.add(sub)
         try:
             with anyio.CancelScope() as scope:

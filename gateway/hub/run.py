@@ -84,8 +84,11 @@ class RunSubscription:
     and a client that stops reading is cut off without slowing anyone else.
     """
 
-    def __init__(self, run: Run, after: int, max_lag: int, max_batch: int) -> None:
+    def __init__(
+        self, run: Run, after: int, max_lag: int, max_batch: int, consumer: str = "api"
+    ) -> None:
         self.run = run
+        self.consumer = consumer
         self._cursor = min(max(after, 0), run.last_seq)
         self.max_lag = max_lag
         self.max_batch = max_batch
