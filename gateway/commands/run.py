@@ -1,0 +1,248 @@
+"""``loopgate run "prompt"``: one turn of the reference loop, printed readably or as NDJSON."""
+
+from __future__ import annotations
+
+import argparse
+import json
+import os
+import signal
+import sys
+import time
+import uuid
+from pathlib import Path
+from typing import IO, Any
+
+import anyio
+import anyio.abc
+
+from contracts.envelope import Envelope, encode_envelope
+from contracts.messages import Message, ToolCall
+from gateway.loop.config import LoopConfig
+from gateway.loop.control import TurnControl
+from gateway.loop.core import CoreLoop
+from gateway.loop.providers import PROVIDERS, make_provider
+from gateway.loop.tools import DemoTools
+
+EXIT_CODES = {"completed": 0, "waiting_user": 0, "cancelled": 130}
+DIM, RESET = "\x1b[2m", "\x1b[0m"
+
+
+def register(subparsers: Any) -> None:
+    parser = subparsers.add_parser(
+        "run",
+        help="run one turn of the reference loop and print its events",
+        description="Run one turn of the reference loop in-process. Exit code: 0 completed "
+        "(or waiting for the user), 1 failed or out of budget, 130 cancelled (Ctrl-C).",
+    )
+    parser.add_argument("prompt", help="the user message")
+    parser.add_argument(
+        "--json", action="store_true", help="print one event envelope per line (NDJSON)"
+    )
+    parser.add_argument("--run-id", help="run id for the envelopes (default: a random one)")
+    parser.add_argument(
+        "--delay", type=float, default=0.02, help="scripted model: seconds between chunks"
+    )
+    parser.add_argument(
+        "--config",
+        action="append",
+        default=[],
+        metavar="JSON|KEY=VALUE",
+        help="loop config as a JSON object or key=value (repeatable; values parsed as JSON)",
+    )
+    parser.add_argument("--provider", choices=PROVIDERS, default="scripted")
+    parser.add_argument("--model", help="model name (openai provider)")
+    parser.add_argument("--base-url", help="OpenAI-compatible base URL (openai provider)")
+    parser.add_argument(
+        "--workspace", type=Path, default=Path("."), help="directory the file tools may use"
+    )
+    parser.add_argument("--max-rounds", type=int, help="shorthand for --config max_rounds=N")
+    parser.add_argument(
+        "--allow-writes",
+        action="store_true",
+        help="let tools that need approval (write_note) run; otherwise they are rejected",
+    )
+    parser.set_defaults(func=run_command)
+
+
+def parse_config(items: list[str], max_rounds: int | None) -> LoopConfig:
+    merged: dict[str, Any] = {}
+    for item in items:
+        text = item.strip()
+        if text.startswith("{"):
+            try:
+                value = json.loads(text)
+            except json.JSONDecodeError as exc:
+                raise ValueError(f"--config is not valid JSON: {exc.msg}") from None
+            if not isinstance(value, dict):
+                raise ValueError("--config JSON must be an object")
+            merged.update(value)
+            continue
+        key, sep, raw = text.partition("=")
+        if not sep or not key.strip():
+            raise ValueError(f"--config expects KEY=VALUE or a JSON object, got {item!r}")
+        try:
+            merged[key.strip()] = json.loads(raw)
+        except json.JSONDecodeError:
+            merged[key.strip()] = raw
+    if max_rounds is not None:
+        merged["max_rounds"] = max_rounds
+    return LoopConfig.from_dict(merged)
+
+
+class _Approvals:
+    """The CLI cannot ask interactively while streaming; ``--allow-writes`` decides upfront."""
+
+    def __init__(self, tools: DemoTools, allow: bool) -> None:
+        self.tools = tools
+        self.allow = allow
+
+    def needs_approval(self, call: ToolCall) -> bool:
+        return self.tools.needs_approval(call)
+
+    async def decide(self, call: ToolCall) -> str:
+        return "allow" if self.allow else "reject"
+
+
+class _Printer:
+    """A sink that stops the turn when its reader goes away (``| head``)."""
+
+    status: str | None = None
+    control: TurnControl | None = None
+    broken = False
+
+    async def __call__(self, kind: str, data: dict[str, Any]) -> None:
+        if kind == "completion" and data.get("status") != "executing":
+            self.status = data.get("status")
+        if self.broken:
+            return
+        try:
+            self.write(kind, data)
+        except BrokenPipeError:
+            self.broken = True
+            if self.control is not None:
+                self.control.cancel()
+
+    def write(self, kind: str, data: dict[str, Any]) -> None:
+        raise NotImplementedError
+
+
+class NdjsonPrinter(_Printer):
+    """Wraps each event in an envelope (gapless seq from 1) and writes one JSON line."""
+
+    def __init__(self, run_id: str, out: IO[bytes]) -> None:
+        self.run_id = run_id
+        self.out = out
+        self.seq = 0
+
+    def write(self, kind: str, data: dict[str, Any]) -> None:
+        self.seq += 1
+        env = Envelope(self.run_id, self.seq, time.time_ns(), kind, data)
+        self.out.write(encode_envelope(env) + b"\n")
+        self.out.flush()
+
+
+class HumanPrinter(_Printer):
+    """Streams text as it comes; reasoning dimmed (or prefixed when not a terminal)."""
+
+    def __init__(self, out: IO[str], color: bool) -> None:
+        self.out = out
+        self.color = color
+        self.mode = ""  # "", "text" or "reasoning": what the current line holds
+
+    def _switch(self, mode: str) -> None:
+        if self.mode == mode:
+            return
+        if self.mode == "reasoning" and self.color:
+            self.out.write(RESET)
+        if self.mode:
+            self.out.write("\n")
+        if mode == "reasoning":
+            self.out.write(DIM + "thinking: " if self.color else "thinking: ")
+        self.mode = mode
+
+    def line(self, text: str) -> None:
+        self._switch("")
+        self.out.write(text + "\n")
+
+    def write(self, kind: str, data: dict[str, Any]) -> None:
+        if kind == "content_delta":
+            self._switch("text")
+            self.out.write(data.get("delta", ""))
+        elif kind == "reasoning_delta":
+            self._switch("reasoning")
+            self.out.write(data.get("delta", ""))
+        elif kind == "tool_call_start":
+            args = json.dumps(data.get("arguments", {}), ensure_ascii=False)
+            self.line(f"→ {data.get('name')}({_clip(args, 120)})  [{data.get('id')}]")
+        elif kind == "tool_call_result":
+            mark = "ok" if data.get("success") else "failed"
+            shown = data.get("resultPreview") if data.get("success") else data.get("error")
+            self.line(
+                f"← {data.get('name')} {mark} ({data.get('durationMs', 0):.0f} ms): "
+                f"{_clip(str(shown or ''), 160)}"
+            )
+        elif kind == "tool_error":
+            self.line(f"✗ {data.get('name')} error: {data.get('error')}")
+        elif kind in ("steer", "soft_timeout", "budget_exhausted", "hook_action", "error"):
+            self.line(f"[{kind}] " + json.dumps(data, ensure_ascii=False))
+        elif kind == "completion" and data.get("status") != "executing":
+            tokens = (data.get("promptTokens") or 0) + (data.get("completionTokens") or 0)
+            seconds = (data.get("elapsedMs") or 0) / 1000
+            self.line(
+                f"— {data.get('status')} ({data.get('reason')}) · {data.get('round')} round(s) · "
+                f"{data.get('toolCallCount', 0)} tool call(s) · {tokens} tokens · {seconds:.2f} s"
+            )
+        self.out.flush()
+
+
+def _clip(text: str, limit: int) -> str:
+    text = text.replace("\n", " ")
+    return text if len(text) <= limit else text[:limit] + "…"
+
+
+def run_command(args: argparse.Namespace) -> int:
+    try:
+        config = parse_config(args.config, args.max_rounds)
+        if args.delay < 0:
+            raise ValueError("--delay must not be negative")
+        if not args.workspace.is_dir():
+            raise ValueError(f"--workspace {args.workspace} is not a directory")
+        provider = make_provider(
+            args.provider,
+            delay_s=args.delay,
+            model=args.model,
+            base_url=args.base_url,
+            api_key=os.environ.get("LOOPGATE_API_KEY") or os.environ.get("OPENAI_API_KEY"),
+        )
+    except (ValueError, ImportError) as exc:
+        print(f"loopgate run: error: {exc}", file=sys.stderr)
+        return 2
+    tools = DemoTools(args.workspace)
+    loop = CoreLoop(provider, tools, config, permissions=_Approvals(tools, args.allow_writes))
+    if args.json:
+        run_id = args.run_id or f"run-{uuid.uuid4().hex[:12]}"
+        sink: _Printer = NdjsonPrinter(run_id, sys.stdout.buffer)
+    else:
+        sink = HumanPrinter(sys.stdout, color=sys.stdout.isatty())
+    anyio.run(_run_turn, loop, args.prompt, sink)
+    if sink.broken:
+        # Keep Python from complaining about the closed pipe again at interpreter exit.
+        os.dup2(os.open(os.devnull, os.O_WRONLY), sys.stdout.fileno())
+    return EXIT_CODES.get(sink.status or "failed", 1)
+
+
+async def _run_turn(loop: CoreLoop, prompt: str, sink: _Printer) -> None:
+    control = TurnControl()
+    sink.control = control
+    async with anyio.create_task_group() as tg:
+
+        async def cancel_on_sigint(*, task_status: anyio.abc.TaskStatus[None]) -> None:
+            # Ctrl-C cancels the turn; the loop still prints its terminal completion.
+            with anyio.open_signal_receiver(signal.SIGINT, signal.SIGTERM) as signals:
+                task_status.started()
+                async for _ in signals:
+                    control.cancel()
+
+        await tg.start(cancel_on_sigint)
+        await loop.run_turn([Message(role="user", content=prompt)], sink, control)
+        tg.cancel_scope.cancel()

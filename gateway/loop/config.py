@@ -1,0 +1,111 @@
+"""``LoopConfig``: the limits of one turn, with the names and defaults frozen by the contract."""
+
+from __future__ import annotations
+
+import dataclasses
+from dataclasses import dataclass
+from typing import Any
+
+# Field name → the JSON-ish type names it accepts (for error messages and validation).
+_INT_LIMITS = (
+    "max_rounds",
+    "max_tool_errors",
+    "tool_timeout_ms",
+    "max_steer_chars",
+    "wrap_up_max_tool_rounds",
+)
+_OPTIONAL_INT_LIMITS = (
+    "budget",
+    "soft_timeout_ms",
+    "wrap_up_hard_cap_ms",
+    "idle_stream_timeout_ms",
+    "reasoning_without_progress_chars",
+    "max_tokens",
+)
+_BOOLS = ("tool_dedup", "parallel_tools", "persist_tool_results")
+STEER_MODES = ("boundary",)
+
+
+@dataclass(frozen=True, slots=True, kw_only=True)
+class LoopConfig:
+    """Every limit is validated on construction; a bad value raises ``ValueError`` naming it."""
+
+    max_rounds: int = 32
+    max_tool_errors: int = 3  # consecutive failed tool results
+    tool_dedup: bool = True
+    parallel_tools: bool = True
+    tool_timeout_ms: int = 300_000
+    max_steer_chars: int = 32_000
+    steer_mode: str = "boundary"
+    wrap_up_max_tool_rounds: int = 4
+    persist_tool_results: bool = False
+    budget: int | None = None  # tokens: prompt + completion over the turn
+    soft_timeout_ms: int | None = None
+    wrap_up_hard_cap_ms: int | None = None  # counted from the soft timeout
+    idle_stream_timeout_ms: int | None = None
+    reasoning_without_progress_chars: int | None = None
+    temperature: float | None = None
+    max_tokens: int | None = None
+
+    def __post_init__(self) -> None:
+        for name in _INT_LIMITS:
+            _check_int(name, getattr(self, name), optional=False)
+        for name in _OPTIONAL_INT_LIMITS:
+            _check_int(name, getattr(self, name), optional=True)
+        for name in _BOOLS:
+            value = getattr(self, name)
+            if not isinstance(value, bool):
+                raise ValueError(f"{name} must be a boolean, got {_type_name(value)}")
+        if not isinstance(self.steer_mode, str):
+            raise ValueError(f"steer_mode must be a string, got {_type_name(self.steer_mode)}")
+        if self.steer_mode not in STEER_MODES:
+            raise ValueError(
+                f"steer_mode must be 'boundary' (steering is applied at round boundaries), "
+                f"got {self.steer_mode!r}"
+            )
+        t = self.temperature
+        if t is not None:
+            if isinstance(t, bool) or not isinstance(t, int | float):
+                raise ValueError(f"temperature must be a number or null, got {_type_name(t)}")
+            if not 0 <= t <= 2:
+                raise ValueError(f"temperature must be between 0 and 2, got {t}")
+
+    @classmethod
+    def from_dict(cls, data: dict[str, Any]) -> LoopConfig:
+        """Build from a JSON-shaped mapping; unknown keys are an error, not silently dropped."""
+        if not isinstance(data, dict):
+            raise ValueError(f"loop config must be an object, got {_type_name(data)}")
+        known = cls.field_names()
+        for key in data:
+            if key not in known:
+                raise ValueError(f"unknown loop config key {key!r}")
+        return cls(**data)
+
+    @classmethod
+    def field_names(cls) -> tuple[str, ...]:
+        return tuple(f.name for f in dataclasses.fields(cls))
+
+    def to_dict(self) -> dict[str, Any]:
+        return {name: getattr(self, name) for name in self.field_names()}
+
+    def replace(self, **changes: Any) -> LoopConfig:
+        return dataclasses.replace(self, **changes)
+
+
+def _type_name(value: Any) -> str:
+    if value is None:
+        return "null"
+    if isinstance(value, bool):
+        return "boolean"
+    return type(value).__name__
+
+
+def _check_int(name: str, value: Any, *, optional: bool) -> None:
+    if value is None and optional:
+        return
+    # bool is an int subclass; `max_rounds=True` is a mistake, not 1.
+    if isinstance(value, bool) or not isinstance(value, int):
+        expected = "a positive integer or null" if optional else "a positive integer"
+        raise ValueError(f"{name} must be {expected}, got {_type_name(value)}")
+    if value <= 0:
+        raise ValueError(f"{name} must be positive, got {value}")

@@ -1,0 +1,29 @@
+"""Pick a model provider by name: the embedded scripted model or an OpenAI-compatible server."""
+
+from __future__ import annotations
+
+import importlib
+from typing import Any
+
+from gateway.loop.scripted import ScriptedProvider
+from gateway.loop.types import ModelProvider
+
+PROVIDERS = ("scripted", "openai")
+_OPENAI_SETTINGS = ("base_url", "model", "api_key", "timeout_s")
+_SCRIPTED_SETTINGS = ("delay_s", "model")
+
+
+def make_provider(name: str, **settings: Any) -> ModelProvider:
+    """Settings that do not apply to the chosen provider are ignored, ``None`` means default."""
+    given = {key: value for key, value in settings.items() if value is not None}
+    if name == "scripted":
+        return ScriptedProvider(**{k: v for k, v in given.items() if k in _SCRIPTED_SETTINGS})
+    if name == "openai":
+        missing = [key for key in ("base_url", "model") if not given.get(key)]
+        if missing:
+            raise ValueError(f"the openai provider needs {' and '.join(missing)}")
+        # Imported lazily: it is optional at runtime and written alongside this module.
+        module = importlib.import_module("gateway.loop.openai")
+        provider_cls = module.OpenAIProvider
+        return provider_cls(**{k: v for k, v in given.items() if k in _OPENAI_SETTINGS})
+    raise ValueError(f"unknown provider {name!r}; choose one of: {', '.join(PROVIDERS)}")

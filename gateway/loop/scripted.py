@@ -1,0 +1,345 @@
+"""The embedded scripted model: realistic, deterministic runs with no network and no key.
+
+The response is a pure function of the request: the last user message picks the scenario
+(keywords such as "plain", "one tool", "forever") and seeds the wording, and the messages after
+it tell which round of the scenario this is. Different prompts give different runs; the same
+conversation always gives the same chunks.
+"""
+
+from __future__ import annotations
+
+import hashlib
+import itertools
+import random
+import re
+from collections.abc import AsyncIterator
+from typing import Any
+
+import anyio
+import msgspec
+
+from contracts.messages import Message
+from gateway.loop.types import (
+    FinishChunk,
+    ModelChunk,
+    ModelRequest,
+    ProviderError,
+    ReasoningChunk,
+    TextChunk,
+    ToolCallChunk,
+    UsageChunk,
+)
+
+DEMO_TOOL_NAMES = frozenset(
+    {"clock", "calculate", "read_file", "sleep", "ask_user", "write_note", "lorem"}
+)
+# Checked in this order, so "one tool" wins over a "think" that happens to be in the prompt.
+SCENARIOS = (
+    "provider error",
+    "fail tool",
+    "slow tool",
+    "one tool",
+    "ask user",
+    "client tool",
+    "big result",
+    "forever",
+    "unicode",
+    "think",
+    "plain",
+)
+BIG_RESULT_CHARS = 1_000_000
+_args_encoder = msgspec.json.Encoder()
+
+
+class _Plan(msgspec.Struct):
+    chunks: list[ModelChunk]
+    error: str | None = None  # raised as ProviderError after the chunks
+
+
+class ScriptedProvider:
+    """A ``ModelProvider`` that plays scripted scenarios; ``delay_s`` paces the chunks."""
+
+    name = "scripted"
+
+    def __init__(self, delay_s: float = 0.02, model: str = "loopgate-scripted") -> None:
+        if delay_s < 0:
+            raise ValueError("delay_s must not be negative")
+        self.delay_s = delay_s
+        self.model = model
+
+    def stream(self, request: ModelRequest) -> AsyncIterator[ModelChunk]:
+        return self._play(plan_response(request))
+
+    async def _play(self, plan: _Plan) -> AsyncIterator[ModelChunk]:
+        delay = self.delay_s
+        for chunk in plan.chunks:
+            if delay:
+                await anyio.sleep(delay)
+            yield chunk
+        if plan.error is not None:
+            raise ProviderError(plan.error, retryable=True)
+
+
+def scenario_of(prompt: str) -> str:
+    low = prompt.lower()
+    for name in SCENARIOS:
+        if name in low:
+            return name
+    return "default"
+
+
+def plan_response(request: ModelRequest) -> _Plan:
+    """The chunks for this request (pure: same request, same chunks)."""
+    messages = request.messages
+    last_user = max((i for i, m in enumerate(messages) if m.role == "user"), default=-1)
+    prompt = messages[last_user].content if last_user >= 0 else ""
+    after = messages[last_user + 1 :]
+    rounds_done = sum(1 for m in after if m.role == "assistant")
+    observations = [m for m in after if m.role == "tool"]
+    seed = int.from_bytes(hashlib.sha256(prompt.encode()).digest()[:8], "big")
+    script = _Script(
+        prompt=prompt,
+        seed=seed,
+        rng=random.Random(seed * 31 + rounds_done),
+        round=rounds_done,
+        offered=[t.name for t in request.tools],
+        observations=observations,
+    )
+    script.run(scenario_of(prompt))
+    return script.plan(messages)
+
+
+class _Script:
+    def __init__(
+        self,
+        *,
+        prompt: str,
+        seed: int,
+        rng: random.Random,
+        round: int,
+        offered: list[str],
+        observations: list[Message],
+    ) -> None:
+        self.prompt = prompt
+        self.seed = seed
+        self.rng = rng
+        self.round = round
+        self.offered = offered
+        self.observations = observations
+        self.chunks: list[ModelChunk] = []
+        self.calls = 0
+        self.out_chars = 0
+        self.error: str | None = None
+        words = re.findall(r"[\w'’-]+", prompt)
+        self.topic = " ".join(words[:6]) or "your question"
+        numbers = [int(n) for n in re.findall(r"\b\d{1,6}\b", prompt)]
+        a = numbers[0] if numbers else 12 + seed % 88
+        b = numbers[1] if len(numbers) > 1 else 3 + (seed >> 8) % 17
+        self.a, self.b = a, b
+        self.expression = f"{a} * {b} + {len(words)}"
+
+    # --- building blocks ----------------------------------------------------------------------
+
+    def reason(self, text: str) -> None:
+        self.out_chars += len(text)
+        self.chunks.extend(ReasoningChunk(piece) for piece in self._pieces(text))
+
+    def say(self, text: str) -> None:
+        self.out_chars += len(text)
+        self.chunks.extend(TextChunk(piece) for piece in self._pieces(text))
+
+    def call(self, name: str, arguments: dict[str, Any]) -> bool:
+        """Stream one tool call in a few argument fragments; False if the tool is not offered."""
+        if name not in self.offered:
+            return False
+        index = self.calls
+        self.calls += 1
+        raw = _args_encoder.encode(arguments).decode()
+        self.out_chars += len(raw)
+        call_id = f"call_{self.seed % 1_000_000:06d}_{self.round}_{index}"
+        cut = [0, *sorted({self.rng.randint(1, max(1, len(raw) - 1)) for _ in range(2)}), len(raw)]
+        first = True
+        for lo, hi in itertools.pairwise(cut):
+            if hi <= lo:
+                continue
+            if first:
+                self.chunks.append(
+                    ToolCallChunk(index=index, id=call_id, name=name, arguments=raw[lo:hi])
+                )
+                first = False
+            else:
+                self.chunks.append(ToolCallChunk(index=index, arguments=raw[lo:hi]))
+        return True
+
+    def _pieces(self, text: str) -> list[str]:
+        """Split like a tokenizer would stream: a word or two, long words in parts."""
+        tokens: list[str] = []
+        for token in re.findall(r"\S+\s*|\s+", text):
+            while len(token) > 10:
+                cut = self.rng.randint(4, 8)
+                tokens.append(token[:cut])
+                token = token[cut:]
+            tokens.append(token)
+        pieces: list[str] = []
+        i = 0
+        while i < len(tokens):
+            n = 2 if self.rng.random() < 0.35 else 1
+            pieces.append("".join(tokens[i : i + n]))
+            i += n
+        return pieces
+
+    def observation(self, index: int = 0, limit: int = 80) -> str:
+        if not 0 <= index < len(self.observations):
+            return "(no result)"
+        text = self.observations[index].content.strip().replace("\n", " ")
+        return text if len(text) <= limit else text[:limit] + "…"
+
+    def plan(self, messages: list[Message]) -> _Plan:
+        prompt_chars = sum(len(m.content) + 16 for m in messages)
+        prompt_tokens = prompt_chars // 4 + 1
+        completion_tokens = self.out_chars // 4 + 1
+        if self.error is None:
+            self.chunks.append(FinishChunk("tool_calls" if self.calls else "stop"))
+            self.chunks.append(
+                UsageChunk(
+                    prompt_tokens=prompt_tokens,
+                    completion_tokens=completion_tokens,
+                    total_tokens=prompt_tokens + completion_tokens,
+                )
+            )
+        return _Plan(self.chunks, self.error)
+
+    # --- scenarios ----------------------------------------------------------------------------
+
+    def run(self, scenario: str) -> None:
+        if scenario == "think":
+            self.thoughtful()
+        elif scenario == "default":
+            self.default()
+        else:
+            getattr(self, scenario.replace(" ", "_"))()
+
+    def _opening(self) -> str:
+        return self.rng.choice(
+            [
+                f"The user asks about “{self.topic}”.",
+                f"Request: “{self.topic}”.",
+                f"Let me think about “{self.topic}”.",
+            ]
+        )
+
+    def default(self) -> None:
+        if self.round == 0 and {"clock", "calculate"} <= set(self.offered):
+            self.reason(
+                f"{self._opening()} I should check the current time and work out "
+                f"{self.expression} before answering; both lookups are independent, so I can "
+                "run them together."
+            )
+            self.say("Let me check two things first.")
+            self.call("clock", {})
+            self.call("calculate", {"expression": self.expression})
+            return
+        if self.observations:
+            self.reason("Both results are in; time to put the answer together.")
+            self.say(
+                f"It is {self.observation(0)} (UTC) right now, and {self.expression} = "
+                f"{self.observation(1)}. "
+                f"{self._closing()}"
+            )
+        else:
+            self.say(f"Here is a short answer about “{self.topic}”. {self._closing()}")
+
+    def _closing(self) -> str:
+        return self.rng.choice(
+            [
+                "That should cover it — ask if you want more detail.",
+                "Let me know if you need anything else.",
+                "Happy to go deeper on any part of this.",
+            ]
+        )
+
+    def plain(self) -> None:
+        self.say(
+            f"Sure — “{self.topic}” in one line: this answer comes straight from the scripted "
+            f"model, no tools needed. {self._closing()}"
+        )
+
+    def one_tool(self) -> None:
+        if self.round == 0 and self.call("calculate", {"expression": self.expression}):
+            self.reason_first(f"{self._opening()} One calculation is enough: {self.expression}.")
+            return
+        self.say(f"The result of {self.expression} is {self.observation(0)}.")
+
+    def reason_first(self, text: str) -> None:
+        """Put reasoning before any chunks already queued (tool calls are built first)."""
+        queued, self.chunks = self.chunks, []
+        self.reason(text)
+        self.chunks.extend(queued)
+
+    def fail_tool(self) -> None:
+        path = f"missing-{self.seed % 1000:03d}.txt"
+        if self.round == 0 and self.call("read_file", {"path": path}):
+            self.reason_first(f"I need the contents of {path}.")
+            return
+        self.say(f"I could not read the file: {self.observation(0)}.")
+
+    def slow_tool(self) -> None:
+        if self.round == 0 and self.call("sleep", {"seconds": 30}):
+            self.reason_first("This needs a slow operation; I will wait for it.")
+            return
+        self.say(f"The slow operation did not help: {self.observation(0)}.")
+
+    def forever(self) -> None:
+        if self.call("calculate", {"expression": f"{self.round + 1} + {self.a}"}):
+            self.reason_first(f"Round {self.round + 1}: one more calculation, then another.")
+            return
+        self.say(
+            f"Stopping after {self.round} rounds of calculations; the last one gave "
+            f"{self.observation(len(self.observations) - 1)}."
+        )
+
+    def provider_error(self) -> None:
+        self.say(f"Let me start on “{self.topic}” — first, the")
+        self.error = "the scripted model lost its connection"
+
+    def ask_user(self) -> None:
+        question = f"Before I continue with “{self.topic}”: which option do you prefer, A or B?"
+        if self.round == 0 and self.call("ask_user", {"question": question}):
+            self.reason_first("The request is ambiguous; I should ask.")
+            return
+        self.say("Thanks — continuing with what I have.")
+
+    def client_tool(self) -> None:
+        client = [name for name in self.offered if name not in DEMO_TOOL_NAMES]
+        if self.round == 0 and client:
+            self.call(client[0], {"topic": self.topic})
+            self.reason_first(f"The client can handle this with {client[0]}.")
+            return
+        if self.round == 0:
+            self.ask_user()
+            return
+        self.say(f"The client answered: {self.observation(0)}.")
+
+    def big_result(self) -> None:
+        if self.round == 0 and self.call("lorem", {"size": BIG_RESULT_CHARS}):
+            self.reason_first("I will fetch a large document.")
+            return
+        size = len(self.observations[0].content) if self.observations else 0
+        self.say(f"The tool returned {size} characters, starting with: {self.observation(0, 40)}")
+
+    def unicode(self) -> None:
+        self.reason("Überlegung: 日本語のテキスト, Ελληνικά, שלום — und Emoji 🚀👩‍💻.\n")
+        self.say(
+            "Voilà — naïve café ☕, 日本語 (にほんご), Ελληνικά, שלום עולם.\n"
+            "Emoji: 🚀 👩‍💻 🇺🇦 👍🏽\n\nCombining: e\u0301 vs é; math: ∑ x² ≤ ∞.\n"
+        )
+
+    def thoughtful(self) -> None:
+        self.reason(
+            f"{self._opening()} Let me reason step by step: first restate it, then weigh two "
+            "readings of the question, then pick the more useful one."
+        )
+        self.say(
+            f"After thinking it over: the useful reading of “{self.topic}” is the literal "
+            f"one. {self._closing()}"
+        )
