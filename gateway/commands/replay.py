@@ -24,7 +24,10 @@ def register(sub: argparse._SubParsersAction) -> None:  # type: ignore[type-arg]
         "running server as a new ingest run.",
     )
     p.add_argument(
-        "file", type=Path, help="a recording, e.g. conformance/streams/parallel-tools.jsonl"
+        "file",
+        type=Path,
+        nargs="?",
+        help="a recording, e.g. conformance/streams/parallel-tools.jsonl",
     )
     target = p.add_mutually_exclusive_group(required=True)
     target.add_argument("--adapter", help="adapter name (see `loopgate replay --list`)")
@@ -56,6 +59,9 @@ def main(args: argparse.Namespace) -> int:
     if args.list:
         print("\n".join(adapters))
         return 0
+    if args.file is None:
+        print("loopgate replay: name a recording file", file=sys.stderr)
+        return 2
     try:
         envelopes = read_recording(args.file)
     except (OSError, ValueError) as exc:

@@ -26,6 +26,8 @@ def register(sub: argparse._SubParsersAction) -> None:  # type: ignore[type-arg]
         help="an Origin allowed to open WebSockets (repeatable; default: loopback origins)",
     )
     p.add_argument("--provider", choices=["scripted", "openai"], help="model provider")
+    p.add_argument("--openai-base-url", help="OpenAI-compatible base URL, e.g. http://host/v1")
+    p.add_argument("--openai-model", help="model name for the openai provider")
     p.add_argument(
         "--scripted-delay",
         dest="scripted_delay_s",
@@ -44,6 +46,30 @@ def register(sub: argparse._SubParsersAction) -> None:  # type: ignore[type-arg]
     p.add_argument("--max-subscribers-per-run", type=int)
     p.add_argument("--max-body-bytes", type=int)
     p.add_argument(
+        "--otel-endpoint",
+        help="OTLP/HTTP base URL to send traces to, e.g. http://127.0.0.1:4318 "
+        "(default: OTEL_EXPORTER_OTLP_ENDPOINT; none = no export)",
+    )
+    p.add_argument("--otel-service-name", help="service.name of the traces (default loopgate)")
+    p.add_argument(
+        "--otel-export-timeout",
+        dest="otel_export_timeout_s",
+        type=float,
+        help="seconds one trace export may take (default 5)",
+    )
+    p.add_argument(
+        "--trace-console",
+        action="store_true",
+        default=None,
+        help="print every finished span to stderr (local debugging)",
+    )
+    p.add_argument(
+        "--trace-content",
+        action="store_true",
+        default=None,
+        help="record message content (text, tool arguments and results) on spans",
+    )
+    p.add_argument(
         "--log-level", default="info", choices=["critical", "error", "warning", "info", "debug"]
     )
     p.set_defaults(func=main)
@@ -55,6 +81,8 @@ SETTING_FLAGS = (
     "token",
     "allowed_origins",
     "provider",
+    "openai_base_url",
+    "openai_model",
     "scripted_delay_s",
     "journal",
     "workspace",
@@ -62,6 +90,11 @@ SETTING_FLAGS = (
     "max_active_runs",
     "max_subscribers_per_run",
     "max_body_bytes",
+    "otel_endpoint",
+    "otel_service_name",
+    "otel_export_timeout_s",
+    "trace_console",
+    "trace_content",
 )
 
 

@@ -1,0 +1,59 @@
+"""`loopgate replay`: an adapter's wire bytes for a recording, or the recording as a live run."""
+
+from __future__ import annotations
+
+import json
+import subprocess
+import sys
+from pathlib import Path
+
+from httpx_sse._decoders import SSEDecoder
+
+from tests.gateway.harness import REPO, running_gateway
+from tests.gateway.sse_client import envelopes, read_stream
+
+RECORDING = REPO / "conformance" / "streams" / "parallel-tools.jsonl"
+
+
+def replay(*args: str) -> subprocess.CompletedProcess[str]:
+    return subprocess.run(
+        [sys.executable, "-m", "gateway.cli", "replay", *args],
+        cwd=REPO,
+        capture_output=True,
+        text=True,
+        timeout=60,
+    )
+
+
+def test_sse_adapter_output_is_the_recording_as_an_event_stream() -> None:
+    result = replay(str(RECORDING), "--adapter", "sse")
+    assert result.returncode == 0, result.stderr
+    decoder = SSEDecoder()
+    # A blank line with no data pending dispatches nothing (WHATWG: an empty data buffer).
+    events = [e for line in result.stdout.split("\n") if (e := decoder.decode(line)) and e.data]
+    recorded = [json.loads(line) for line in RECORDING.read_text().splitlines()]
+    assert [json.loads(e.data) for e in events] == recorded
+    assert [e.event for e in events] == [r["kind"] for r in recorded]
+
+
+def test_replay_into_a_server_makes_a_live_run() -> None:
+    with running_gateway() as (base, _):
+        result = replay(str(RECORDING), "--server", base)
+        assert result.returncode == 0, result.stderr
+        run_id = result.stdout.strip()
+        streamed = envelopes(read_stream(base, run_id))
+    recorded = [json.loads(line) for line in RECORDING.read_text().splitlines()]
+    assert [(e["kind"], e["data"]) for e in streamed] == [(r["kind"], r["data"]) for r in recorded]
+
+
+def test_errors_are_clear(tmp_path: Path) -> None:
+    assert "sse" in replay("--list").stdout.split()
+    missing = replay(str(tmp_path / "nope.jsonl"), "--adapter", "sse")
+    assert missing.returncode == 2 and "No such file" in missing.stderr
+    bad = tmp_path / "bad.jsonl"
+    bad.write_text('{"run_id":"r","seq":1,"ts":1,"kind":"content_delta","data":{"delta":1}}\n')
+    broken = replay(str(bad), "--adapter", "sse")
+    assert broken.returncode == 2 and "bad.jsonl line 1" in broken.stderr
+    unknown = replay(str(RECORDING), "--adapter", "carrier-pigeon")
+    assert unknown.returncode == 2 and "no adapter 'carrier-pigeon'" in unknown.stderr
+    assert "Traceback" not in missing.stderr + broken.stderr + unknown.stderr
