@@ -24,9 +24,14 @@ def free_port() -> int:
 
 
 @contextmanager
-def server_process(argv: Sequence[str], port: int, health: str) -> Iterator[subprocess.Popen[bytes]]:
+def server_process(
+    argv: Sequence[str], port: int, health: str
+) -> Iterator[subprocess.Popen[bytes]]:
     proc = subprocess.Popen(
-        list(argv), cwd=REPO, stdout=subprocess.DEVNULL, stderr=subprocess.DEVNULL,
+        list(argv),
+        cwd=REPO,
+        stdout=subprocess.DEVNULL,
+        stderr=subprocess.DEVNULL,
         env={**os.environ, "PYTHONPATH": str(REPO)},
     )
     deadline = time.monotonic() + 20

@@ -1,6 +1,6 @@
 """Fan-out: the hub in-process, SSE over loopback vs a plain sse-starlette endpoint, memory.
 
-    .venv/bin/python benchmarks/fanout.py [--quick]
+    .venv/bin/python -m benchmarks.fanout [--quick]
 
 (a) events/s through the hub to 1…1000 in-process subscribers;
 (b) real SSE on 127.0.0.1 to 1 and 100 clients: throughput and acceptance→receipt latency;
@@ -20,13 +20,11 @@ from typing import Any
 import anyio
 import httpx
 
-sys.path.insert(0, str(Path(__file__).resolve().parent.parent))
-
-from benchmarks._common import free_port, percentile, rss_kib, server_process, table  # noqa: E402
-from contracts.envelope import Envelope, LoopEvent, encode_envelope  # noqa: E402
-from contracts.ports import StartRun  # noqa: E402
-from gateway.app import build_hub  # noqa: E402
-from gateway.settings import Settings  # noqa: E402
+from benchmarks._common import free_port, percentile, rss_kib, server_process, table
+from contracts.envelope import Envelope, LoopEvent, encode_envelope
+from contracts.ports import StartRun
+from gateway.app import build_hub
+from gateway.settings import Settings
 
 DELTA = LoopEvent("content_delta", {"delta": "a few words "})
 DONE = LoopEvent("completion", {"status": "completed"})
@@ -36,8 +34,12 @@ DONE = LoopEvent("completion", {"status": "completed"})
 
 
 async def hub_fanout(subscribers: int, events: int) -> tuple[float, float]:
-    settings = Settings(max_events_per_run=events + 10, subscriber_max_lag=events + 10,
-                        max_subscribers_per_run=subscribers, max_batch=4096)
+    settings = Settings(
+        max_events_per_run=events + 10,
+        subscriber_max_lag=events + 10,
+        max_subscribers_per_run=subscribers,
+        max_batch=4096,
+    )
     async with build_hub(settings) as hub:
         run_id = (await hub.start(StartRun(source="ingest"))).id
         run = hub.run(run_id)
@@ -107,8 +109,9 @@ def start_run(base: str, body: dict[str, Any]) -> str:
 
 def push(base: str, run_id: str, n: int, end: bool) -> None:
     line = json.dumps({"kind": "content_delta", "data": {"delta": "a few words "}}) + "\n"
-    body = line * n + (json.dumps({"kind": "completion", "data": {"status": "completed"}}) + "\n"
-                       if end else "")
+    body = line * n + (
+        json.dumps({"kind": "completion", "data": {"status": "completed"}}) + "\n" if end else ""
+    )
     httpx.post(f"{base}/v1/runs/{run_id}/events", content=body, timeout=60)
 
 
@@ -134,9 +137,10 @@ def live_latency(base: str, clients: int, events: int, rate: int) -> tuple[float
                 for _ in range(events // per_tick):
                     await client.post(f"{base}/v1/runs/{run_id}/events", content=line * per_tick)
                     await anyio.sleep(0.01)
-                await client.post(f"{base}/v1/runs/{run_id}/events",
-                                  content=json.dumps({"kind": "completion",
-                                                      "data": {"status": "completed"}}))
+                await client.post(
+                    f"{base}/v1/runs/{run_id}/events",
+                    content=json.dumps({"kind": "completion", "data": {"status": "completed"}}),
+                )
 
     anyio.run(main)
     return percentile(latencies, 0.5), percentile(latencies, 0.99)
@@ -155,7 +159,8 @@ events = [json.loads(l) for l in lines]
 async def stream(request):
     async def gen():
         for e in events:
-            yield {"id": str(e["seq"]), "event": e["kind"], "data": json.dumps(e, separators=(",", ":"))}
+            data = json.dumps(e, separators=(",", ":"))
+            yield {"id": str(e["seq"]), "event": e["kind"], "data": data}
     # LF separators, as an AG-UI/EventSource client needs; CRLF is sse-starlette's default.
     return EventSourceResponse(gen(), sep="\\n", ping=15)
 
@@ -177,20 +182,36 @@ def main() -> None:
         n = events if subs <= 10 else events // 10
         publish_rate, delivered = anyio.run(hub_fanout, subs, n)
         rows.append((subs, n, f"{publish_rate:,.0f}", f"{delivered:,.0f}"))
-    table("(a) hub fan-out in-process", ("subscribers", "events", "events/s published",
-                                         "deliveries/s"), rows)
+    table(
+        "(a) hub fan-out in-process",
+        ("subscribers", "events", "events/s published", "deliveries/s"),
+        rows,
+    )
 
     port = free_port()
     base = f"http://127.0.0.1:{port}"
     stream_events = 10_000 if args.quick else 50_000
-    serve = [sys.executable, "-m", "gateway.cli", "serve", "--port", str(port),
-             "--log-level", "warning", "--max-subscribers-per-run", "2000",
-             "--max-body-bytes", str(64 << 20)]
+    serve = [
+        sys.executable,
+        "-m",
+        "gateway.cli",
+        "serve",
+        "--port",
+        str(port),
+        "--log-level",
+        "warning",
+        "--max-subscribers-per-run",
+        "2000",
+        "--max-body-bytes",
+        str(64 << 20),
+    ]
     with server_process(serve, port, "/healthz") as proc:
         run_id = start_run(base, {"source": "ingest"})
         push(base, run_id, stream_events - 1, end=True)
-        ours = {c: finished_stream_throughput(base, f"{base}/v1/runs/{run_id}/events", c,
-                                              stream_events) for c in (1, 100)}
+        ours = {
+            c: finished_stream_throughput(base, f"{base}/v1/runs/{run_id}/events", c, stream_events)
+            for c in (1, 100)
+        }
         lat = {c: live_latency(base, c, 2000 if args.quick else 5000, 1000) for c in (1, 100)}
 
         idle_run = start_run(base, {"source": "ingest"})
@@ -198,8 +219,9 @@ def main() -> None:
         idle = 200 if args.quick else 1000
 
         async def hold_idle() -> int:
-            async with httpx.AsyncClient(timeout=30,
-                                         limits=httpx.Limits(max_connections=idle + 10)) as c:
+            async with httpx.AsyncClient(
+                timeout=30, limits=httpx.Limits(max_connections=idle + 10)
+            ) as c:
                 streams = []
                 for _ in range(idle):
                     cm = c.stream("GET", f"{base}/v1/runs/{idle_run}/events")
@@ -217,35 +239,55 @@ def main() -> None:
 
     recording = Path("/tmp/loopgate-fanout-baseline.jsonl")
     # The same stream for the baseline: identical envelopes as our server sent them.
-    lines = [encode_envelope(Envelope("run", i, time.time_ns(),
-                                      "completion" if i == stream_events else "content_delta",
-                                      {"status": "completed"} if i == stream_events
-                                      else {"delta": "a few words "}))
-             for i in range(1, stream_events + 1)]
+    lines = [
+        encode_envelope(
+            Envelope(
+                "run",
+                i,
+                time.time_ns(),
+                "completion" if i == stream_events else "content_delta",
+                {"status": "completed"} if i == stream_events else {"delta": "a few words "},
+            )
+        )
+        for i in range(1, stream_events + 1)
+    ]
     recording.write_bytes(b"\n".join(lines) + b"\n")
     app_file = Path("/tmp/loopgate_fanout_baseline_app.py")
     app_file.write_text(BASELINE_APP)
     bport = free_port()
-    baseline_cmd = [sys.executable, "-c",
-                    f"import sys; sys.argv=['x', {str(recording)!r}]; sys.path.insert(0, '/tmp');"
-                    f"import uvicorn, loopgate_fanout_baseline_app as m;"
-                    f"uvicorn.run(m.app, host='127.0.0.1', port={bport}, log_level='warning')"]
+    baseline_cmd = [
+        sys.executable,
+        "-c",
+        f"import sys; sys.argv=['x', {str(recording)!r}]; sys.path.insert(0, '/tmp');"
+        f"import uvicorn, loopgate_fanout_baseline_app as m;"
+        f"uvicorn.run(m.app, host='127.0.0.1', port={bport}, log_level='warning')",
+    ]
     with server_process(baseline_cmd, bport, "/healthz"):
-        baseline = {c: finished_stream_throughput(f"http://127.0.0.1:{bport}",
-                                                  f"http://127.0.0.1:{bport}/events", c,
-                                                  stream_events) for c in (1, 100)}
+        baseline = {
+            c: finished_stream_throughput(
+                f"http://127.0.0.1:{bport}", f"http://127.0.0.1:{bport}/events", c, stream_events
+            )
+            for c in (1, 100)
+        }
 
     table(
         f"(b)+(c) SSE over loopback, a finished {stream_events:,}-event run, events/s received",
         ("clients", "loopgate", "sse-starlette", "ratio"),
-        [(c, f"{ours[c]:,.0f}", f"{baseline[c]:,.0f}", f"{ours[c] / baseline[c]:.2f}x")
-         for c in (1, 100)],
+        [
+            (c, f"{ours[c]:,.0f}", f"{baseline[c]:,.0f}", f"{ours[c] / baseline[c]:.2f}x")
+            for c in (1, 100)
+        ],
     )
-    table("(b) live latency, acceptance → receipt (1,000 events/s pushed)",
-          ("clients", "p50 ms", "p99 ms"),
-          [(c, f"{lat[c][0]:.2f}", f"{lat[c][1]:.2f}") for c in (1, 100)])
-    table("(d) memory per idle SSE subscriber", ("subscribers", "RSS growth KiB", "KiB each"),
-          [(idle, after - before, f"{per_sub:.1f}")])
+    table(
+        "(b) live latency, acceptance → receipt (1,000 events/s pushed)",
+        ("clients", "p50 ms", "p99 ms"),
+        [(c, f"{lat[c][0]:.2f}", f"{lat[c][1]:.2f}") for c in (1, 100)],
+    )
+    table(
+        "(d) memory per idle SSE subscriber",
+        ("subscribers", "RSS growth KiB", "KiB each"),
+        [(idle, after - before, f"{per_sub:.1f}")],
+    )
 
 
 if __name__ == "__main__":
