@@ -2,6 +2,7 @@
 
 from __future__ import annotations
 
+import json
 from pathlib import Path
 from typing import Any
 
@@ -240,3 +241,25 @@ async def test_retention_drops_oldest_finished_runs(tmp_path: Path) -> None:
         await hub._sweep()
         kept = {i.id for i in await hub.list()}
         assert kept == set(ids[2:])
+
+
+async def test_replay_at_recorded_pace_keeps_the_gaps_capped(tmp_path: Path) -> None:
+    second = 1_000_000_000
+    events = [
+        (0, "content_delta", {"delta": "a"}),
+        (second // 5, "content_delta", {"delta": "b"}),
+        (60 * second, "completion", {"status": "completed"}),
+    ]
+    lines = [
+        json.dumps({"run_id": "r", "seq": i, "ts": ts, "kind": kind, "data": data})
+        for i, (ts, kind, data) in enumerate(events, 1)
+    ]
+    (tmp_path / "paced.jsonl").write_text("\n".join(lines) + "\n")
+    async with hub_for(tmp_path, replay_dir=str(tmp_path), replay_max_gap_s=0.3) as hub:
+        info = await hub.start(StartRun(source="replay", replay="paced", replay_pace="recorded"))
+        with anyio.fail_after(5):
+            assert await collect(hub, info.id) == [1, 2, 3]
+        ts = [e.ts for e in await hub.history(info.id)]
+    # 0.2 s as recorded, then a minute-long gap capped at 0.3 s.
+    assert 0.15e9 < ts[1] - ts[0] < 0.35e9
+    assert 0.25e9 < ts[2] - ts[1] < 0.6e9

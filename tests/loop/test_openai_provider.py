@@ -4,24 +4,16 @@ from __future__ import annotations
 
 import json
 import socket
-import sys
 import time
 from collections.abc import Iterator
-from pathlib import Path
 
 import anyio
 import httpx
 import pytest
 
-# The repository root is not on sys.path under plain ``pytest`` (tests/ is not a package and
-# the editable install exposes only the shipped packages); the shared fakes live under tests/.
-_ROOT = str(Path(__file__).resolve().parents[2])
-if _ROOT not in sys.path:
-    sys.path.insert(0, _ROOT)
-
-from contracts.messages import Message, ToolCall, ToolSpec  # noqa: E402
-from gateway.loop.openai import OpenAIProvider, SSEDecoder  # noqa: E402
-from gateway.loop.types import (  # noqa: E402
+from contracts.messages import Message, ToolCall, ToolSpec
+from gateway.loop.openai import OpenAIProvider, SSEDecoder
+from gateway.loop.types import (
     FinishChunk,
     ModelChunk,
     ModelRequest,
@@ -31,8 +23,8 @@ from gateway.loop.types import (  # noqa: E402
     ToolCallChunk,
     UsageChunk,
 )
-from tests.fakes.openai_server import ERROR_MESSAGE, TOOL_CALLS, FakeOpenAI  # noqa: E402
-from tests.fakes.servers import serve_app  # noqa: E402
+from tests.fakes.openai_server import ERROR_MESSAGE, TOOL_CALLS, FakeOpenAI
+from tests.fakes.servers import serve_app
 
 USAGE = UsageChunk(prompt_tokens=12, completion_tokens=7, total_tokens=19, reasoning_tokens=3)
 HELLO = [TextChunk("Hel"), TextChunk("lo, "), TextChunk("world"), TextChunk("!")]

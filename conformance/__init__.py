@@ -1,0 +1,1 @@
+"""Recorded LoopEvent streams and every adapter's expected wire output for each."""

@@ -1,0 +1,169 @@
+"""Drive adapters' projectors over the recorded streams; write or check the goldens.
+
+    python -m conformance.runner                 # check every target, exit 1 on a difference
+    python -m conformance.runner --write agui    # regenerate conformance/expected/agui/
+
+A stream is ``conformance/streams/<name>.jsonl``: one envelope (``run_id, seq, ts, kind, data``)
+per line. Its golden for a target is ``conformance/expected/<target>/<name>.jsonl``: one wire
+message (``adapter.to_builtins``) per line, JSON with keys in the adapter's order.
+"""
+
+from __future__ import annotations
+
+import argparse
+import importlib
+import sys
+from collections.abc import Iterable
+from pathlib import Path
+from typing import Any
+
+import msgspec
+
+from contracts.envelope import Envelope
+from contracts.projector import Adapter, ProjectorContext
+
+ROOT = Path(__file__).resolve().parent
+STREAMS = ROOT / "streams"
+EXPECTED = ROOT / "expected"
+
+
+class Target(msgspec.Struct, frozen=True, kw_only=True):
+    """One golden set: which adapter, and what the client is assumed to have negotiated."""
+
+    adapter: str  # "module:ClassName", instantiated without arguments
+    protocol_version: str | int | None = None
+
+
+# One line per golden set; conformance/expected/README.md says why each is configured so.
+TARGETS: dict[str, Target] = {
+    "agui": Target(adapter="adapters.agui:AguiAdapter", protocol_version="1.0"),
+}
+
+_line_encoder = msgspec.json.Encoder()
+
+
+def load_adapter(target: Target) -> Adapter:
+    module, _, name = target.adapter.partition(":")
+    return getattr(importlib.import_module(module), name)()
+
+
+def stream_paths() -> list[Path]:
+    return sorted(STREAMS.glob("*.jsonl"))
+
+
+def load_stream(path: Path) -> list[Envelope]:
+    """Envelopes of a recorded stream, unvalidated: projectors must cope with recorded garbage.
+
+    Lines in the bare LoopEvent form (``{"kind", "data"}``) get the file name as run id, their
+    line number as seq and ts 0, so pushed-event recordings replay too.
+    """
+    envelopes: list[Envelope] = []
+    for number, line in enumerate(path.read_bytes().splitlines(), start=1):
+        if not line.strip():
+            continue
+        raw = msgspec.json.decode(line)
+        if not isinstance(raw, dict) or not isinstance(raw.get("kind"), str):
+            raise ValueError(f"{path.name}:{number}: not an envelope")
+        envelopes.append(
+            Envelope(
+                run_id=raw.get("run_id", path.stem),
+                seq=raw.get("seq", len(envelopes) + 1),
+                ts=raw.get("ts", 0),
+                kind=raw["kind"],
+                data=raw.get("data", {}),
+            )
+        )
+    return envelopes
+
+
+def project_stream(
+    adapter: Adapter,
+    envelopes: Iterable[Envelope],
+    *,
+    protocol_version: str | int | None = None,
+    run_id: str | None = None,
+    close_reason: str | None = None,
+) -> list[Any]:
+    """What one subscriber of the run receives, as builtins: start, every feed, then close.
+
+    The context's run and thread id are the stream's run id (or ``run_id``).
+    """
+    envelopes = list(envelopes)
+    rid = run_id or (envelopes[0].run_id if envelopes else "run")
+    projector = adapter.projector(
+        ProjectorContext(run_id=rid, thread_id=rid, protocol_version=protocol_version)
+    )
+    messages = list(projector.start())
+    for envelope in envelopes:
+        messages.extend(projector.feed(envelope))
+    messages.extend(projector.close(close_reason))
+    return [adapter.to_builtins(m) for m in messages]
+
+
+def encode_lines(messages: list[Any]) -> bytes:
+    return b"".join(_line_encoder.encode(m) + b"\n" for m in messages)
+
+
+def golden_path(target: str, stream: Path) -> Path:
+    return EXPECTED / target / f"{stream.stem}.jsonl"
+
+
+def render_golden(target: str, stream: Path) -> bytes:
+    spec = TARGETS[target]
+    messages = project_stream(
+        load_adapter(spec), load_stream(stream), protocol_version=spec.protocol_version
+    )
+    return encode_lines(messages)
+
+
+def regenerate_command(target: str) -> str:
+    return f"python -m conformance.runner --write {target}"
+
+
+def run(targets: list[str], *, write: bool) -> list[str]:
+    """Write or check goldens; return the problems found (empty when all match)."""
+    problems: list[str] = []
+    streams = stream_paths()
+    for target in targets:
+        names = {s.stem for s in streams}
+        for stale in sorted((EXPECTED / target).glob("*.jsonl")):
+            if stale.stem not in names:
+                if write:
+                    stale.unlink()
+                else:
+                    problems.append(f"{target}: golden {stale.name} has no stream")
+        for stream in streams:
+            path = golden_path(target, stream)
+            actual = render_golden(target, stream)
+            if write:
+                path.parent.mkdir(parents=True, exist_ok=True)
+                if not path.exists() or path.read_bytes() != actual:
+                    path.write_bytes(actual)
+            elif not path.exists():
+                problems.append(f"{target}: missing golden {path.relative_to(ROOT)}")
+            elif path.read_bytes() != actual:
+                problems.append(f"{target}: {path.relative_to(ROOT)} differs")
+    return problems
+
+
+def main(argv: list[str] | None = None) -> int:
+    parser = argparse.ArgumentParser(prog="python -m conformance.runner", description=__doc__)
+    parser.add_argument("targets", nargs="*", help=f"golden sets (default: all of {list(TARGETS)})")
+    parser.add_argument("--write", action="store_true", help="regenerate instead of checking")
+    args = parser.parse_args(argv)
+    targets = args.targets or list(TARGETS)
+    unknown = [t for t in targets if t not in TARGETS]
+    if unknown:
+        parser.error(f"unknown target(s): {', '.join(unknown)}")
+    problems = run(targets, write=args.write)
+    for problem in problems:
+        print(problem, file=sys.stderr)
+    if problems:
+        fix = " && ".join(regenerate_command(t) for t in targets)
+        print(f"regenerate with: {fix}", file=sys.stderr)
+        return 1
+    return 0
+
+
+if __name__ == "__main__":
+    sys.exit(main())
