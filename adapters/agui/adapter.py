@@ -40,8 +40,9 @@ class AguiAdapter:
         return self._encoder.json(message)
 
     def routes(self, service: Any, limits: Any) -> list[Any]:
-        """No endpoints yet: the AG-UI HTTP/WebSocket endpoints arrive with the hub."""
-        return []
+        from adapters.agui.endpoints import routes
+
+        return routes(self, service, limits)
 
 
 ADAPTER = AguiAdapter()

@@ -93,28 +93,48 @@ class StreamResponse(Generic[T]):
             await send({"type": "http.response.body", "body": b"", "more_body": False})
 
 
+Deliver = Callable[[list[Envelope]], Awaitable[None]]
+
+
 async def pump(
     subscription: Subscription,
-    render: Callable[[list[Envelope]], bytes],
-    write: Write,
+    deliver: Deliver,
     *,
     keepalive_s: float,
     write_timeout_s: float,
-    keepalive: bytes = KEEPALIVE,
+    idle: Callable[[], Awaitable[None]] | None = None,
 ) -> None:
-    """Write each batch of envelopes as rendered bytes until the run's terminal event.
+    """Hand each batch of envelopes to ``deliver`` until the run's terminal event.
 
-    A quiet stream gets ``keepalive`` every ``keepalive_s`` so idle proxies keep it open.
-    Raises :class:`contracts.ports.CutOff` if the client falls too far behind, or stops taking
-    bytes for ``write_timeout_s`` (lag alone cannot catch a client stuck at a run's end).
+    A quiet stream calls ``idle`` every ``keepalive_s`` (a keep-alive comment, so idle proxies
+    keep it open). Raises :class:`contracts.ports.CutOff` if the client falls too far behind,
+    or takes longer than ``write_timeout_s`` to accept one delivery (lag alone cannot catch a
+    client that is stuck when the run has already ended).
     """
     while not subscription.done:
         before = subscription.cursor
         batch = await subscription.next_batch(max_wait=keepalive_s)
-        chunk = render(batch) if batch else (b"" if subscription.done else keepalive)
-        if not chunk:
+        if not batch and (subscription.done or idle is None):
             continue
         with anyio.move_on_after(write_timeout_s) as timer:
-            await write(chunk)
+            await (deliver(batch) if batch else idle())  # type: ignore[misc]
         if timer.cancelled_caught:
             raise CutOff(before)
+
+
+def sse_writer(render: Callable[[list[Envelope]], bytes], write: Write) -> Deliver:
+    """A ``deliver`` that writes the rendered bytes of each batch (skipping empty ones)."""
+
+    async def deliver(batch: list[Envelope]) -> None:
+        chunk = render(batch)
+        if chunk:
+            await write(chunk)
+
+    return deliver
+
+
+def keepalive_writer(write: Write, comment: bytes = KEEPALIVE) -> Callable[[], Awaitable[None]]:
+    async def idle() -> None:
+        await write(comment)
+
+    return idle

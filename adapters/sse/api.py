@@ -19,7 +19,7 @@ from starlette.websockets import WebSocket, WebSocketDisconnect
 from adapters.shared.body import decode_json, iter_lines, read_body
 from adapters.shared.endpoint import guarded
 from adapters.shared.problem import HttpProblem, from_problem, problem_for
-from adapters.shared.stream import StreamResponse, pump
+from adapters.shared.stream import StreamResponse, keepalive_writer, pump, sse_writer
 from adapters.shared.ws import origin_allowed, refuse
 from adapters.sse.projector import render_events
 from contracts.contract import contract_bytes, is_terminal_completion
@@ -132,8 +132,8 @@ def routes(service: RunService, limits: EndpointLimits) -> list[BaseRoute]:
         async def produce(subscription: Any, write: Any) -> None:
             await pump(
                 subscription,
-                render_events,
-                write,
+                sse_writer(render_events, write),
+                idle=keepalive_writer(write),
                 keepalive_s=limits.keepalive_s,
                 write_timeout_s=limits.write_timeout_s,
             )

@@ -38,6 +38,7 @@ SCENARIOS = (
     "provider error",
     "fail tool",
     "slow tool",
+    "write note",
     "one tool",
     "ask user",
     "client tool",
@@ -289,6 +290,15 @@ class _Script:
             return
         self.say(f"The slow operation did not help: {self.observation(0)}.")
 
+    def write_note(self) -> None:
+        # write_note needs approval: the scenario that exercises permission requests.
+        name = f"note-{self.seed % 1000:03d}"
+        text = f"# {self.topic}\n\nWritten by the scripted model.\n"
+        if self.round == 0 and self.call("write_note", {"name": name, "text": text}):
+            self.reason_first(f"I should save a note called {name}.")
+            return
+        self.say(f"Note result: {self.observation(0)}.")
+
     def forever(self) -> None:
         if self.call("calculate", {"expression": f"{self.round + 1} + {self.a}"}):
             self.reason_first(f"Round {self.round + 1}: one more calculation, then another.")
@@ -307,7 +317,7 @@ class _Script:
         if self.round == 0 and self.call("ask_user", {"question": question}):
             self.reason_first("The request is ambiguous; I should ask.")
             return
-        self.say("Thanks — continuing with what I have.")
+        self.say(f"Thanks — you said: {self.observation(0)}. Continuing with that.")
 
     def client_tool(self) -> None:
         client = [name for name in self.offered if name not in DEMO_TOOL_NAMES]

@@ -1,0 +1,221 @@
+"""AG-UI over HTTP (POST → SSE) and over WebSocket (one JSON event per text frame)."""
+
+from __future__ import annotations
+
+from collections.abc import Awaitable, Callable
+from typing import Any
+
+import anyio
+import msgspec
+from starlette.requests import Request
+from starlette.responses import Response
+from starlette.routing import BaseRoute, Route, WebSocketRoute
+from starlette.websockets import WebSocket, WebSocketDisconnect
+
+from adapters.agui.adapter import AguiAdapter
+from adapters.agui.encoder import KEEPALIVE
+from adapters.agui.events import Custom, RunError
+from adapters.agui.input import RunAgentInput, detached
+from adapters.agui.runs import start_run
+from adapters.shared.body import decode_json, read_body
+from adapters.shared.endpoint import guarded
+from adapters.shared.problem import problem_for
+from adapters.shared.stream import StreamResponse, Write, keepalive_writer, pump
+from adapters.shared.ws import origin_allowed, refuse
+from contracts.envelope import Envelope
+from contracts.limits import EndpointLimits
+from contracts.ports import CutOff, RunService, Subscription
+from contracts.projector import Projector
+
+CONSUMER = "agui"
+Emit = Callable[[list[Any]], Awaitable[None]]
+
+
+def routes(adapter: AguiAdapter, service: RunService, limits: EndpointLimits) -> list[BaseRoute]:
+    @guarded
+    async def run_agent(request: Request) -> Response:
+        body = decode_json(await read_body(request, limits.max_body_bytes), RunAgentInput)
+        info, context = await start_run(service, body, request.headers.get("traceparent"))
+        projector = adapter.projector(context)
+
+        async def produce(subscription: Subscription, write: Write) -> None:
+            async def emit(events: list[Any]) -> None:
+                if events:
+                    await write(adapter.render(events))
+
+            await stream_run(
+                projector, subscription, emit, limits, keepalive_writer(write, KEEPALIVE)
+            )
+
+        async def cancel() -> None:
+            await service.cancel(info.id)
+
+        return StreamResponse(  # type: ignore[return-value]
+            lambda: service.subscribe(info.id, consumer=CONSUMER),
+            produce,
+            media_type="text/event-stream",
+            on_disconnect=None if detached(body) else cancel,
+        )
+
+    async def socket(websocket: WebSocket) -> None:
+        await serve_socket(adapter, websocket, service, limits)
+
+    return [
+        Route("/agui", run_agent, methods=["POST"]),
+        WebSocketRoute("/agui/ws", socket),
+    ]
+
+
+async def stream_run(
+    projector: Projector[Any],
+    subscription: Subscription,
+    emit: Emit,
+    limits: EndpointLimits,
+    idle: Callable[[], Awaitable[None]] | None,
+) -> None:
+    """RUN_STARTED, the run's events, and whatever closes it — also when the client lags."""
+
+    async def deliver(batch: list[Envelope]) -> None:
+        feed = projector.feed
+        await emit([m for env in batch for m in feed(env)])
+
+    await emit(projector.start())
+    try:
+        await pump(
+            subscription,
+            deliver,
+            idle=idle,
+            keepalive_s=limits.keepalive_s,
+            write_timeout_s=limits.write_timeout_s,
+        )
+    except CutOff:
+        # AG-UI has no resume: tell the client why its run ended, if it is still listening.
+        with anyio.move_on_after(1.0):
+            await emit(projector.close("subscriber_cut_off"))
+        raise
+    await emit(projector.close(None))
+
+
+# --- WebSocket -------------------------------------------------------------------------------
+
+
+def parse_frame(raw: str | bytes) -> RunAgentInput | None:
+    """A RunAgentInput to start a run, or None for ``{"type": "cancel"}``."""
+    value = msgspec.json.decode(raw)
+    if not isinstance(value, dict):
+        raise msgspec.ValidationError("a frame must be a JSON object")
+    if value.get("type") == "cancel":
+        return None
+    return msgspec.convert(value, RunAgentInput)
+
+
+class _Socket:
+    """One AG-UI WebSocket: runs one at a time; bad frames get an error frame, never a close.
+
+    Error frames are AG-UI events: RUN_ERROR (code ``invalid_input`` …) when no run is active —
+    a stream may begin with RUN_ERROR — and CUSTOM ``loopgate.error`` while one is, so the
+    active run is not ended by a stray frame.
+    """
+
+    def __init__(
+        self,
+        adapter: AguiAdapter,
+        websocket: WebSocket,
+        service: RunService,
+        limits: EndpointLimits,
+    ) -> None:
+        self.adapter = adapter
+        self.websocket = websocket
+        self.service = service
+        self.limits = limits
+        self.lock = anyio.Lock()
+        self.run_id: str | None = None
+        self.detached = False
+        self.busy = False
+
+    async def emit(self, events: list[Any]) -> None:
+        encode = self.adapter.render_json
+        async with self.lock:
+            for event in events:
+                await self.websocket.send_text(encode(event).decode())
+
+    async def error(self, message: str, code: str) -> None:
+        event: Any = (
+            Custom(name="loopgate.error", value={"code": code, "message": message})
+            if self.busy
+            else RunError(message=message, code=code)
+        )
+        await self.emit([event])
+
+    async def run(self, body: RunAgentInput) -> None:
+        try:
+            try:
+                info, context = await start_run(self.service, body, None)
+            except Exception as exc:
+                problem = problem_for(exc)
+                if problem is None:
+                    raise
+                self.busy = False
+                await self.error(problem.detail, "invalid_input")
+                return
+            self.run_id, self.detached = info.id, detached(body)
+            projector = self.adapter.projector(context)
+            async with self.service.subscribe(info.id, consumer=CONSUMER) as subscription:
+                await stream_run(projector, subscription, self.emit, self.limits, None)
+        except CutOff:
+            pass
+        finally:
+            self.busy, self.run_id = False, None
+
+    async def handle(self, raw: str | bytes, tg: Any) -> None:
+        if len(raw) > self.limits.max_frame_bytes:
+            limit = self.limits.max_frame_bytes
+            await self.error(f"frame is larger than the limit of {limit} bytes", "frame_too_large")
+            return
+        try:
+            frame = parse_frame(raw)
+        except (msgspec.ValidationError, msgspec.DecodeError) as exc:
+            detail = str(exc).replace("`$.", "`").replace("`$`", "`frame`")
+            await self.error(f"invalid frame: {detail}", "invalid_input")
+            return
+        if frame is None:
+            if self.run_id is not None:
+                await self.service.cancel(self.run_id)
+            else:
+                await self.error("no run is active on this socket", "no_active_run")
+            return
+        if self.busy:
+            await self.error(
+                'a run is already active on this socket; send {"type": "cancel"} or wait for '
+                "it to finish",
+                "busy",
+            )
+            return
+        self.busy = True
+        tg.start_soon(self.run, frame)
+
+
+async def serve_socket(
+    adapter: AguiAdapter, websocket: WebSocket, service: RunService, limits: EndpointLimits
+) -> None:
+    if not origin_allowed(websocket, limits):
+        await refuse(websocket, "origin not allowed")
+        return
+    await websocket.accept()
+    socket = _Socket(adapter, websocket, service, limits)
+    try:
+        async with anyio.create_task_group() as tg:
+            try:
+                while True:
+                    message = await websocket.receive()
+                    if message["type"] == "websocket.disconnect":
+                        break
+                    await socket.handle(message.get("text") or message.get("bytes") or b"", tg)
+            finally:
+                # Before the run's task is cancelled (which forgets its id): the client left.
+                if socket.run_id is not None and not socket.detached:
+                    with anyio.CancelScope(shield=True):
+                        await service.cancel(socket.run_id)
+                tg.cancel_scope.cancel()
+    except WebSocketDisconnect:
+        pass

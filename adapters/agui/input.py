@@ -1,0 +1,182 @@
+"""RunAgentInput (the AG-UI request body) and its translation into a loop run.
+
+Validated with msgspec at the edge, so a malformed request is a 422 naming the field before
+any stream opens. Unknown fields are ignored, as the protocol's own models allow.
+"""
+
+from __future__ import annotations
+
+import json
+from typing import Any, Literal
+
+import msgspec
+
+from contracts.messages import Message, ToolCall, ToolSpec
+
+
+class _Base(msgspec.Struct, rename="camel", kw_only=True, tag_field="role"):
+    id: str | None = None
+
+
+class ContentPart(msgspec.Struct, kw_only=True):
+    type: str
+    text: str | None = None
+    mime_type: str | None = msgspec.field(default=None, name="mimeType")
+
+
+Content = str | list[ContentPart]
+
+
+class UserMessage(_Base, tag="user"):
+    content: Content
+    name: str | None = None
+
+
+class SystemMessage(_Base, tag="system"):
+    content: str
+
+
+class DeveloperMessage(_Base, tag="developer"):
+    content: str
+
+
+class FunctionCall(msgspec.Struct):
+    name: str
+    arguments: str
+
+
+class AssistantToolCall(msgspec.Struct):
+    id: str
+    function: FunctionCall
+    type: Literal["function"] = "function"
+
+
+class AssistantMessage(_Base, tag="assistant"):
+    content: str | None = None
+    tool_calls: list[AssistantToolCall] | None = None
+
+
+class ToolMessage(_Base, tag="tool"):
+    content: Content
+    tool_call_id: str
+    error: str | None = None
+
+
+class ReasoningMessage(_Base, tag="reasoning"):
+    content: str
+
+
+class ActivityMessage(_Base, tag="activity"):
+    activity_type: str | None = None
+    content: Any = None
+
+
+AguiMessage = (
+    UserMessage
+    | SystemMessage
+    | DeveloperMessage
+    | AssistantMessage
+    | ToolMessage
+    | ReasoningMessage
+    | ActivityMessage
+)
+
+
+class Tool(msgspec.Struct):
+    name: str
+    description: str = ""
+    parameters: dict[str, Any] = msgspec.field(
+        default_factory=lambda: {"type": "object", "properties": {}}
+    )
+
+
+class Context(msgspec.Struct):
+    description: str
+    value: str
+
+
+class ResumeEntry(msgspec.Struct, rename="camel"):
+    interrupt_id: str
+    status: Literal["resolved", "cancelled"]
+    payload: Any = None
+
+
+class RunAgentInput(msgspec.Struct, rename="camel", kw_only=True):
+    thread_id: str
+    run_id: str
+    messages: list[AguiMessage]
+    protocol_version: str | None = None
+    parent_run_id: str | None = None
+    state: Any = None
+    tools: list[Tool] | None = None
+    context: list[Context] | None = None
+    forwarded_props: Any = None
+    resume: list[ResumeEntry] | None = None
+
+
+def text_of(content: Content) -> str:
+    """Text parts joined; other media are named so the model knows something was attached."""
+    if isinstance(content, str):
+        return content
+    pieces = []
+    for part in content:
+        if part.type == "text":
+            pieces.append(part.text or "")
+        else:
+            pieces.append(
+                f"[{part.type} attachment{f' ({part.mime_type})' if part.mime_type else ''}]"
+            )
+    return "\n".join(pieces)
+
+
+def parse_arguments(raw: str) -> dict[str, Any]:
+    try:
+        value = json.loads(raw) if raw else {}
+    except ValueError:
+        return {"_raw": raw}
+    return value if isinstance(value, dict) else {"_value": value}
+
+
+def to_history(body: RunAgentInput) -> list[Message]:
+    """AG-UI messages as the loop's history (reasoning and activity messages are UI-only)."""
+    history: list[Message] = []
+    if body.context:
+        lines = "\n".join(f"- {c.description}: {c.value}" for c in body.context)
+        history.append(Message(role="system", content=f"Context from the application:\n{lines}"))
+    for message in body.messages:
+        if isinstance(message, UserMessage):
+            history.append(Message(role="user", content=text_of(message.content)))
+        elif isinstance(message, SystemMessage | DeveloperMessage):
+            history.append(Message(role="system", content=message.content))
+        elif isinstance(message, AssistantMessage):
+            calls = [
+                ToolCall(
+                    id=c.id, name=c.function.name, arguments=parse_arguments(c.function.arguments)
+                )
+                for c in message.tool_calls or []
+            ]
+            history.append(
+                Message(role="assistant", content=message.content or "", tool_calls=calls)
+            )
+        elif isinstance(message, ToolMessage):
+            content = text_of(message.content)
+            if message.error:
+                content = f"error: {message.error}" + (f"\n{content}" if content else "")
+            history.append(Message(role="tool", content=content, tool_call_id=message.tool_call_id))
+    return history
+
+
+def client_tools(body: RunAgentInput) -> list[ToolSpec]:
+    return [
+        ToolSpec(name=t.name, description=t.description, parameters=t.parameters)
+        for t in body.tools or []
+    ]
+
+
+def detached(body: RunAgentInput) -> bool:
+    """``forwardedProps.loopgate.detached``: the run goes on when the client disconnects."""
+    props = body.forwarded_props
+    if not isinstance(props, dict):
+        return False
+    ours = props.get("loopgate")
+    return isinstance(ours, dict) and ours.get("detached") is True

@@ -1,0 +1,191 @@
+"""POST /agui and /agui/ws against a real uvicorn: framing, errors, disconnects, the socket."""
+
+from __future__ import annotations
+
+import json
+import time
+from collections.abc import Iterator
+from typing import Any
+
+import ag_ui.core
+import httpx
+import pytest
+import websockets.exceptions
+import websockets.sync.client as ws_client
+from pydantic import TypeAdapter
+
+from tests.gateway.harness import running_gateway
+
+EVENT = TypeAdapter(ag_ui.core.Event)
+TERMINAL = {"RUN_FINISHED", "RUN_ERROR"}
+
+
+@pytest.fixture(scope="module")
+def base() -> Iterator[str]:
+    with running_gateway(scripted_delay_s=0.005, keepalive_s=0.3) as (url, _):
+        yield url
+
+
+counter = iter(range(1_000_000))
+
+
+def body(text: str, **extra: Any) -> dict[str, Any]:
+    n = next(counter)
+    return {
+        "threadId": f"thread-{n}",
+        "runId": f"agui-run-{n}-{time.monotonic_ns()}",
+        "messages": [{"id": f"m{n}", "role": "user", "content": text}],
+        **extra,
+    }
+
+
+def sse_events(raw: bytes) -> list[dict[str, Any]]:
+    events = []
+    for block in raw.split(b"\n\n"):
+        data = [line[6:] for line in block.split(b"\n") if line.startswith(b"data: ")]
+        if data:
+            events.append(json.loads(b"\n".join(data)))
+    return events
+
+
+def test_post_streams_valid_events_with_lf_framing(base: str) -> None:
+    request = body("plain hi", protocolVersion="1.0")
+    with httpx.stream("POST", f"{base}/agui", json=request, timeout=20) as response:
+        assert response.status_code == 200
+        assert response.headers["content-type"].startswith("text/event-stream")
+        raw = b"".join(response.iter_bytes())
+    assert b"\r" not in raw
+    events = sse_events(raw)
+    for event in events:
+        EVENT.validate_python(event)
+    assert events[0] == {
+        "type": "RUN_STARTED",
+        "threadId": request["threadId"],
+        "runId": request["runId"],
+        "protocolVersion": "1.0",
+    }
+    assert events[-1]["type"] == "RUN_FINISHED"
+    run = httpx.get(f"{base}/v1/runs/{request['runId']}").json()
+    assert run["thread_id"] == request["threadId"] and run["status"] == "completed"
+
+
+def test_bad_input_is_a_422_naming_the_field_before_the_stream(base: str) -> None:
+    cases = [
+        ({"threadId": "t", "runId": "r"}, "`messages`"),
+        ({"threadId": "t", "runId": "r", "messages": [{"role": "robot"}]}, "messages[0].role"),
+        ({"threadId": 1, "runId": "r", "messages": []}, "`threadId`"),
+        (body("x", tools=[{"description": "no name"}]), "tools[0]"),
+        (body("x", resume=[{"interruptId": "nope", "status": "resolved"}]), "interruptId"),
+    ]
+    for request, needle in cases:
+        response = httpx.post(f"{base}/agui", json=request)
+        assert response.status_code == 422, (request, response.text)
+        assert response.headers["content-type"] == "application/problem+json"
+        assert needle in response.json()["detail"], response.json()
+    empty = httpx.post(f"{base}/agui", json={"threadId": "t", "runId": "e", "messages": []})
+    assert empty.status_code == 422 and "input is required" in empty.json()["detail"]
+    malformed = httpx.post(f"{base}/agui", content=b"{not json")
+    assert malformed.status_code == 400
+
+
+def test_a_taken_run_id_is_a_conflict(base: str) -> None:
+    request = body("plain one")
+    with httpx.stream("POST", f"{base}/agui", json=request, timeout=20) as response:
+        response.read()
+    again = httpx.post(f"{base}/agui", json=request)
+    assert again.status_code == 409 and "already exists" in again.json()["detail"]
+
+
+def wait_status(base: str, run_id: str) -> str | None:
+    for _ in range(100):
+        status = httpx.get(f"{base}/v1/runs/{run_id}").json()["status"]
+        if status is not None:
+            return status
+        time.sleep(0.05)
+    return None
+
+
+def test_disconnect_cancels_unless_detached(base: str) -> None:
+    attached = body("tell me a long story")
+    with httpx.stream("POST", f"{base}/agui", json=attached, timeout=20) as response:
+        next(response.iter_bytes())
+    assert wait_status(base, attached["runId"]) == "cancelled"
+
+    detached = body("tell me a long story", forwardedProps={"loopgate": {"detached": True}})
+    with httpx.stream("POST", f"{base}/agui", json=detached, timeout=20) as response:
+        next(response.iter_bytes())
+    assert wait_status(base, detached["runId"]) == "completed"
+
+
+def test_keepalive_comment_on_a_quiet_run(base: str) -> None:
+    request = body("slow tool please", forwardedProps={"loopgate": {"detached": True}})
+    with httpx.stream("POST", f"{base}/agui", json=request, timeout=20) as response:
+        chunks = []
+        for chunk in response.iter_bytes():
+            chunks.append(chunk)
+            if b"\n:\n\n" in b"".join(chunks) or b"".join(chunks).startswith(b":\n\n"):
+                break
+    assert b":\n\n" in b"".join(chunks)
+    httpx.post(f"{base}/v1/runs/{request['runId']}/cancel")
+
+
+def receive_run(ws: Any) -> list[dict[str, Any]]:
+    events = []
+    while True:
+        event = json.loads(ws.recv(timeout=20))
+        events.append(event)
+        if event["type"] in TERMINAL:
+            return events
+
+
+def test_websocket_runs_errors_and_cancel(base: str) -> None:
+    url = base.replace("http", "ws") + "/agui/ws"
+    with ws_client.connect(url) as ws:
+        ws.send(json.dumps(body("plain first", protocolVersion="1.0")))
+        first = receive_run(ws)
+        for event in first:
+            EVENT.validate_python(event)
+        assert first[0]["type"] == "RUN_STARTED" and first[-1]["type"] == "RUN_FINISHED"
+
+        ws.send("{nope")
+        error = json.loads(ws.recv(timeout=5))
+        assert error["type"] == "RUN_ERROR" and error["code"] == "invalid_input"
+        ws.send(json.dumps({"threadId": "t", "runId": "r"}))
+        error = json.loads(ws.recv(timeout=5))
+        assert error["code"] == "invalid_input" and "messages" in error["message"]
+        ws.send(json.dumps({"type": "cancel"}))
+        assert json.loads(ws.recv(timeout=5))["code"] == "no_active_run"
+
+        ws.send(json.dumps(body("tell me a long story", protocolVersion="1.0")))
+        assert json.loads(ws.recv(timeout=5))["type"] == "RUN_STARTED"
+        ws.send(json.dumps(body("plain second")))
+        busy = None
+        events = []
+        while busy is None:
+            event = json.loads(ws.recv(timeout=5))
+            if event.get("name") == "loopgate.error":
+                busy = event
+            else:
+                events.append(event)
+        assert busy["type"] == "CUSTOM" and busy["value"]["code"] == "busy"
+        ws.send(json.dumps({"type": "cancel"}))
+        rest = receive_run(ws)
+        assert rest[-1]["type"] == "RUN_FINISHED"
+        assert rest[-1]["outcome"] == {"type": "cancelled"}
+
+        ws.send(json.dumps(body("plain third")))
+        assert receive_run(ws)[-1]["type"] == "RUN_FINISHED"
+
+
+def test_websocket_close_cancels_the_active_run(base: str) -> None:
+    request = body("tell me a long story")
+    with ws_client.connect(base.replace("http", "ws") + "/agui/ws") as ws:
+        ws.send(json.dumps(request))
+        assert json.loads(ws.recv(timeout=5))["type"] == "RUN_STARTED"
+    assert wait_status(base, request["runId"]) == "cancelled"
+
+
+def test_websocket_origin_is_checked(base: str) -> None:
+    url = base.replace("http", "ws") + "/agui/ws"
+    with pytest.raises(websockets.exceptions.InvalidStatus):
+        ws_client.connect(url, origin="https://elsewhere.example")
