@@ -2,9 +2,11 @@
 
 from __future__ import annotations
 
+import os
 from collections.abc import AsyncIterator
 from contextlib import asynccontextmanager
 
+import anyio
 from starlette.applications import Starlette
 from starlette.exceptions import HTTPException
 from starlette.requests import Request
@@ -22,15 +24,24 @@ from gateway.settings import Settings
 from gateway.sources.ingest import IngestSource
 from gateway.sources.loop import LoopSource
 from gateway.sources.replay import ReplaySource
+from gateway.telemetry import Telemetry, build_telemetry
 
 
-def build_hub(settings: Settings, provider: ModelProvider | None = None) -> Hub:
+def build_hub(
+    settings: Settings,
+    provider: ModelProvider | None = None,
+    *,
+    telemetry: Telemetry | None = None,
+) -> Hub:
     sources = {
         "loop": LoopSource(settings, provider),
         "ingest": IngestSource(settings.ingest_idle_timeout_s),
         "replay": ReplaySource(settings.replay_dir, settings.replay_max_gap_s),
     }
-    return Hub(settings, open_journal(settings.journal), sources)
+    hub = Hub(settings, open_journal(settings.journal), sources)
+    if telemetry is not None:
+        telemetry.attach(hub)
+    return hub
 
 
 def endpoint_limits(settings: Settings) -> EndpointLimits:
@@ -44,8 +55,16 @@ def endpoint_limits(settings: Settings) -> EndpointLimits:
     )
 
 
-def create_app(settings: Settings, *, hub: Hub | None = None) -> Starlette:
-    hub = hub or build_hub(settings)
+def create_app(
+    settings: Settings, *, hub: Hub | None = None, telemetry: Telemetry | None = None
+) -> Starlette:
+    """``telemetry`` (else one built from settings and OTEL_* variables) traces the hub built
+    here; a hub passed in keeps whatever telemetry its builder attached."""
+    owned: Telemetry | None = None
+    if hub is None:
+        if telemetry is None:
+            telemetry = owned = build_telemetry(settings, os.environ)
+        hub = build_hub(settings, telemetry=telemetry)
     limits = endpoint_limits(settings)
     adapters = load_adapters()
 
@@ -59,8 +78,14 @@ def create_app(settings: Settings, *, hub: Hub | None = None) -> Starlette:
 
     @asynccontextmanager
     async def lifespan(app: Starlette) -> AsyncIterator[None]:
-        async with hub:
-            yield
+        try:
+            async with hub:
+                yield
+        finally:
+            if owned is not None:
+                # Flushing blocks on the collector (bounded by the export timeout).
+                with anyio.CancelScope(shield=True):
+                    await anyio.to_thread.run_sync(owned.shutdown)
 
     routes = [Route("/healthz", healthz)]
     for adapter in adapters.values():

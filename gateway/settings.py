@@ -52,6 +52,17 @@ class Settings(msgspec.Struct, kw_only=True, forbid_unknown_fields=True):
     shutdown_grace_s: float = 5.0
     permission_timeout_s: float = 300.0  # an unanswered approval request is a rejection
 
+    # Telemetry (docs/telemetry.md). Traces go out over OTLP/HTTP when an endpoint is set here
+    # (a base URL; /v1/traces is appended) or in OTEL_EXPORTER_OTLP_(TRACES_)ENDPOINT;
+    # nothing is exported by default.
+    otel_endpoint: str | None = None
+    otel_service_name: str | None = None  # else OTEL_SERVICE_NAME, else "loopgate"
+    otel_export_timeout_s: float = 5.0  # per export; a collector that is down costs no more
+    trace_console: bool = False  # print finished spans to stderr (local debugging)
+    trace_content: bool = False  # message content (deltas, tool arguments/results) on spans
+    trace_content_max_chars: int = 16_384  # per content attribute; longer values are clipped
+    trace_max_open_spans: int = 1_024  # per run; tool calls beyond this get no span
+
     def __post_init__(self) -> None:
         for name in POSITIVE_FIELDS:
             if getattr(self, name) <= 0:

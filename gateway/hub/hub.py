@@ -59,6 +59,11 @@ class Source(Protocol):
 
 
 Observer = Callable[[Run, Envelope], None]
+# Called with a run right after it is created, before its first event (telemetry opens the
+# run's span here and may add to its metadata).
+RunObserver = Callable[[Run], None]
+# Called with a subscription and "open" / "close" (telemetry: delivery per adapter).
+SubscriptionObserver = Callable[[RunSubscription, str], None]
 
 
 class Hub:
@@ -77,6 +82,8 @@ class Hub:
         self.sources = dict(sources)
         self.clock = clock
         self.observers: list[Observer] = []
+        self.run_observers: list[RunObserver] = []
+        self.subscription_observers: list[SubscriptionObserver] = []
         self._runs: dict[str, Run] = {}
         self._active = 0
         self._tg: TaskGroup | None = None
@@ -225,6 +232,8 @@ class Hub:
         )
         record.input = input_messages(request)
         run = Run(record)
+        for observe in self.run_observers:
+            observe(run)
         self._runs[run_id] = run
         self._active += 1
         self.journal.record_run(record)
@@ -263,43 +272,45 @@ class Hub:
         return sorted(infos.values(), key=lambda i: i.created_at, reverse=True)[:limit]
 
     async def cancel(self, run_id: str) -> CommandResult:
-        run = await self._load(run_id)
-        if run.finished or run.producer is None:
-            return CommandResult(
-                run_id=run_id,
-                accepted=False,
-                detail=f"run already finished ({run.record.status}); nothing to cancel",
-            )
-        run.producer.cancel()
-        return CommandResult(run_id=run_id, accepted=True, detail="cancellation requested")
+        def cancel(producer: Producer) -> str | None:
+            producer.cancel()
+            return None
+
+        return await self._command(run_id, "cancel", cancel, "cancellation requested")
 
     async def steer(self, run_id: str, content: str) -> CommandResult:
-        run = await self._load(run_id)
-        if run.finished or run.producer is None:
-            return CommandResult(
-                run_id=run_id,
-                accepted=False,
-                detail=f"run already finished ({run.record.status}); nothing to steer",
-            )
-        refusal = run.producer.steer(content)
-        if refusal is not None:
-            return CommandResult(run_id=run_id, accepted=False, detail=refusal)
-        return CommandResult(
-            run_id=run_id, accepted=True, detail="steering message queued for the next round"
+        return await self._command(
+            run_id,
+            "steer",
+            lambda producer: producer.steer(content),
+            "steering message queued for the next round",
         )
 
     async def respond(self, run_id: str, request_id: str, decision: str) -> CommandResult:
+        return await self._command(
+            run_id,
+            "answer",
+            lambda producer: producer.respond(request_id, decision),
+            f"{decision} recorded",
+        )
+
+    async def _command(
+        self,
+        run_id: str,
+        verb: str,
+        apply: Callable[[Producer], str | None],
+        accepted: str,
+    ) -> CommandResult:
+        """A command to a live run's producer; on a finished run it is a no-op, not an error.
+
+        ``apply`` returns a refusal (a reason) or None when the producer took the command.
+        """
         run = await self._load(run_id)
         if run.finished or run.producer is None:
-            return CommandResult(
-                run_id=run_id,
-                accepted=False,
-                detail=f"run already finished ({run.record.status}); nothing to answer",
-            )
-        refusal = run.producer.respond(request_id, decision)
-        if refusal is not None:
-            return CommandResult(run_id=run_id, accepted=False, detail=refusal)
-        return CommandResult(run_id=run_id, accepted=True, detail=f"{decision} recorded")
+            detail = f"run already finished ({run.record.status}); nothing to {verb}"
+            return CommandResult(run_id=run_id, accepted=False, detail=detail)
+        refusal = apply(run.producer)
+        return CommandResult(run_id=run_id, accepted=refusal is None, detail=refusal or accepted)
 
     async def push(self, run_id: str, event: LoopEvent) -> Envelope:
         run = await self._load(run_id)
@@ -353,12 +364,16 @@ class Hub:
             run, after, self.settings.subscriber_max_lag, self.settings.max_batch, consumer
         )
         run.subscribers.add(sub)
+        for observe in self.subscription_observers:
+            observe(sub, "open")
         try:
             with anyio.CancelScope() as scope:
                 sub.scope = scope
                 yield sub
         finally:
             run.subscribers.discard(sub)
+            for observe in self.subscription_observers:
+                observe(sub, "close")
         if sub.cut_off and scope.cancelled_caught:
             raise CutOff(sub.cursor)
 

@@ -95,6 +95,8 @@ class RunSubscription:
         self.cut_off = False
         self.scope: anyio.CancelScope | None = None
         self._done = run.finished and self._cursor >= run.last_seq
+        # Events handed out so far (delivery telemetry).
+        self.delivered = 0
 
     @property
     def cursor(self) -> int:
@@ -126,6 +128,7 @@ class RunSubscription:
                 batch = run.events[self._cursor : end]
                 self._cursor = end
                 self._done = run.finished and end >= run.last_seq
+                self.delivered += len(batch)
                 return batch
             if run.finished:
                 self._done = True

@@ -1,0 +1,220 @@
+"""Span records → finished OpenTelemetry spans, handed to the SDK's span processors.
+
+The projector already knows each span's start and end (the envelopes' ``ts``), so a span is
+written once, when it closes, as the SDK's own finished-span type (:class:`ReadableSpan`) —
+what every processor and exporter (batch, OTLP, console, in-memory) consumes. The SDK's live
+``Span`` machinery (a lock, attribute re-validation, context objects: ~45 µs per span on the
+reference machine against ~7 µs here) is built for code that does not know its end yet; it
+would be most of telemetry's cost on the hub's hot path. Nothing is ever made "current", so
+the "Failed to detach context" trap cannot happen.
+
+Sampling is parent-based: a run whose incoming ``traceparent`` says "not sampled" is not
+recorded (its ids still exist, so clients can link to the trace); every other run is.
+"""
+
+from __future__ import annotations
+
+from collections.abc import Iterable
+from typing import Any
+
+from opentelemetry.context import Context
+from opentelemetry.sdk.resources import Resource
+from opentelemetry.sdk.trace import Event, ReadableSpan, SpanProcessor
+from opentelemetry.sdk.trace.id_generator import IdGenerator, RandomIdGenerator
+from opentelemetry.sdk.util.instrumentation import InstrumentationScope
+from opentelemetry.trace import (
+    INVALID_SPAN_CONTEXT,
+    SpanContext,
+    SpanKind,
+    Status,
+    StatusCode,
+    TraceFlags,
+    get_current_span,
+)
+from opentelemetry.trace.propagation.tracecontext import TraceContextTextMapPropagator
+
+from gateway.telemetry.projector import RUN, Attributes, Record, SpanEnd, SpanEvent, SpanStart
+
+SCOPE = InstrumentationScope("loopgate")
+# Per span, like the SDK's default SpanLimits: a run that steers or retries a thousand times
+# keeps its first annotations and counts the rest.
+MAX_EVENTS = 128
+_KINDS = {"internal": SpanKind.INTERNAL, "client": SpanKind.CLIENT}
+_UNSET = Status(StatusCode.UNSET)
+_SAMPLED = TraceFlags(TraceFlags.SAMPLED)
+_propagator = TraceContextTextMapPropagator()
+
+
+def parse_traceparent(traceparent: Any) -> SpanContext | None:
+    """The remote parent a W3C ``traceparent`` names; None if missing or malformed."""
+    if not isinstance(traceparent, str) or not traceparent or len(traceparent) > 256:
+        return None
+    context = _propagator.extract({"traceparent": traceparent}, context=Context())
+    span_context = get_current_span(context).get_span_context()
+    return span_context if span_context.is_valid else None
+
+
+def format_traceparent(context: SpanContext) -> str:
+    return f"00-{context.trace_id:032x}-{context.span_id:016x}-{int(context.trace_flags):02x}"
+
+
+class SpanWriter:
+    """Ids for new spans, and finished spans out to a span processor."""
+
+    def __init__(
+        self,
+        processor: SpanProcessor,
+        resource: Resource,
+        id_generator: IdGenerator | None = None,
+    ) -> None:
+        self.processor = processor
+        self.resource = resource
+        self.ids = id_generator or RandomIdGenerator()
+
+    def root(self, parent: SpanContext | None) -> SpanContext:
+        """The run span's context: in the parent's trace (sampled as it is), else a new one."""
+        if parent is not None:
+            return SpanContext(
+                parent.trace_id,
+                self.ids.generate_span_id(),
+                is_remote=False,
+                trace_flags=TraceFlags(parent.trace_flags & TraceFlags.SAMPLED),
+                trace_state=parent.trace_state,
+            )
+        return SpanContext(
+            self.ids.generate_trace_id(),
+            self.ids.generate_span_id(),
+            is_remote=False,
+            trace_flags=_SAMPLED,
+        )
+
+    def child(self, parent: SpanContext) -> SpanContext:
+        return SpanContext(
+            parent.trace_id,
+            self.ids.generate_span_id(),
+            is_remote=False,
+            trace_flags=parent.trace_flags,
+            trace_state=parent.trace_state,
+        )
+
+    def write(
+        self,
+        *,
+        name: str,
+        context: SpanContext,
+        parent: SpanContext | None,
+        kind: SpanKind,
+        start_ns: int,
+        end_ns: int,
+        attributes: Attributes,
+        events: Iterable[Event] = (),
+        error: str | None = None,
+    ) -> None:
+        if not context.trace_flags.sampled:
+            return
+        self.processor.on_end(
+            ReadableSpan(
+                name=name,
+                context=context,
+                parent=parent,
+                resource=self.resource,
+                attributes=attributes,
+                events=tuple(events),
+                kind=kind,
+                status=_UNSET if error is None else Status(StatusCode.ERROR, error),
+                start_time=start_ns,
+                end_time=max(end_ns, start_ns),
+                instrumentation_scope=SCOPE,
+            )
+        )
+
+
+class _Open:
+    __slots__ = ("attributes", "context", "dropped", "events", "kind", "name", "parent", "start")
+
+    def __init__(
+        self,
+        name: str,
+        kind: SpanKind,
+        context: SpanContext,
+        parent: SpanContext | None,
+        start: int,
+        attributes: Attributes,
+    ) -> None:
+        self.name = name
+        self.kind = kind
+        self.context = context
+        self.parent = parent
+        self.start = start
+        # The projector hands each record's dict over (never reused), so no copy.
+        self.attributes = attributes
+        self.events: list[Event] = []
+        self.dropped = 0
+
+
+class RunSpans:
+    """The open spans of one run, by the projector's keys."""
+
+    __slots__ = ("open", "parent", "run_context", "writer")
+
+    def __init__(self, writer: SpanWriter, parent: SpanContext | None) -> None:
+        self.writer = writer
+        self.parent = parent
+        self.open: dict[str, _Open] = {}
+        self.run_context: SpanContext = INVALID_SPAN_CONTEXT
+
+    def apply(self, records: Iterable[Record]) -> None:
+        for record in records:
+            if isinstance(record, SpanStart):
+                self._start(record)
+            elif isinstance(record, SpanEnd):
+                self._end(record)
+            else:
+                self._event(record)
+
+    def add_attributes(self, key: str, attributes: Attributes) -> None:
+        span = self.open.get(key)
+        if span is not None:
+            span.attributes.update(attributes)
+
+    def _start(self, record: SpanStart) -> None:
+        if record.parent is None:
+            parent = self.parent
+            context = self.writer.root(parent)
+            self.run_context = context
+        else:
+            owner = self.open.get(record.parent)
+            parent = owner.context if owner is not None else self.run_context
+            context = self.writer.child(parent)
+        self.open[record.key] = _Open(
+            record.name, _KINDS[record.kind], context, parent, record.start_ns, record.attributes
+        )
+
+    def _end(self, record: SpanEnd) -> None:
+        span = self.open.pop(record.key, None)
+        if span is None:
+            return
+        attributes = span.attributes
+        attributes.update(record.attributes)
+        if span.dropped:
+            attributes["loopgate.span.events_dropped"] = span.dropped
+        self.writer.write(
+            name=span.name,
+            context=span.context,
+            parent=span.parent,
+            kind=span.kind,
+            start_ns=span.start,
+            end_ns=record.end_ns,
+            attributes=attributes,
+            events=span.events,
+            error=record.error,
+        )
+
+    def _event(self, record: SpanEvent) -> None:
+        span = self.open.get(record.key) or self.open.get(RUN)
+        if span is None:
+            return
+        if len(span.events) >= MAX_EVENTS:
+            span.dropped += 1
+            return
+        span.events.append(Event(record.name, record.attributes, timestamp=record.ts))

@@ -1,0 +1,92 @@
+"""A minimal OTLP/HTTP trace receiver: ``POST /v1/traces`` with a protobuf body.
+
+Decodes each request with the ``opentelemetry-proto`` package (the collector's own message
+types) and keeps the spans, flattened, for assertions. Serve it with
+:func:`tests.fakes.servers.serve_app`.
+"""
+
+from __future__ import annotations
+
+import gzip
+import threading
+import zlib
+from typing import Any
+
+from google.protobuf.message import DecodeError
+from opentelemetry.proto.collector.trace.v1.trace_service_pb2 import (
+    ExportTraceServiceRequest,
+    ExportTraceServiceResponse,
+)
+from opentelemetry.proto.common.v1.common_pb2 import AnyValue
+from starlette.applications import Starlette
+from starlette.requests import Request
+from starlette.responses import Response
+from starlette.routing import Route
+
+PROTOBUF = "application/x-protobuf"
+
+
+def any_value(value: AnyValue) -> Any:
+    field = value.WhichOneof("value")
+    if field == "array_value":
+        return [any_value(v) for v in value.array_value.values]
+    if field == "kvlist_value":
+        return {kv.key: any_value(kv.value) for kv in value.kvlist_value.values}
+    return getattr(value, field) if field else None
+
+
+class ReceivedSpan:
+    """One span as the collector saw it (ids as hex, attributes as Python values)."""
+
+    def __init__(self, span: Any, resource: dict[str, Any], scope: str) -> None:
+        self.name: str = span.name
+        self.trace_id = span.trace_id.hex()
+        self.span_id = span.span_id.hex()
+        self.parent_span_id = span.parent_span_id.hex() or None
+        self.kind: int = span.kind
+        self.start_ns: int = span.start_time_unix_nano
+        self.end_ns: int = span.end_time_unix_nano
+        self.attributes = {kv.key: any_value(kv.value) for kv in span.attributes}
+        self.status_code: int = span.status.code
+        self.resource = resource
+        self.scope = scope
+
+    def __repr__(self) -> str:  # pragma: no cover - debugging aid
+        return f"<ReceivedSpan {self.name} trace={self.trace_id}>"
+
+
+class OtlpReceiver:
+    def __init__(self) -> None:
+        self.spans: list[ReceivedSpan] = []
+        self.requests = 0
+        self._lock = threading.Lock()
+        self.app = Starlette(routes=[Route("/v1/traces", self.traces, methods=["POST"])])
+
+    async def traces(self, request: Request) -> Response:
+        body = await request.body()
+        encoding = request.headers.get("content-encoding", "")
+        if encoding == "gzip":
+            body = gzip.decompress(body)
+        elif encoding == "deflate":
+            body = zlib.decompress(body)
+        if request.headers.get("content-type") != PROTOBUF:
+            return Response(b"expected application/x-protobuf", 415)
+        message = ExportTraceServiceRequest()
+        try:
+            message.ParseFromString(body)
+        except DecodeError:
+            return Response(b"not an ExportTraceServiceRequest", 400)
+        received = []
+        for resource_spans in message.resource_spans:
+            resource = {kv.key: any_value(kv.value) for kv in resource_spans.resource.attributes}
+            for scope_spans in resource_spans.scope_spans:
+                for span in scope_spans.spans:
+                    received.append(ReceivedSpan(span, resource, scope_spans.scope.name))
+        with self._lock:
+            self.spans.extend(received)
+            self.requests += 1
+        return Response(ExportTraceServiceResponse().SerializeToString(), media_type=PROTOBUF)
+
+    def snapshot(self) -> list[ReceivedSpan]:
+        with self._lock:
+            return list(self.spans)

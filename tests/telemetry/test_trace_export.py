@@ -1,0 +1,201 @@
+"""Traces over real sockets: the gateway on uvicorn, and `loopgate serve` exporting OTLP/HTTP
+to a local receiver that decodes the protobuf with ``opentelemetry-proto``."""
+
+from __future__ import annotations
+
+import threading
+import time
+from collections.abc import Callable, Iterator
+from contextlib import contextmanager
+from typing import Any
+
+import httpx
+import pytest
+import uvicorn
+from opentelemetry.sdk.trace.export import SimpleSpanProcessor
+from opentelemetry.sdk.trace.export.in_memory_span_exporter import InMemorySpanExporter
+
+from gateway.app import create_app
+from gateway.server import GatewayServer
+from gateway.settings import Settings, load_settings
+from gateway.telemetry import Telemetry
+from gateway.telemetry.telemetry import build_telemetry, traces_endpoint
+from tests.fakes.otlp_receiver import OtlpReceiver, ReceivedSpan
+from tests.fakes.servers import serve_app
+from tests.gateway.harness import free_port, gateway_process
+from tests.gateway.sse_client import envelopes, read_stream
+
+PARENT_TRACE = "4bf92f3577b34da6a3ce929d0e0e4736"
+PARENT_SPAN = "00f067aa0ba902b7"
+
+
+@contextmanager
+def gateway_with(telemetry: Telemetry) -> Iterator[str]:
+    settings = Settings(scripted_delay_s=0.0, port=free_port())
+    app = create_app(settings, telemetry=telemetry)
+    server = GatewayServer(
+        uvicorn.Config(app, host="127.0.0.1", port=settings.port, log_level="warning"),
+        app.state.hub,
+    )
+    thread = threading.Thread(target=server.run, daemon=True)
+    thread.start()
+    deadline = time.monotonic() + 10
+    while not server.started:
+        assert thread.is_alive() and time.monotonic() < deadline, "gateway did not start"
+        time.sleep(0.01)
+    try:
+        yield f"http://127.0.0.1:{settings.port}"
+    finally:
+        server.should_exit = True
+        thread.join(15)
+
+
+def wait_for(predicate: Callable[[], Any], timeout: float = 10) -> Any:
+    deadline = time.monotonic() + timeout
+    while time.monotonic() < deadline:
+        value = predicate()
+        if value:
+            return value
+        time.sleep(0.05)
+    raise AssertionError("condition not met in time")
+
+
+def test_traceparent_header_parents_the_run_and_the_trace_id_is_in_the_run_json() -> None:
+    exporter = InMemorySpanExporter()
+    with gateway_with(Telemetry(SimpleSpanProcessor(exporter))) as base:
+        response = httpx.post(
+            f"{base}/v1/runs",
+            json={"input": "hello"},
+            headers={"traceparent": f"00-{PARENT_TRACE}-{PARENT_SPAN}-01"},
+        )
+        assert response.status_code in (200, 201, 202), response.text
+        run = response.json()
+        events = envelopes(read_stream(base, run["id"]))
+        shown = httpx.get(f"{base}/v1/runs/{run['id']}").json()
+    assert events[-1]["data"]["status"] == "completed"
+    assert run["metadata"]["trace_id"] == PARENT_TRACE == shown["metadata"]["trace_id"]
+    spans = exporter.get_finished_spans()
+    assert {f"{s.context.trace_id:032x}" for s in spans} == {PARENT_TRACE}
+    root = next(s for s in spans if s.name == "invoke_agent loopgate")
+    assert f"{root.parent.span_id:016x}" == PARENT_SPAN
+    assert shown["metadata"]["traceparent"] == f"00-{PARENT_TRACE}-{root.context.span_id:016x}-01"
+    deliver = next(s for s in spans if s.name == "deliver sse")
+    assert deliver.parent.span_id == root.context.span_id
+    assert deliver.attributes["loopgate.delivery.events"] == len(events)
+    assert deliver.attributes["loopgate.delivery.complete"] is True
+    names = {s.name for s in spans}
+    assert {"chat loopgate-scripted", "execute_tool clock", "execute_tool calculate"} <= names
+
+
+def test_nothing_is_traced_by_default() -> None:
+    assert build_telemetry(Settings(), {}) is None
+    assert (
+        build_telemetry(Settings(otel_endpoint="http://127.0.0.1:1"), {"OTEL_SDK_DISABLED": "true"})
+        is None
+    )
+    console = build_telemetry(Settings(trace_console=True), {})
+    assert console is not None
+    console.shutdown()
+
+
+@pytest.mark.parametrize(
+    ("setting", "env", "expected"),
+    [
+        (None, {}, None),
+        ("http://c:4318", {}, "http://c:4318/v1/traces"),
+        ("http://c:4318/", {"OTEL_EXPORTER_OTLP_ENDPOINT": "http://x"}, "http://c:4318/v1/traces"),
+        (
+            None,
+            {"OTEL_EXPORTER_OTLP_ENDPOINT": "https://h/api/public/otel"},
+            "https://h/api/public/otel/v1/traces",
+        ),
+        (
+            None,
+            {
+                "OTEL_EXPORTER_OTLP_ENDPOINT": "http://x",
+                "OTEL_EXPORTER_OTLP_TRACES_ENDPOINT": "http://t/custom",
+            },
+            "http://t/custom",
+        ),
+    ],
+)
+def test_endpoint_resolution(
+    setting: str | None, env: dict[str, str], expected: str | None
+) -> None:
+    assert traces_endpoint(Settings(otel_endpoint=setting), env) == expected
+
+
+def test_settings_read_telemetry_variables() -> None:
+    s = load_settings(
+        {
+            "LOOPGATE_OTEL_ENDPOINT": "http://c:4318",
+            "LOOPGATE_TRACE_CONTENT": "true",
+            "LOOPGATE_TRACE_CONSOLE": "false",
+            "LOOPGATE_OTEL_EXPORT_TIMEOUT_S": "0.5",
+        }
+    )
+    assert (s.otel_endpoint, s.trace_content, s.trace_console, s.otel_export_timeout_s) == (
+        "http://c:4318",
+        True,
+        False,
+        0.5,
+    )
+    with pytest.raises(ValueError, match="otel_export_timeout_s must be positive"):
+        Settings(otel_export_timeout_s=0)
+
+
+def run_spans(receiver: OtlpReceiver, trace_id: str) -> list[ReceivedSpan]:
+    return [s for s in receiver.snapshot() if s.trace_id == trace_id]
+
+
+def test_loopgate_serve_exports_otlp_http_configured_by_environment_only() -> None:
+    receiver = OtlpReceiver()
+    with serve_app(receiver.app) as collector:
+        env = {
+            "OTEL_EXPORTER_OTLP_ENDPOINT": collector,
+            "OTEL_SERVICE_NAME": "loopgate-under-test",
+            "OTEL_BSP_SCHEDULE_DELAY": "100",  # export within 0.1 s instead of 5 s
+        }
+        with gateway_process("--scripted-delay", "0", env=env) as (base, _):
+            run = httpx.post(f"{base}/v1/runs", json={"input": "hello"}).json()
+            events = envelopes(read_stream(base, run["id"]))
+            trace_id = run["metadata"]["trace_id"]
+            spans = wait_for(
+                lambda: (
+                    (found := run_spans(receiver, trace_id))
+                    and any(s.name == "invoke_agent loopgate" for s in found)
+                    and found
+                )
+            )
+    assert events[-1]["data"]["status"] == "completed"
+    root = next(s for s in spans if s.name == "invoke_agent loopgate")
+    assert root.parent_span_id is None
+    assert root.resource["service.name"] == "loopgate-under-test"
+    assert root.attributes["gen_ai.operation.name"] == "invoke_agent"
+    assert root.attributes["gen_ai.conversation.id"] == run["thread_id"]
+    assert root.attributes["loopgate.run.status"] == "completed"
+    chats = [s for s in spans if s.name == "chat loopgate-scripted"]
+    assert len(chats) == 2
+    assert all(c.parent_span_id == root.span_id and c.kind == 3 for c in chats)  # 3 = CLIENT
+    assert chats[0].attributes["gen_ai.provider.name"] == "loopgate.scripted"
+    tools = sorted(s.attributes["gen_ai.tool.name"] for s in spans if s.name.startswith("exec"))
+    assert tools == ["calculate", "clock"]
+    assert all(root.start_ns <= s.start_ns <= s.end_ns <= root.end_ns for s in chats)
+
+
+def test_runs_complete_when_the_collector_is_down() -> None:
+    dead = f"http://127.0.0.1:{free_port()}"  # nothing listens there
+    args = ("--scripted-delay", "0", "--otel-endpoint", dead, "--otel-export-timeout", "0.5")
+    started = time.monotonic()
+    with gateway_process(*args, env={"OTEL_BSP_SCHEDULE_DELAY": "50"}) as (base, proc):
+        for _ in range(3):
+            run = httpx.post(f"{base}/v1/runs", json={"input": "hello"}).json()
+            events = envelopes(read_stream(base, run["id"], timeout=10))
+            assert events[-1]["data"]["status"] == "completed"
+            assert len(run["metadata"]["trace_id"]) == 32
+        time.sleep(0.3)  # let at least one export fail
+    assert proc.returncode == 130  # uvicorn's own exit on SIGINT, as without telemetry
+    assert proc.stderr is not None
+    log = proc.stderr.read().decode()
+    assert "Traceback" not in log, log[-3000:]
+    assert time.monotonic() - started < 20
