@@ -9,6 +9,7 @@ from contextlib import asynccontextmanager
 import anyio
 from starlette.applications import Starlette
 from starlette.exceptions import HTTPException
+from starlette.middleware.cors import CORSMiddleware
 from starlette.requests import Request
 from starlette.responses import JSONResponse, Response
 from starlette.routing import Route
@@ -97,4 +98,13 @@ def create_app(
     app.state.settings = settings
     if settings.token:
         app.add_middleware(TokenAuth, token=settings.token)
+    if settings.allowed_origins:
+        # Added last, so it is outermost: a browser's preflight carries no token.
+        app.add_middleware(
+            CORSMiddleware,
+            allow_origins=settings.allowed_origins,
+            allow_methods=["GET", "POST"],
+            allow_headers=["authorization", "content-type", "last-event-id", "traceparent"],
+            expose_headers=["location", "retry-after"],
+        )
     return app

@@ -368,3 +368,30 @@ def test_token_is_required_everywhere_but_healthz() -> None:
             ws_client.connect(url)
         with ws_client.connect(url + "?token=s3cret") as ws:
             ws.send(json.dumps(DONE))
+
+
+def test_browsers_from_allowed_origins_get_cors() -> None:
+    origin = "https://app.example"
+    with running_gateway(allowed_origins=[origin], token="t0k") as (base, _):
+        preflight = httpx.options(
+            f"{base}/agui",
+            headers={
+                "origin": origin,
+                "access-control-request-method": "POST",
+                "access-control-request-headers": "content-type, authorization",
+            },
+        )
+        assert preflight.status_code == 200
+        assert preflight.headers["access-control-allow-origin"] == origin
+        started = httpx.post(
+            f"{base}/v1/runs",
+            json={"source": "ingest"},
+            headers={"origin": origin, "authorization": "Bearer t0k"},
+        )
+        assert started.headers["access-control-allow-origin"] == origin
+        assert "location" in started.headers["access-control-expose-headers"].lower()
+        other = httpx.options(
+            f"{base}/agui",
+            headers={"origin": "https://evil.example", "access-control-request-method": "POST"},
+        )
+        assert "access-control-allow-origin" not in other.headers
