@@ -5,7 +5,6 @@ from __future__ import annotations
 from pathlib import Path
 
 import pytest
-from agui_streams import ROOT
 
 from conformance.runner import (
     EXPECTED,
@@ -14,6 +13,7 @@ from conformance.runner import (
     render_golden,
     stream_paths,
 )
+from tests.agui.agui_streams import ROOT
 
 TARGET = "agui"
 HOW = f"regenerate (after reviewing the change) with: cd {ROOT} && {regenerate_command(TARGET)}"

@@ -7,11 +7,11 @@ from typing import Any
 
 import msgspec
 import pytest
-from agui_streams import T0, Stream, all_streams, context, garbage, project, tool_rounds
 
 from adapters.agui import KEEPALIVE, MEDIA_TYPE, PROTOCOL_VERSION, AguiAdapter, AguiProjector
 from contracts.envelope import Envelope
 from contracts.projector import Adapter
+from tests.agui.agui_streams import T0, Stream, all_streams, context, garbage, project, tool_rounds
 
 STREAMS = all_streams()
 VERSIONS = ["1.0", None]

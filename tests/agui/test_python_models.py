@@ -9,9 +9,9 @@ import msgspec
 import pydantic
 import pytest
 from ag_ui.core import Event, RunFinishedEvent
-from agui_streams import all_streams, project
 
 from conformance.runner import EXPECTED, TARGETS, load_stream, stream_paths
+from tests.agui.agui_streams import all_streams, project
 
 EVENT = pydantic.TypeAdapter(Event)
 SYNTHETIC = all_streams()

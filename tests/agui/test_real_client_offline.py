@@ -15,9 +15,9 @@ from typing import Any
 
 import msgspec
 import pytest
-from agui_streams import ROOT, Stream, all_streams, project
 
 from conformance.runner import TARGETS, encode_lines, load_stream, stream_paths
+from tests.agui.agui_streams import ROOT, Stream, all_streams, project
 
 NODE_DIR = ROOT / "tests" / "node"
 VERIFY = NODE_DIR / "agui-verify.mjs"

@@ -4,7 +4,12 @@ from __future__ import annotations
 
 import anyio
 import pytest
-from loop_support import (
+
+from gateway.loop.config import LoopConfig
+from gateway.loop.control import TurnControl
+from gateway.loop.core import CoreLoop
+from gateway.loop.types import TextChunk
+from tests.loop.loop_support import (
     FakeExecutor,
     FakeProvider,
     Recorder,
@@ -15,11 +20,6 @@ from loop_support import (
     text,
     user,
 )
-
-from gateway.loop.config import LoopConfig
-from gateway.loop.control import TurnControl
-from gateway.loop.core import CoreLoop
-from gateway.loop.types import TextChunk
 
 pytestmark = pytest.mark.anyio
 

@@ -4,19 +4,6 @@ from __future__ import annotations
 
 import anyio
 import pytest
-from loop_support import (
-    FakeExecutor,
-    FakeProvider,
-    Recorder,
-    Sleep,
-    calls,
-    check_stream,
-    failing,
-    ok,
-    reasoning,
-    text,
-    user,
-)
 
 from contracts.messages import ToolCall, ToolSpec
 from gateway.loop.config import LoopConfig
@@ -29,6 +16,19 @@ from gateway.loop.types import (
     ToolCallChunk,
     ToolResult,
     UsageChunk,
+)
+from tests.loop.loop_support import (
+    FakeExecutor,
+    FakeProvider,
+    Recorder,
+    Sleep,
+    calls,
+    check_stream,
+    failing,
+    ok,
+    reasoning,
+    text,
+    user,
 )
 
 pytestmark = pytest.mark.anyio

@@ -3,16 +3,6 @@
 from __future__ import annotations
 
 import pytest
-from loop_support import (
-    FakeExecutor,
-    FakeProvider,
-    Recorder,
-    calls,
-    check_stream,
-    ok,
-    text,
-    user,
-)
 
 from contracts.messages import ToolCall
 from gateway.loop.core import CoreLoop
@@ -30,6 +20,16 @@ from gateway.loop.hooks import (
     Suspend,
 )
 from gateway.loop.types import LoopContext, ModelChunk, ProviderError, TextChunk, ToolResult
+from tests.loop.loop_support import (
+    FakeExecutor,
+    FakeProvider,
+    Recorder,
+    calls,
+    check_stream,
+    ok,
+    text,
+    user,
+)
 
 pytestmark = pytest.mark.anyio
 

@@ -5,7 +5,6 @@ from __future__ import annotations
 from pathlib import Path
 
 import pytest
-from loop_support import Recorder, check_stream, user
 
 from contracts.messages import ToolSpec
 from gateway.loop.config import LoopConfig
@@ -14,6 +13,7 @@ from gateway.loop.providers import make_provider
 from gateway.loop.scripted import ScriptedProvider, plan_response, scenario_of
 from gateway.loop.tools import DemoTools
 from gateway.loop.types import ModelRequest
+from tests.loop.loop_support import Recorder, check_stream, user
 
 pytestmark = pytest.mark.anyio
 
