@@ -37,6 +37,8 @@ class Target(msgspec.Struct, frozen=True, kw_only=True):
 # One line per golden set; conformance/expected/README.md says why each is configured so.
 TARGETS: dict[str, Target] = {
     "agui": Target(adapter="adapters.agui:AguiAdapter", protocol_version="1.0"),
+    "acp": Target(adapter="adapters.acp:AcpAdapter", protocol_version=1),
+    "jsonrpc": Target(adapter="adapters.jsonrpc:JsonRpcAdapter"),
 }
 
 _line_encoder = msgspec.json.Encoder()

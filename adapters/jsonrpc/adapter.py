@@ -1,0 +1,52 @@
+"""Registry entry of the JSON-RPC 2.0 adapter: projector, JSON-lines rendering, routes."""
+
+from __future__ import annotations
+
+from typing import Any, Literal
+
+import msgspec
+
+from adapters.jsonrpc.projector import JsonRpcProjector
+from adapters.jsonrpc.protocol import Notification
+from contracts.limits import EndpointLimits
+from contracts.ports import RunService
+from contracts.projector import ProjectorContext
+
+_encode = msgspec.json.Encoder().encode
+
+
+class JsonRpcAdapter:
+    """``contracts.projector.Adapter`` for JSON-RPC 2.0 over HTTP, WebSocket and stdio.
+
+    The keyword arguments override :class:`adapters.jsonrpc.limits.RpcLimits` (``max_batch``,
+    ``max_subscriptions``, ``max_pending_requests``…): register your own instance under the
+    ``loopgate.adapters`` entry-point group to change them for a server.
+    """
+
+    name: str = "jsonrpc"
+    framing: Literal["jsonl"] = "jsonl"
+
+    def __init__(self, **limit_overrides: int | float) -> None:
+        self.limit_overrides = limit_overrides
+
+    def projector(self, context: ProjectorContext) -> JsonRpcProjector:
+        return JsonRpcProjector(context)
+
+    def to_builtins(self, message: Notification) -> Any:
+        return msgspec.to_builtins(message)
+
+    def render(self, messages: list[Notification]) -> bytes:
+        """One JSON message per line: what a stdio client reads (a WebSocket sends each line's
+        JSON as one text frame)."""
+        return b"".join(_encode(m) + b"\n" for m in messages)
+
+    def routes(self, service: RunService, limits: EndpointLimits) -> list[Any]:
+        from adapters.jsonrpc.dispatch import Dispatcher
+        from adapters.jsonrpc.http import routes
+        from adapters.jsonrpc.limits import RpcLimits
+
+        rpc_limits = RpcLimits.from_endpoint(limits, **self.limit_overrides)
+        return routes(Dispatcher(service, rpc_limits), limits)
+
+
+ADAPTER = JsonRpcAdapter()

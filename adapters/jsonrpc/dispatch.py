@@ -1,0 +1,164 @@
+"""Per-item dispatch: one message (a request or a batch) in, the bytes to answer with out.
+
+jsonrpcserver 5.0.9 validates a batch as a whole and answers ``[valid, {"foo": 1}]`` with one
+error, and it puts ``str(exception)`` into -32603; so every item is judged and run on its own
+here, and unexpected exceptions become a -32603 that says nothing about the server.
+"""
+
+from __future__ import annotations
+
+import logging
+from collections.abc import Awaitable, Callable, Mapping
+from typing import Any
+
+from adapters.jsonrpc.errors import (
+    INTERNAL_ERROR,
+    INVALID_REQUEST,
+    LIMIT_REACHED,
+    METHOD_NOT_FOUND,
+    RUN_EXISTS,
+    RUN_FINISHED,
+    RUN_NOT_FOUND,
+    TOO_LARGE,
+    RpcError,
+    error_object,
+)
+from adapters.jsonrpc.limits import RpcLimits
+from adapters.jsonrpc.methods import METHODS, CallContext, Method, Streams, bind
+from adapters.jsonrpc.openrpc import with_discover
+from adapters.jsonrpc.protocol import (
+    Call,
+    Failure,
+    Invalid,
+    ParseFailure,
+    Reply,
+    Success,
+    classify,
+    encode,
+    invalid,
+    parse,
+    parse_error,
+)
+from contracts.ports import LimitReached, RunExists, RunFinished, RunNotFound, RunService
+
+log = logging.getLogger("loopgate.jsonrpc")
+
+# What a streaming connection does with a client's reply to a server→client request.
+ReplyHandler = Callable[[Reply], Awaitable[None]]
+
+
+def too_large(detail: str) -> bytes:
+    return encode(Failure(error=error_object(TOO_LARGE, detail), id=None))
+
+
+def error_for(exc: Exception) -> dict[str, Any] | None:
+    """The error object for a port exception, or None if it is not one of ours."""
+    if isinstance(exc, RpcError):
+        return exc.error_object()
+    if isinstance(exc, RunNotFound):
+        return error_object(RUN_NOT_FOUND, f"no run with id {exc.run_id!r}", runId=exc.run_id)
+    if isinstance(exc, RunFinished):
+        return error_object(
+            RUN_FINISHED,
+            f"run {exc.run_id!r} has already finished ({exc.status})",
+            runId=exc.run_id,
+            status=exc.status,
+        )
+    if isinstance(exc, LimitReached):
+        return error_object(LIMIT_REACHED, exc.detail, retryAfter=exc.retry_after)
+    if isinstance(exc, RunExists):
+        return error_object(
+            RUN_EXISTS, f"a run with id {exc.run_id!r} already exists", runId=exc.run_id
+        )
+    return None
+
+
+class Dispatcher:
+    """Parses, validates and runs JSON-RPC messages against a method table. Stateless: a
+    streaming connection passes itself as ``streams`` for the methods that need one."""
+
+    def __init__(
+        self,
+        service: RunService,
+        limits: RpcLimits,
+        methods: Mapping[str, Method] = METHODS,
+    ) -> None:
+        self.service = service
+        self.limits = limits
+        self.methods = with_discover(methods)
+
+    async def handle(
+        self,
+        raw: bytes | str,
+        *,
+        streams: Streams | None = None,
+        on_reply: ReplyHandler | None = None,
+        traceparent: str | None = None,
+    ) -> bytes | None:
+        """The response bytes for one message, or None when nothing is to be sent."""
+        size = len(raw) if isinstance(raw, bytes) else len(raw.encode())
+        if size > self.limits.max_message_bytes:
+            return too_large(
+                f"message is {size} bytes; the limit is {self.limits.max_message_bytes}"
+            )
+        try:
+            doc = parse(raw)
+        except ParseFailure as exc:
+            return parse_error(exc.detail)
+        if isinstance(doc, list):
+            if not doc:
+                return encode(Failure(error=error_object(INVALID_REQUEST, "empty batch"), id=None))
+            if len(doc) > self.limits.max_batch:
+                return too_large(
+                    f"batch has {len(doc)} items; the limit is {self.limits.max_batch}"
+                )
+            answers = []
+            for item in doc:
+                answer = await self.item(item, streams, on_reply, traceparent)
+                if answer is not None:
+                    answers.append(answer)
+            return encode(answers) if answers else None
+        answer = await self.item(doc, streams, on_reply, traceparent)
+        return None if answer is None else encode(answer)
+
+    async def item(
+        self,
+        item: Any,
+        streams: Streams | None,
+        on_reply: ReplyHandler | None,
+        traceparent: str | None,
+    ) -> Success | Failure | None:
+        kind = classify(item)
+        if isinstance(kind, Call):
+            return await self.call(kind, streams, traceparent)
+        if isinstance(kind, Reply):
+            if on_reply is not None:
+                await on_reply(kind)
+                return None  # a response is never answered
+            kind = Invalid(
+                kind.id,
+                "a response object is only meaningful on a streaming connection, "
+                "where the server sends requests",
+            )
+        return invalid(kind)
+
+    async def call(
+        self, call: Call, streams: Streams | None, traceparent: str | None
+    ) -> Success | Failure | None:
+        method = self.methods.get(call.method)
+        try:
+            if method is None:
+                raise RpcError(
+                    METHOD_NOT_FOUND,
+                    f"no method {call.method!r}; rpc.discover lists the methods",
+                )
+            params, meta_traceparent = bind(method, call.params)
+            ctx = CallContext(self.service, streams, meta_traceparent or traceparent)
+            result = await method.handler(ctx, params)
+        except Exception as exc:
+            error = error_for(exc)
+            if error is None:
+                log.exception("method %s failed", call.method)
+                error = error_object(INTERNAL_ERROR, "internal error; the server log has details")
+            return None if call.notification else Failure(error=error, id=call.id)
+        return None if call.notification else Success(result=result, id=call.id)

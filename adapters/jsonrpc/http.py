@@ -1,0 +1,56 @@
+"""``POST /rpc`` (one request or a batch per body) and ``GET /rpc/ws`` (WebSocket) routes.
+
+HTTP status: 200 with the response body; 204 when nothing is to be answered (notifications
+only); 413 for a body over the limit and 415 for a body that is not declared JSON, both still
+with a JSON-RPC error body. Requiring ``application/json`` keeps browsers from posting to a local
+gateway cross-site without a CORS preflight.
+"""
+
+from __future__ import annotations
+
+from starlette.requests import Request
+from starlette.responses import Response
+from starlette.routing import BaseRoute, Route, WebSocketRoute
+from starlette.websockets import WebSocket
+
+from adapters.jsonrpc.dispatch import Dispatcher, too_large
+from adapters.jsonrpc.errors import INVALID_REQUEST, error_object
+from adapters.jsonrpc.protocol import Failure, encode
+from adapters.shared.body import read_body
+from adapters.shared.problem import HttpProblem
+from contracts.limits import EndpointLimits
+
+JSON = "application/json"
+
+
+def json_reply(body: bytes, status: int = 200) -> Response:
+    return Response(body, status, media_type=JSON)
+
+
+def routes(dispatcher: Dispatcher, limits: EndpointLimits) -> list[BaseRoute]:
+    max_bytes = dispatcher.limits.max_message_bytes
+
+    async def post_rpc(request: Request) -> Response:
+        media_type = request.headers.get("content-type", "").split(";")[0].strip().lower()
+        if media_type != JSON and not media_type.endswith("+json"):
+            detail = f"Content-Type must be {JSON}, got {media_type or 'none'!r}"
+            body = encode(Failure(error=error_object(INVALID_REQUEST, detail), id=None))
+            return json_reply(body, 415)
+        try:
+            raw = await read_body(request, max_bytes)
+        except HttpProblem:
+            return json_reply(too_large(f"request body is larger than {max_bytes} bytes"), 413)
+        reply = await dispatcher.handle(raw, traceparent=request.headers.get("traceparent"))
+        if reply is None:
+            return Response(status_code=204)
+        return json_reply(reply)
+
+    async def rpc_socket(websocket: WebSocket) -> None:
+        from adapters.jsonrpc.ws import serve_socket
+
+        await serve_socket(websocket, dispatcher, limits)
+
+    return [
+        Route("/rpc", post_rpc, methods=["POST"]),
+        WebSocketRoute("/rpc/ws", rpc_socket),
+    ]

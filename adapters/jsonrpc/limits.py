@@ -1,0 +1,34 @@
+"""The bounds of the JSON-RPC adapter, derived from the gateway's endpoint limits."""
+
+from __future__ import annotations
+
+import msgspec
+
+from contracts.limits import EndpointLimits
+
+
+class RpcLimits(msgspec.Struct, frozen=True, kw_only=True):
+    # One HTTP body, WebSocket message or stdio line. Kept at or below the WebSocket frame limit
+    # so an oversized message gets a JSON-RPC error instead of uvicorn's close 1009.
+    max_message_bytes: int = 1 << 20
+    max_batch: int = 100  # items in one batch request
+    max_subscriptions: int = 64  # open subscriptions per connection
+    # Server→client requests (permission questions) awaiting the client's answer, per connection;
+    # the oldest is forgotten beyond this (the hub times unanswered questions out anyway).
+    max_pending_requests: int = 256
+    # A streaming client that accepts no bytes for this long is disconnected (it can resume).
+    write_timeout_s: float = 30.0
+
+    def __post_init__(self) -> None:
+        for name in self.__struct_fields__:
+            if getattr(self, name) <= 0:
+                raise ValueError(f"{name} must be positive, got {getattr(self, name)}")
+
+    @classmethod
+    def from_endpoint(cls, limits: EndpointLimits, **overrides: int | float) -> RpcLimits:
+        values: dict[str, int | float] = {
+            "max_message_bytes": min(limits.max_body_bytes, limits.max_frame_bytes),
+            "write_timeout_s": limits.write_timeout_s,
+        }
+        values.update(overrides)
+        return cls(**values)  # type: ignore[arg-type]
