@@ -8,7 +8,7 @@ import sys
 from collections.abc import Sequence
 
 # Each module exposes ``register(subparsers)`` which adds its parser and sets ``func``.
-COMMANDS = ("run", "serve", "replay")
+COMMANDS = ("run", "serve", "replay", "acp", "rpc")
 
 
 def build_parser() -> argparse.ArgumentParser:

@@ -1,0 +1,5 @@
+"""ACP (Agent Client Protocol): loopgate as an agent for IDEs, over stdio and WebSocket."""
+
+from adapters.acp.adapter import ADAPTER, AcpAdapter
+
+__all__ = ["ADAPTER", "AcpAdapter"]

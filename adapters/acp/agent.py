@@ -1,0 +1,634 @@
+"""The ACP agent: sessions are threads, each ``session/prompt`` is one run of the loop.
+
+One instance serves one client connection (stdio, or one WebSocket). It talks to runs only
+through :class:`contracts.ports.RunService`, so the same code serves the in-process hub and a
+remote gateway. Method names and keyword arguments are the ones the official SDK's router
+(``acp.agent.router``) calls after validating params against the ACP schema.
+"""
+
+from __future__ import annotations
+
+import contextlib
+import datetime as dt
+import logging
+import uuid
+from collections import OrderedDict
+from collections.abc import Awaitable, Callable
+from typing import Any, Literal, Protocol
+
+import anyio
+import msgspec
+from anyio.abc import TaskGroup
+
+from adapters.acp.projector import (
+    REQUEST_PERMISSION,
+    SESSION_UPDATE,
+    AcpItem,
+    AcpProjector,
+    PermissionAsk,
+    PromptAnswer,
+    PromptFailure,
+    SessionUpdate,
+    user_message,
+)
+from contracts.envelope import Envelope
+from contracts.history import last_user_text, messages_from_events
+from contracts.messages import Message
+from contracts.ports import (
+    CutOff,
+    LimitReached,
+    RunFinished,
+    RunInfo,
+    RunNotFound,
+    RunService,
+    StartRun,
+)
+from contracts.projector import ProjectorContext
+
+log = logging.getLogger("loopgate.acp")
+
+PROTOCOL_VERSION = 1
+SUPPORTED_VERSIONS = frozenset({1})
+RESOURCE_NOT_FOUND = -32002
+INVALID_PARAMS = -32602
+INVALID_REQUEST = -32600
+INTERNAL_ERROR = -32603
+Approval = Literal["auto", "always"]
+APPROVAL_CHOICES: dict[str, str] = {
+    "auto": "When a tool needs approval",
+    "always": "Before every tool call",
+}
+DECISIONS = ("allow_once", "allow_always", "reject_once", "reject_always")
+
+
+class Peer(Protocol):
+    """The client end of the connection (``acp.connection.Connection`` fits)."""
+
+    async def send_notification(self, method: str, params: Any = None) -> None: ...
+
+    async def send_request(self, method: str, params: Any = None) -> Any: ...
+
+
+class AgentError(Exception):
+    """A JSON-RPC error for the client; converted to ``acp.RequestError`` at the edge."""
+
+    def __init__(self, code: int, message: str, data: Any = None) -> None:
+        super().__init__(message)
+        self.code = code
+        self.message = message
+        self.data = data
+
+
+class AgentOptions(msgspec.Struct, frozen=True, kw_only=True):
+    name: str = "loopgate"
+    version: str = "0.1.0"
+    # Tool name → ACP tool kind, from the tools' own metadata (in-process loop).
+    tool_kinds: dict[str, str] = msgspec.field(default_factory=dict)
+    context_size: int | None = None  # model context window: enables usage_update
+    default_cwd: str = "/"
+    max_sessions: int = 1024  # per connection; the least recently used idle ones go first
+    max_prompt_chars: int = 1_000_000
+    max_runs_per_session: int = 1000  # session/load replays at most this many runs
+    list_scan_runs: int = 1000  # session/list looks at this many recent runs
+    list_page_size: int = 100
+    poll_s: float = 1.0
+
+
+class ActivePrompt:
+    """The run a session is working on (a prompt, or a live run followed after a load)."""
+
+    def __init__(self) -> None:
+        self.run_id: str | None = None
+        self.cancelled = False
+        self.asks: set[str] = set()
+
+
+class Session:
+    def __init__(self, session_id: str, cwd: str) -> None:
+        self.id = session_id
+        self.cwd = cwd
+        self.approval: Approval = "auto"
+        self.active: ActivePrompt | None = None
+        self.history: list[Message] | None = None  # None: rebuild from the journal
+
+
+def not_found(session_id: str) -> AgentError:
+    return AgentError(
+        RESOURCE_NOT_FOUND,
+        f"Resource not found: no session {session_id!r}",
+        {"sessionId": session_id},
+    )
+
+
+def iso(ts_ns: int) -> str:
+    return dt.datetime.fromtimestamp(ts_ns / 1e9, dt.UTC).isoformat().replace("+00:00", "Z")
+
+
+class AcpAgent:
+    def __init__(self, service: RunService, options: AgentOptions | None = None) -> None:
+        self.service = service
+        self.options = options or AgentOptions()
+        self.peer: Peer | None = None
+        self.background: TaskGroup | None = None
+        self.sessions: OrderedDict[str, Session] = OrderedDict()
+        self.client_info: dict[str, Any] = {}
+        self.projector_options: dict[str, Any] = {"toolKinds": dict(self.options.tool_kinds)}
+        if self.options.context_size:
+            self.projector_options["contextSize"] = self.options.context_size
+
+    # --- connection lifecycle -------------------------------------------------------------
+
+    def attach(self, peer: Peer, background: TaskGroup) -> None:
+        self.peer = peer
+        self.background = background
+
+    async def shutdown(self) -> None:
+        """The client went away: stop the runs it was waiting for."""
+        for session in list(self.sessions.values()):
+            active = session.active
+            if active is not None and active.run_id is not None:
+                with anyio.CancelScope(shield=True):
+                    try:
+                        await self.service.cancel(active.run_id)
+                    except Exception:
+                        log.warning("could not cancel run %s on disconnect", active.run_id)
+
+    async def _notify(self, params: dict[str, Any]) -> None:
+        assert self.peer is not None
+        await self.peer.send_notification(SESSION_UPDATE, params)
+
+    # --- initialize -----------------------------------------------------------------------
+
+    async def initialize(
+        self,
+        protocol_version: int,
+        client_capabilities: Any = None,
+        client_info: Any = None,
+        **_meta: Any,
+    ) -> dict[str, Any]:
+        if client_info is not None:
+            self.client_info = {"name": client_info.name, "version": client_info.version}
+        version = protocol_version if protocol_version in SUPPORTED_VERSIONS else PROTOCOL_VERSION
+        return {
+            "protocolVersion": version,
+            "agentCapabilities": {
+                "loadSession": True,
+                "promptCapabilities": {"image": False, "audio": False, "embeddedContext": True},
+                "mcpCapabilities": {"http": False, "sse": False},
+                "sessionCapabilities": {"list": {}, "resume": {}, "close": {}},
+            },
+            "authMethods": [],
+            "agentInfo": {
+                "name": self.options.name,
+                "title": "loopgate",
+                "version": self.options.version,
+            },
+        }
+
+    # --- sessions -------------------------------------------------------------------------
+
+    def _remember(self, session: Session) -> Session:
+        self.sessions[session.id] = session
+        self.sessions.move_to_end(session.id)
+        while len(self.sessions) > self.options.max_sessions:
+            idle = next((s for s in self.sessions.values() if s.active is None), None)
+            if idle is None:
+                break
+            del self.sessions[idle.id]
+        return session
+
+    async def _runs(self, session_id: str) -> list[RunInfo]:
+        """The session's runs, oldest first."""
+        runs = await self.service.list(
+            limit=self.options.max_runs_per_session, thread_id=session_id
+        )
+        return sorted(runs, key=lambda r: r.created_at)
+
+    async def _session(self, session_id: str, cwd: str | None = None) -> Session:
+        session = self.sessions.get(session_id)
+        if session is not None:
+            self.sessions.move_to_end(session_id)
+            return session
+        runs = await self.service.list(limit=1, thread_id=session_id)
+        if not runs:
+            raise not_found(session_id)
+        return self._remember(Session(session_id, cwd or self._cwd_of(runs[0])))
+
+    def _cwd_of(self, run: RunInfo) -> str:
+        acp = run.metadata.get("acp")
+        if isinstance(acp, dict) and isinstance(acp.get("cwd"), str):
+            return acp["cwd"]
+        return self.options.default_cwd
+
+    def config_options(self, session: Session) -> list[dict[str, Any]]:
+        return [
+            {
+                "id": "approval",
+                "name": "Ask before tools",
+                "description": "When loopgate asks for permission before running a tool",
+                "type": "select",
+                "currentValue": session.approval,
+                "options": [{"value": v, "name": n} for v, n in APPROVAL_CHOICES.items()],
+            }
+        ]
+
+    async def new_session(
+        self, cwd: str, mcp_servers: Any = None, additional_directories: Any = None, **_meta: Any
+    ) -> dict[str, Any]:
+        session = self._remember(Session(f"sess_{uuid.uuid4().hex}", cwd))
+        session.history = []
+        return {"sessionId": session.id, "configOptions": self.config_options(session)}
+
+    async def load_session(
+        self,
+        cwd: str,
+        session_id: str,
+        mcp_servers: Any = None,
+        additional_directories: Any = None,
+        **_meta: Any,
+    ) -> dict[str, Any]:
+        runs = await self._runs(session_id)
+        session = self.sessions.get(session_id)
+        if session is None:
+            if not runs:
+                raise not_found(session_id)
+            session = self._remember(Session(session_id, cwd))
+        if session.active is not None:
+            raise AgentError(
+                INVALID_REQUEST,
+                f"session {session_id!r} has a prompt running; load it after the answer",
+            )
+        live: tuple[RunInfo, int, AcpProjector] | None = None
+        for run in runs:
+            text = last_user_text(run.input)
+            if text:
+                await self._notify(user_message(session_id, text).params)
+            projector = self._projector(run.id, session_id)
+            events = await self.service.history(run.id)
+            for env in events:
+                for item in projector.feed(env):
+                    if isinstance(item, SessionUpdate):
+                        await self._notify(item.params)
+            if run.state == "running":
+                live = (run, events[-1].seq if events else 0, projector)
+        session.history = None
+        if live is not None:
+            self._watch(session, *live)
+        return {"configOptions": self.config_options(session)}
+
+    async def resume_session(
+        self,
+        cwd: str,
+        session_id: str,
+        mcp_servers: Any = None,
+        additional_directories: Any = None,
+        **_meta: Any,
+    ) -> dict[str, Any]:
+        session = await self._session(session_id, cwd)
+        if session.active is None:
+            runs = await self.service.list(limit=1, thread_id=session_id)
+            if runs and runs[0].state == "running":
+                self._watch(session, runs[0], runs[0].last_seq)
+        return {"configOptions": self.config_options(session)}
+
+    async def close_session(self, session_id: str, **_meta: Any) -> dict[str, Any]:
+        session = self.sessions.get(session_id)
+        if session is None:
+            await self._session(session_id)  # -32002 if it never existed
+            return {}
+        await self.cancel(session_id)
+        self.sessions.pop(session_id, None)
+        return {}
+
+    async def list_sessions(
+        self, cwd: str | None = None, cursor: str | None = None, **_meta: Any
+    ) -> dict[str, Any]:
+        newest: dict[str, RunInfo] = {}
+        for run in await self.service.list(limit=self.options.list_scan_runs):
+            newest.setdefault(run.thread_id, run)
+        listed: list[dict[str, Any]] = []
+        for thread_id, run in newest.items():
+            info: dict[str, Any] = {"sessionId": thread_id, "cwd": self._cwd_of(run)}
+            if run.input and run.input[0].role == "user" and run.input[0].content:
+                info["title"] = " ".join(run.input[0].content.split())[:80]
+            info["updatedAt"] = iso(run.created_at)
+            listed.append(info)
+        for session in reversed(self.sessions.values()):
+            if session.id not in newest:
+                listed.append({"sessionId": session.id, "cwd": session.cwd})
+        if cwd is not None:
+            listed = [s for s in listed if s["cwd"] == cwd]
+        start = 0
+        if cursor is not None:
+            if not cursor.isdigit() or int(cursor) > len(listed):
+                raise AgentError(
+                    INVALID_PARAMS, "Invalid params: cursor: not a cursor this agent gave out"
+                )
+            start = int(cursor)
+        page = self.options.list_page_size
+        result: dict[str, Any] = {"sessions": listed[start : start + page]}
+        if start + page < len(listed):
+            result["nextCursor"] = str(start + page)
+        return result
+
+    async def set_config_option(
+        self, session_id: str, config_id: str, value: Any, **_meta: Any
+    ) -> dict[str, Any]:
+        session = await self._session(session_id)
+        if config_id != "approval":
+            raise AgentError(
+                INVALID_PARAMS,
+                f"Invalid params: configId: unknown option {config_id!r} (have: approval)",
+            )
+        if value not in APPROVAL_CHOICES:
+            raise AgentError(
+                INVALID_PARAMS,
+                f"Invalid params: value: approval must be one of {', '.join(APPROVAL_CHOICES)}",
+            )
+        session.approval = value
+        return {"configOptions": self.config_options(session)}
+
+    # --- prompts --------------------------------------------------------------------------
+
+    def _projector(self, run_id: str, session_id: str) -> AcpProjector:
+        return AcpProjector(
+            ProjectorContext(
+                run_id=run_id,
+                thread_id=session_id,
+                protocol_version=PROTOCOL_VERSION,
+                options=self.projector_options,
+            )
+        )
+
+    def prompt_text(self, blocks: list[Any]) -> str:
+        parts: list[str] = []
+        for i, block in enumerate(blocks):
+            kind = getattr(block, "type", None)
+            if kind == "text":
+                parts.append(block.text)
+            elif kind == "resource_link":
+                label = block.title or block.name
+                line = f"[{label}]({block.uri})"
+                if block.description:
+                    line += f" — {block.description}"
+                parts.append(line)
+            elif kind == "resource" and hasattr(block.resource, "text"):
+                res = block.resource
+                parts.append(f'<resource uri="{res.uri}">\n{res.text}\n</resource>')
+            else:
+                what = (
+                    "binary embedded resources are not supported"
+                    if kind == "resource"
+                    else f"content block type {kind!r} is not supported "
+                    f"(promptCapabilities.{kind} is false)"
+                )
+                raise AgentError(
+                    INVALID_PARAMS,
+                    f"Invalid params: prompt[{i}]: {what}",
+                    {"field": f"prompt[{i}].type", "type": kind},
+                )
+        text = "\n\n".join(p for p in parts if p)
+        if not text.strip():
+            raise AgentError(INVALID_PARAMS, "Invalid params: prompt: the prompt has no text")
+        if len(text) > self.options.max_prompt_chars:
+            raise AgentError(
+                INVALID_PARAMS,
+                f"Invalid params: prompt: longer than {self.options.max_prompt_chars} characters",
+            )
+        return text
+
+    async def _history(self, session: Session) -> list[Message]:
+        if session.history is not None:
+            return session.history
+        finished = [r for r in await self._runs(session.id) if r.state == "finished"]
+        if not finished:
+            return []
+        last = finished[-1]
+        return [*last.input, *messages_from_events(await self.service.history(last.id))]
+
+    def _busy(self, session_id: str) -> AgentError:
+        return AgentError(
+            INVALID_REQUEST,
+            f"session {session_id!r} already has a prompt running; wait for its answer or "
+            "send session/cancel",
+            {"sessionId": session_id},
+        )
+
+    async def prompt(self, prompt: list[Any], session_id: str, **meta: Any) -> dict[str, Any]:
+        session = await self._session(session_id)
+        if session.active is not None:
+            raise self._busy(session_id)
+        text = self.prompt_text(prompt)
+        active = session.active = ActivePrompt()
+        try:
+            latest = await self.service.list(limit=1, thread_id=session_id)
+            if latest and latest[0].state == "running":
+                raise self._busy(session_id)
+            messages = [*await self._history(session), Message(role="user", content=text)]
+            info = await self._start(session, messages, meta.get("traceparent"))
+            active.run_id = info.id
+            if active.cancelled:
+                await self.service.cancel(info.id)
+            events: list[Envelope] = []
+            terminal = await self._follow(session, active, info.id, 0, events)
+            session.history = [*messages, *messages_from_events(events)]
+            return await self._answer(terminal, active, info.id)
+        finally:
+            session.active = None
+
+    async def _start(self, session: Session, messages: list[Message], traceparent: Any) -> RunInfo:
+        request = StartRun(
+            input=messages,
+            thread_id=session.id,
+            approval=session.approval,
+            metadata={"acp": {"cwd": session.cwd}},
+            traceparent=traceparent if isinstance(traceparent, str) else None,
+        )
+        try:
+            return await self.service.start(request)
+        except LimitReached as exc:
+            raise AgentError(
+                INTERNAL_ERROR,
+                f"the gateway is busy: {exc.detail}",
+                {"retryAfter": exc.retry_after},
+            ) from None
+        except ValueError as exc:
+            raise AgentError(INVALID_PARAMS, f"Invalid params: {exc}") from None
+
+    async def _follow(
+        self,
+        session: Session,
+        active: ActivePrompt,
+        run_id: str,
+        after: int,
+        events: list[Envelope] | None,
+        projector: AcpProjector | None = None,
+    ) -> PromptAnswer | PromptFailure:
+        """Project the run to the client until its terminal event; returns the answer.
+
+        ``projector`` continues one that has already seen the events up to ``after``.
+        """
+        projector = projector or self._projector(run_id, session.id)
+        cursor = after
+        end: PromptAnswer | PromptFailure | None = None
+        async with anyio.create_task_group() as asks:
+            following = True
+            while following:
+                try:
+                    async with self.service.subscribe(run_id, after=cursor, consumer="acp") as sub:
+                        while end is None and not sub.done:
+                            for env in await sub.next_batch(self.options.poll_s):
+                                cursor = env.seq
+                                if events is not None:
+                                    events.append(env)
+                                for item in projector.feed(env):
+                                    end = (
+                                        await self._emit(session, active, run_id, item, asks) or end
+                                    )
+                    following = False
+                except CutOff as exc:
+                    cursor = exc.cursor  # the client was slow; catch up from the journal
+            # Only now: cancelling while still inside the subscription would cancel its exit.
+            asks.cancel_scope.cancel()
+        if end is None:
+            for item in projector.close():
+                end = await self._emit(session, active, run_id, item, None) or end
+        assert end is not None
+        return end
+
+    async def _emit(
+        self,
+        session: Session,
+        active: ActivePrompt,
+        run_id: str,
+        item: AcpItem,
+        asks: TaskGroup | None,
+    ) -> PromptAnswer | PromptFailure | None:
+        if isinstance(item, SessionUpdate):
+            await self._notify(item.params)
+        elif isinstance(item, PermissionAsk):
+            if asks is not None:
+                # Asked in the background: the run's other events keep flowing meanwhile.
+                asks.start_soon(self._ask, active, run_id, item)
+        else:
+            return item
+        return None
+
+    async def _ask(self, active: ActivePrompt, run_id: str, ask: PermissionAsk) -> None:
+        assert self.peer is not None
+        active.asks.add(ask.request_id)
+        offered = {o["optionId"] for o in ask.params["options"]}
+        decision = "cancelled"
+        try:
+            response = await self.peer.send_request(REQUEST_PERMISSION, ask.params)
+            decision = decision_from(response, offered)
+        except anyio.get_cancelled_exc_class():
+            raise
+        except Exception as exc:
+            # The client failed to answer (an error, or the connection closed): not approved.
+            log.info("permission request %s got no answer: %s", ask.request_id, type(exc).__name__)
+        finally:
+            active.asks.discard(ask.request_id)
+        if active.cancelled:
+            decision = "cancelled"
+        await self._respond(run_id, ask.request_id, decision)
+
+    async def _respond(self, run_id: str, request_id: str, decision: str) -> None:
+        try:
+            await self.service.respond(run_id, request_id, decision)
+        except (RunNotFound, RunFinished):
+            pass
+        except Exception:
+            log.warning("could not answer permission request %s of run %s", request_id, run_id)
+
+    async def _answer(
+        self, end: PromptAnswer | PromptFailure, active: ActivePrompt, run_id: str
+    ) -> dict[str, Any]:
+        trace_id = await self._trace_id(run_id)
+        if isinstance(end, PromptFailure) and not active.cancelled:
+            data = dict(end.data)
+            if trace_id:
+                data["traceId"] = trace_id
+            raise AgentError(end.code, end.message, data)
+        if isinstance(end, PromptFailure):
+            result: dict[str, Any] = {
+                "stopReason": "cancelled",
+                "_meta": {"loopgate": {"runId": run_id, "status": "cancelled"}},
+            }
+        else:
+            result = {**end.result, "_meta": {"loopgate": dict(end.result["_meta"]["loopgate"])}}
+            if active.cancelled:
+                # The client asked to stop: ACP requires "cancelled" whatever the loop did last.
+                result["stopReason"] = "cancelled"
+        if trace_id:
+            result["_meta"]["loopgate"]["traceId"] = trace_id
+        return result
+
+    async def _trace_id(self, run_id: str) -> str | None:
+        try:
+            info = await self.service.get(run_id)
+        except Exception:
+            return None
+        trace_id = info.metadata.get("trace_id")
+        return trace_id if isinstance(trace_id, str) else None
+
+    async def cancel(self, session_id: str, **_meta: Any) -> None:
+        session = self.sessions.get(session_id)
+        active = session.active if session else None
+        if active is None or active.cancelled:
+            return
+        active.cancelled = True
+        if active.run_id is None:
+            return  # the prompt cancels its run as soon as it has started it
+        for request_id in list(active.asks):
+            await self._respond(active.run_id, request_id, "cancelled")
+        with contextlib.suppress(RunNotFound):
+            await self.service.cancel(active.run_id)
+
+    # --- live runs found by session/load or session/resume --------------------------------
+
+    def _watch(
+        self, session: Session, run: RunInfo, after: int, projector: AcpProjector | None = None
+    ) -> None:
+        """Keep streaming a run that is still going (e.g. started by another client)."""
+        assert self.background is not None
+        active = session.active = ActivePrompt()
+        active.run_id = run.id
+        self.background.start_soon(self._watch_run, session, active, run.id, after, projector)
+
+    async def _watch_run(
+        self,
+        session: Session,
+        active: ActivePrompt,
+        run_id: str,
+        after: int,
+        projector: AcpProjector | None,
+    ) -> None:
+        try:
+            await self._follow(session, active, run_id, after, None, projector)
+        except Exception:
+            log.warning("stopped following run %s", run_id)
+        finally:
+            if session.active is active:
+                session.active = None
+            session.history = None
+
+
+def decision_from(response: Any, offered: set[str]) -> str:
+    """Map a ``session/request_permission`` answer to a hub decision."""
+    outcome = response.get("outcome") if isinstance(response, dict) else None
+    if not isinstance(outcome, dict) or outcome.get("outcome") != "selected":
+        return "cancelled"
+    option = outcome.get("optionId")
+    if option in offered and option in DECISIONS:
+        return option
+    return "reject_once"  # an option we never offered is no approval
+
+
+Handler = Callable[[str, Any, bool], Awaitable[Any]]
+
+
+def session_id_of(params: Any) -> str | None:
+    if isinstance(params, dict) and isinstance(params.get("sessionId"), str):
+        return params["sessionId"]
+    return None

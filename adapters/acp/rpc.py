@@ -1,0 +1,220 @@
+"""JSON-RPC framing for ACP: NDJSON over byte streams (stdio), one message per WebSocket frame.
+
+The official SDK's ``acp.connection.Connection`` does the JSON-RPC bookkeeping (ids, pending
+requests, one task per incoming request) over any object with ``send``/``receive``/``close``.
+These transports add what the SDK's own framing skips: an unparseable line or frame gets a
+-32700 answer and a message that is not a JSON-RPC request gets -32600 (the SDK logs and
+drops both), and every line and frame is bounded.
+"""
+
+from __future__ import annotations
+
+import asyncio
+import contextlib
+import logging
+from typing import Any
+
+import msgspec
+
+log = logging.getLogger("loopgate.acp")
+
+PARSE_ERROR = -32700
+INVALID_REQUEST = -32600
+
+_encode = msgspec.json.Encoder().encode
+_decode = msgspec.json.Decoder().decode
+
+
+def error_response(request_id: Any, code: int, message: str) -> dict[str, Any]:
+    return {"jsonrpc": "2.0", "id": request_id, "error": {"code": code, "message": message}}
+
+
+def classify(raw: bytes | str) -> tuple[dict[str, Any] | None, dict[str, Any] | None]:
+    """(message to dispatch, None) or (None, error response to send back)."""
+    try:
+        message = _decode(raw)
+    except msgspec.DecodeError:
+        return None, error_response(None, PARSE_ERROR, "Parse error: the message is not JSON")
+    if isinstance(message, list):
+        return None, error_response(
+            None, INVALID_REQUEST, "Invalid request: batches are not supported by ACP"
+        )
+    if not isinstance(message, dict):
+        return None, error_response(
+            None, INVALID_REQUEST, "Invalid request: a message must be a JSON object"
+        )
+    request_id = message.get("id")
+    if request_id is not None and (
+        isinstance(request_id, bool) or not isinstance(request_id, int | str)
+    ):
+        return None, error_response(
+            None, INVALID_REQUEST, "Invalid request: id must be a number or a string"
+        )
+    if message.get("jsonrpc") != "2.0":
+        return None, error_response(
+            request_id, INVALID_REQUEST, 'Invalid request: jsonrpc must be "2.0"'
+        )
+    method = message.get("method")
+    if "method" in message:
+        if not isinstance(method, str) or not method:
+            return None, error_response(
+                request_id, INVALID_REQUEST, "Invalid request: method must be a non-empty string"
+            )
+        params = message.get("params")
+        if params is not None and not isinstance(params, dict):
+            return None, error_response(
+                request_id, -32602, "Invalid params: params must be an object"
+            )
+        return message, None
+    if "id" in message and ("result" in message or "error" in message):
+        return message, None  # a response to one of our requests
+    return None, error_response(
+        request_id, INVALID_REQUEST, "Invalid request: neither a request nor a response"
+    )
+
+
+class NdjsonTransport:
+    """One JSON-RPC message per line over asyncio byte streams (the agent's stdin/stdout).
+
+    ``reader`` must have been created with ``limit`` > ``max_line_bytes`` so that an
+    over-long line is noticed before it is buffered whole.
+    """
+
+    def __init__(
+        self, reader: asyncio.StreamReader, writer: asyncio.StreamWriter, max_line_bytes: int
+    ) -> None:
+        self.reader = reader
+        self.writer = writer
+        self.max_line_bytes = max_line_bytes
+        self._lock = asyncio.Lock()
+        self._closed = False
+
+    async def send(self, message: dict[str, Any]) -> None:
+        data = _encode(message) + b"\n"
+        async with self._lock:
+            if self._closed:
+                raise ConnectionError("transport closed")
+            self.writer.write(data)
+            await self.writer.drain()
+
+    async def receive(self) -> dict[str, Any] | None:
+        while True:
+            line = await self._line()
+            if line is None:
+                return None
+            if not line.strip():
+                continue
+            message, error = classify(line)
+            if message is not None:
+                return message
+            if error is not None:
+                await self._answer(error)
+
+    async def _answer(self, error: dict[str, Any]) -> None:
+        with contextlib.suppress(ConnectionError, OSError):
+            await self.send(error)
+
+    async def _line(self) -> bytes | None:
+        try:
+            line = await self.reader.readuntil(b"\n")
+        except asyncio.IncompleteReadError as exc:
+            return exc.partial or None
+        except asyncio.LimitOverrunError:
+            await self._discard_line()
+            await self._answer(
+                error_response(
+                    None,
+                    INVALID_REQUEST,
+                    f"Invalid request: message is longer than {self.max_line_bytes} bytes",
+                )
+            )
+            return b""
+        if len(line) > self.max_line_bytes:
+            await self._answer(
+                error_response(
+                    None,
+                    INVALID_REQUEST,
+                    f"Invalid request: message is longer than {self.max_line_bytes} bytes",
+                )
+            )
+            return b""
+        return line
+
+    async def _discard_line(self) -> None:
+        while True:
+            try:
+                await self.reader.readuntil(b"\n")
+                return
+            except asyncio.LimitOverrunError as exc:
+                await self.reader.readexactly(exc.consumed)
+            except asyncio.IncompleteReadError:
+                return
+
+    async def close(self) -> None:
+        async with self._lock:
+            self._closed = True
+        with contextlib.suppress(OSError, RuntimeError):
+            self.writer.close()
+
+
+class WebSocketTransport:
+    """One JSON-RPC message per text frame over a Starlette WebSocket (accepted already)."""
+
+    def __init__(self, websocket: Any, max_frame_bytes: int, send_timeout_s: float) -> None:
+        self.websocket = websocket
+        self.max_frame_bytes = max_frame_bytes
+        self.send_timeout_s = send_timeout_s
+        self._lock = asyncio.Lock()
+        self._closed = False
+
+    async def send(self, message: dict[str, Any]) -> None:
+        text = _encode(message).decode()
+        async with self._lock:
+            if self._closed:
+                raise ConnectionError("transport closed")
+            try:
+                # A client that stops reading must not hold the agent forever.
+                await asyncio.wait_for(self.websocket.send_text(text), self.send_timeout_s)
+            except Exception as exc:
+                self._closed = True
+                raise ConnectionError("the WebSocket client went away") from exc
+
+    async def receive(self) -> dict[str, Any] | None:
+        while True:
+            try:
+                frame = await self.websocket.receive()
+            except Exception:
+                return None
+            if frame["type"] == "websocket.disconnect":
+                return None
+            raw = frame.get("text")
+            if raw is None:
+                raw = frame.get("bytes") or b""
+            if len(raw) > self.max_frame_bytes:
+                await self._answer(
+                    error_response(
+                        None,
+                        INVALID_REQUEST,
+                        f"Invalid request: frame is larger than {self.max_frame_bytes} bytes",
+                    )
+                )
+                continue
+            message, error = classify(raw)
+            if message is not None:
+                return message
+            if error is not None:
+                await self._answer(error)
+
+    async def _answer(self, error: dict[str, Any]) -> None:
+        with contextlib.suppress(ConnectionError):
+            await self.send(error)
+
+    async def close(self) -> None:
+        async with self._lock:
+            if self._closed:
+                return
+            self._closed = True
+        try:
+            await self.websocket.close()
+        except Exception:
+            log.debug("closing an already closed WebSocket")

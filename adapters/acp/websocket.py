@@ -1,0 +1,33 @@
+"""ACP over WebSocket at ``/acp`` (the remote-transport proposal): one JSON-RPC message per
+text frame, one agent per socket, sessions shared with every other client through the hub."""
+
+from __future__ import annotations
+
+from typing import Any
+
+from starlette.routing import WebSocketRoute
+from starlette.websockets import WebSocket
+
+from adapters.acp.agent import AcpAgent, AgentOptions
+from adapters.acp.rpc import WebSocketTransport
+from adapters.acp.server import serve_connection
+from adapters.shared.ws import origin_allowed, refuse
+from contracts.limits import EndpointLimits
+from contracts.ports import RunService
+
+PATH = "/acp"
+
+
+def routes(
+    service: RunService, limits: EndpointLimits, options: AgentOptions | None = None
+) -> list[Any]:
+    async def acp_socket(websocket: WebSocket) -> None:
+        if not origin_allowed(websocket, limits):
+            await refuse(websocket, "origin not allowed")
+            return
+        await websocket.accept()
+        transport = WebSocketTransport(websocket, limits.max_frame_bytes, limits.write_timeout_s)
+        await serve_connection(AcpAgent(service, options), transport)
+        await transport.close()
+
+    return [WebSocketRoute(PATH, acp_socket)]

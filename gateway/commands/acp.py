@@ -1,0 +1,167 @@
+"""``loopgate acp``: an ACP agent on stdin/stdout for IDEs (Zed, JetBrains, Neovim, acpx).
+
+stdout carries only protocol messages: the process moves its own stdout to stderr before it
+starts, so a stray print or a library's warning cannot corrupt the JSON-RPC stream.
+"""
+
+from __future__ import annotations
+
+import argparse
+import asyncio
+import logging
+import os
+import sys
+import threading
+from importlib.metadata import PackageNotFoundError, version
+from pathlib import Path
+from typing import Any
+
+import anyio
+
+from gateway.settings import load_settings
+
+SETTING_FLAGS = ("provider", "scripted_delay_s", "journal", "workspace", "max_line_bytes")
+
+
+def register(sub: argparse._SubParsersAction) -> None:  # type: ignore[type-arg]
+    p = sub.add_parser(
+        "acp",
+        help="serve the Agent Client Protocol on stdin/stdout (for IDEs)",
+        description="Run loopgate as an ACP agent on stdin/stdout. By default the reference "
+        "loop runs in this process; with --server the runs live in a running `loopgate serve`. "
+        "Settings also read LOOPGATE_<NAME> (e.g. LOOPGATE_JOURNAL); flags win. Logs go to "
+        "stderr.",
+    )
+    p.add_argument("--server", help="attach to a running gateway, e.g. http://127.0.0.1:8000")
+    p.add_argument("--token", help="bearer token for --server (default: LOOPGATE_TOKEN)")
+    p.add_argument("--provider", choices=["scripted", "openai"], help="model provider")
+    p.add_argument(
+        "--scripted-delay",
+        dest="scripted_delay_s",
+        type=float,
+        help="seconds between scripted deltas (default 0.02)",
+    )
+    p.add_argument(
+        "--journal", help="'memory' (default) or 'sqlite:PATH' (sessions survive restarts)"
+    )
+    p.add_argument("--workspace", help="directory the demo file tools may read and write")
+    p.add_argument("--max-line-bytes", type=int, help="longest JSON-RPC line accepted")
+    p.add_argument(
+        "--context-size",
+        type=int,
+        help="the model's context window in tokens; enables usage_update notifications",
+    )
+    p.add_argument(
+        "--log-level",
+        default="warning",
+        choices=["critical", "error", "warning", "info", "debug"],
+    )
+    p.set_defaults(func=main)
+
+
+def main(args: argparse.Namespace) -> int:
+    logging.basicConfig(
+        stream=sys.stderr,
+        level=args.log_level.upper(),
+        format="%(asctime)s %(levelname)s %(name)s: %(message)s",
+    )
+    try:
+        settings = load_settings(os.environ, {k: getattr(args, k) for k in SETTING_FLAGS})
+        if args.context_size is not None and args.context_size <= 0:
+            raise ValueError("--context-size must be positive")
+    except ValueError as exc:
+        print(f"loopgate acp: {exc}", file=sys.stderr)
+        return 2
+    protocol_out = _reserve_stdout()
+    token = args.token or os.environ.get("LOOPGATE_TOKEN")
+    anyio.run(_serve, args, settings, protocol_out, token)
+    return 0
+
+
+def _reserve_stdout() -> int:
+    """Keep the real stdout for the protocol; everything else written to fd 1 goes to stderr."""
+    sys.stdout.flush()
+    protocol_fd = os.dup(1)
+    os.dup2(2, 1)
+    sys.stdout = sys.stderr
+    return protocol_fd
+
+
+async def _serve(args: argparse.Namespace, settings: Any, protocol_fd: int, token: str | None):
+    from adapters.acp.agent import AcpAgent, AgentOptions
+    from adapters.acp.rpc import NdjsonTransport
+    from adapters.acp.server import serve_connection
+
+    reader, writer = await _stdio_streams(protocol_fd, settings.max_line_bytes + 1)
+    transport = NdjsonTransport(reader, writer, settings.max_line_bytes)
+    options: dict[str, Any] = {
+        "version": _version(),
+        "context_size": args.context_size,
+        "default_cwd": os.getcwd(),
+    }
+    if args.server:
+        from gateway.remote import RemoteService
+
+        async with RemoteService(args.server, token=token) as service:
+            await serve_connection(AcpAgent(service, AgentOptions(**options)), transport)
+        return
+    from gateway.app import build_hub
+    from gateway.loop.tools import DemoTools
+
+    tools = DemoTools(Path(settings.workspace))
+    options["tool_kinds"] = {spec.name: tools.kind(spec.name) for spec in tools.specs()}
+    async with build_hub(settings) as hub:
+        await serve_connection(AcpAgent(hub, AgentOptions(**options)), transport)
+
+
+async def _stdio_streams(
+    protocol_fd: int, limit: int
+) -> tuple[asyncio.StreamReader, asyncio.StreamWriter]:
+    loop = asyncio.get_running_loop()
+    reader = asyncio.StreamReader(limit=limit)
+    try:
+        await loop.connect_read_pipe(lambda: asyncio.StreamReaderProtocol(reader), sys.stdin)
+    except ValueError:
+        # stdin is a regular file (``loopgate acp < requests.jsonl``): feed it from a thread.
+        _feed_from_thread(loop, reader)
+    out = os.fdopen(protocol_fd, "wb", buffering=0)
+    try:
+        transport, protocol = await loop.connect_write_pipe(asyncio.streams.FlowControlMixin, out)
+    except ValueError:
+        return reader, _FileWriter(out)  # type: ignore[return-value]
+    writer = asyncio.StreamWriter(transport, protocol, None, loop)  # type: ignore[arg-type]
+    return reader, writer
+
+
+class _FileWriter:
+    """stdout redirected to a regular file: plain blocking writes (a file never stalls long)."""
+
+    def __init__(self, out: Any) -> None:
+        self.out = out
+
+    def write(self, data: bytes) -> None:
+        self.out.write(data)
+
+    async def drain(self) -> None:
+        return None
+
+    def close(self) -> None:
+        self.out.close()
+
+
+def _feed_from_thread(loop: asyncio.AbstractEventLoop, reader: asyncio.StreamReader) -> None:
+    def pump() -> None:
+        try:
+            while chunk := sys.stdin.buffer.read1(65536):
+                loop.call_soon_threadsafe(reader.feed_data, chunk)
+        finally:
+            loop.call_soon_threadsafe(reader.feed_eof)
+
+    threading.Thread(target=pump, daemon=True).start()
+
+
+def _version() -> str:
+    try:
+        return version("loopgate")
+    except PackageNotFoundError:
+        return "0.0.0"

@@ -1,0 +1,315 @@
+"""A :class:`contracts.ports.RunService` over a running gateway's native HTTP API.
+
+Lets a process that speaks some protocol (``loopgate acp --server URL``) serve runs that live
+in another gateway: start = ``POST /v1/runs``, watch = the SSE stream of
+``GET /v1/runs/{id}/events`` (resumed with ``Last-Event-ID`` when the connection drops),
+commands = ``POST /v1/runs/{id}/cancel|steer|respond``. Problem responses become the port's
+exceptions, so callers cannot tell it from the in-process hub.
+
+The SSE parsing is a few lines here rather than a dependency: the gateway's own framing is
+fixed (``id``, ``event``, one ``data`` line per event), and only that is read.
+"""
+
+from __future__ import annotations
+
+from collections.abc import AsyncIterator
+from contextlib import asynccontextmanager
+from typing import Any
+
+import anyio
+import httpx
+import msgspec
+
+from contracts.contract import is_terminal_completion
+from contracts.envelope import Envelope, EnvelopeError, LoopEvent, decode_envelope
+from contracts.ports import (
+    CommandResult,
+    LimitReached,
+    RunExists,
+    RunFinished,
+    RunInfo,
+    RunNotFound,
+    RunNotIngest,
+    StartRun,
+)
+
+JSON = "application/json"
+
+
+class RemoteError(Exception):
+    """The gateway answered something the port has no exception for (auth, 5xx, garbage)."""
+
+
+class _Stream:
+    """One subscriber over SSE: a reader task fills a bounded buffer; ``next_batch`` drains it."""
+
+    def __init__(self, service: RemoteService, run_id: str, after: int, max_batch: int) -> None:
+        self.service = service
+        self.run_id = run_id
+        self._cursor = after
+        self._received = after
+        self._done = False
+        self.max_batch = max_batch
+        self.send, self.receive = anyio.create_memory_object_stream[Envelope | Exception](
+            service.buffer_events
+        )
+
+    @property
+    def cursor(self) -> int:
+        return self._cursor
+
+    @property
+    def done(self) -> bool:
+        return self._done
+
+    async def next_batch(self, max_wait: float | None = None) -> list[Envelope]:
+        if self._done:
+            return []
+        batch: list[Envelope] = []
+        with anyio.move_on_after(max_wait):
+            batch.append(self._check(await self.receive.receive()))
+        while batch and len(batch) < self.max_batch and not self._done:
+            try:
+                batch.append(self._check(self.receive.receive_nowait()))
+            except anyio.WouldBlock:
+                break
+        if batch:
+            self._cursor = batch[-1].seq
+        return batch
+
+    def _check(self, item: Envelope | Exception) -> Envelope:
+        if isinstance(item, Exception):
+            raise item
+        if is_terminal_completion(item.kind, item.data):
+            self._done = True
+        return item
+
+    async def read(self) -> None:
+        """Follow the stream, reconnecting after drops, until the terminal event is queued."""
+        failures = 0
+        try:
+            while True:
+                try:
+                    if await self._read_once():
+                        return
+                    failures = 0
+                except (httpx.TransportError, httpx.StreamError) as exc:
+                    failures += 1
+                    if failures > self.service.max_reconnects:
+                        raise RemoteError(
+                            f"lost the event stream of run {self.run_id!r} "
+                            f"({type(exc).__name__}); gave up after {failures - 1} retries"
+                        ) from None
+                    await anyio.sleep(min(0.1 * 2**failures, 5.0))
+        except Exception as exc:
+            await self.send.send(exc)
+
+    async def _read_once(self) -> bool:
+        headers = {"accept": "text/event-stream", "last-event-id": str(self._received)}
+        client = self.service.client
+        async with client.stream(
+            "GET",
+            f"/v1/runs/{self.run_id}/events",
+            headers=headers,
+            timeout=self.service.sse_timeout,
+        ) as response:
+            if response.status_code != 200:
+                await response.aread()
+                raise_for_problem(response, self.run_id)
+            data: list[str] = []
+            async for line in response.aiter_lines():
+                if line.startswith("data:"):
+                    data.append(line[5:].lstrip(" "))
+                elif line == "" and data:
+                    env = _decode("\n".join(data))
+                    data = []
+                    if env.seq <= self._received:
+                        continue
+                    self._received = env.seq
+                    await self.send.send(env)
+                    if is_terminal_completion(env.kind, env.data):
+                        return True
+        return False  # the server closed without the terminal event: resume
+
+
+def _decode(raw: str) -> Envelope:
+    try:
+        return decode_envelope(raw)
+    except EnvelopeError as exc:
+        raise RemoteError(f"the gateway sent an invalid event: {exc}") from None
+
+
+def _detail(response: httpx.Response) -> str:
+    try:
+        body = response.json()
+    except ValueError:
+        return f"HTTP {response.status_code}"
+    if isinstance(body, dict) and isinstance(body.get("detail"), str):
+        return body["detail"]
+    return f"HTTP {response.status_code}"
+
+
+def raise_for_problem(response: httpx.Response, run_id: str | None = None) -> None:
+    status = response.status_code
+    if status < 400:
+        return
+    detail = _detail(response)
+    if status == 404 and run_id is not None:
+        raise RunNotFound(run_id)
+    if status in (429, 503):
+        retry = response.headers.get("retry-after", "1")
+        raise LimitReached(detail, int(retry) if retry.isdigit() else 1)
+    if status == 409 and run_id is not None:
+        if "already exists" in detail:
+            raise RunExists(run_id)
+        if "produced by" in detail:
+            raise RunNotIngest(detail)
+        raise RunFinished(run_id, None)
+    if status in (400, 422):
+        raise ValueError(detail)
+    raise RemoteError(f"the gateway answered {status}: {detail}")
+
+
+class RemoteService:
+    """``RunService`` over HTTP; use as an async context manager (it owns an httpx client)."""
+
+    def __init__(
+        self,
+        base_url: str,
+        *,
+        token: str | None = None,
+        timeout_s: float = 30.0,
+        buffer_events: int = 1024,
+        max_batch: int = 512,
+        max_reconnects: int = 5,
+        transport: httpx.AsyncBaseTransport | None = None,
+    ) -> None:
+        headers = {"authorization": f"Bearer {token}"} if token else {}
+        self.client = httpx.AsyncClient(
+            base_url=base_url.rstrip("/"), headers=headers, timeout=timeout_s, transport=transport
+        )
+        # Streams are quiet between events (keep-alives arrive every 15 s by default).
+        self.sse_timeout = httpx.Timeout(timeout_s, read=None)
+        self.buffer_events = buffer_events
+        self.max_batch = max_batch
+        self.max_reconnects = max_reconnects
+
+    async def __aenter__(self) -> RemoteService:
+        return self
+
+    async def __aexit__(self, *exc_info: object) -> None:
+        await self.client.aclose()
+
+    async def _json(self, method: str, path: str, run_id: str | None = None, **kwargs: Any) -> Any:
+        try:
+            response = await self.client.request(method, path, **kwargs)
+        except httpx.HTTPError as exc:
+            raise RemoteError(f"cannot reach the gateway ({type(exc).__name__})") from None
+        raise_for_problem(response, run_id)
+        try:
+            return response.json()
+        except ValueError:
+            raise RemoteError(f"the gateway sent a non-JSON answer to {method} {path}") from None
+
+    async def start(self, request: StartRun) -> RunInfo:
+        if request.client_tools:
+            raise ValueError("client tools cannot be offered through the gateway's HTTP API")
+        body = msgspec.to_builtins(request)  # defaults omitted: the server fills them in
+        body.pop("traceparent", None)
+        body.pop("replay_pace", None)
+        if request.source == "replay":
+            body.pop("source", None)
+            body["pace"] = request.replay_pace
+        headers = {"traceparent": request.traceparent} if request.traceparent else {}
+        data = await self._json("POST", "/v1/runs", request.run_id, json=body, headers=headers)
+        return _run_info(data)
+
+    async def get(self, run_id: str) -> RunInfo:
+        return _run_info(await self._json("GET", f"/v1/runs/{run_id}", run_id))
+
+    async def list(self, *, limit: int = 100, thread_id: str | None = None) -> list[RunInfo]:
+        params: dict[str, Any] = {"limit": max(1, min(limit, 1000))}
+        if thread_id is not None:
+            params["thread_id"] = thread_id
+        data = await self._json("GET", "/v1/runs", params=params)
+        return [_run_info(r) for r in data.get("runs", [])]
+
+    async def _command(self, run_id: str, name: str, body: dict[str, Any] | None) -> CommandResult:
+        data = await self._json("POST", f"/v1/runs/{run_id}/{name}", run_id, json=body)
+        return msgspec.convert(data, CommandResult)
+
+    async def cancel(self, run_id: str) -> CommandResult:
+        return await self._command(run_id, "cancel", None)
+
+    async def steer(self, run_id: str, content: str) -> CommandResult:
+        return await self._command(run_id, "steer", {"content": content})
+
+    async def respond(self, run_id: str, request_id: str, decision: str) -> CommandResult:
+        return await self._command(
+            run_id, "respond", {"request_id": request_id, "decision": decision}
+        )
+
+    async def push(self, run_id: str, event: LoopEvent) -> Envelope:
+        line = msgspec.json.encode({"kind": event.kind, "data": event.data}) + b"\n"
+        data = await self._json(
+            "POST",
+            f"/v1/runs/{run_id}/events",
+            run_id,
+            content=line,
+            headers={"content-type": "application/x-ndjson"},
+        )
+        seq = data.get("last_seq")
+        events = await self.history(run_id, after=seq - 1, limit=1) if seq else []
+        if not events:
+            raise RemoteError(f"the gateway accepted the event but has no seq {seq}")
+        return events[0]
+
+    async def end_ingest(self, run_id: str) -> None:
+        await self._json(
+            "POST",
+            f"/v1/runs/{run_id}/events",
+            run_id,
+            params={"end": "1"},
+            content=b"",
+            headers={"content-type": "application/x-ndjson"},
+        )
+
+    def command_channel(self, run_id: str) -> Any:
+        raise NotImplementedError(
+            "commands for an external loop are relayed over the gateway's ingest WebSocket "
+            f"(/v1/runs/{run_id}/ingest), not this client"
+        )
+
+    async def history(
+        self, run_id: str, *, after: int = 0, limit: int | None = None
+    ) -> list[Envelope]:
+        """The events so far (a running run is read up to its current last seq)."""
+        info = await self.get(run_id)
+        end = info.last_seq if limit is None else min(info.last_seq, after + limit)
+        if end <= after:
+            return []
+        events: list[Envelope] = []
+        async with self.subscribe(run_id, after=after, consumer="history") as sub:
+            while not sub.done and (not events or events[-1].seq < end):
+                events.extend(await sub.next_batch(None))
+        return [e for e in events if e.seq <= end]
+
+    @asynccontextmanager
+    async def subscribe(
+        self, run_id: str, *, after: int = 0, consumer: str = "api"
+    ) -> AsyncIterator[_Stream]:
+        await self.get(run_id)  # RunNotFound on entry, as the hub does
+        stream = _Stream(self, run_id, after, self.max_batch)
+        async with anyio.create_task_group() as tg:
+            tg.start_soon(stream.read)
+            try:
+                yield stream
+            finally:
+                tg.cancel_scope.cancel()
+
+
+def _run_info(data: Any) -> RunInfo:
+    try:
+        return msgspec.convert(data, RunInfo)
+    except msgspec.ValidationError as exc:
+        raise RemoteError(f"the gateway sent an unexpected run description: {exc}") from None
