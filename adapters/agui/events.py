@@ -64,6 +64,8 @@ class RunStarted(AguiEvent, tag="RUN_STARTED"):
     thread_id: str
     run_id: str
     protocol_version: str | UnsetType = UNSET
+    # {"traceId", "traceparent"} of the run's trace, so a UI can link to the dashboard.
+    metadata: dict[str, Any] | UnsetType = UNSET
 
 
 class TokenUsage(_Part):

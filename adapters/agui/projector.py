@@ -96,6 +96,14 @@ class AguiProjector:
         self._thread_id = context.thread_id
         # A client that names a protocolVersion speaks 1.0; 0.0.x clients reject 1.0-only fields.
         self._v1 = context.protocol_version is not None
+        self._trace = {
+            key: value
+            for key, value in (
+                ("traceId", context.options.get("trace_id")),
+                ("traceparent", context.options.get("traceparent")),
+            )
+            if type(value) is str
+        }
         self._msg = f"{context.run_id}:msg:"
         self._reasoning = f"{context.run_id}:reasoning:"
         self._result = f"{context.run_id}:result:"
@@ -118,15 +126,14 @@ class AguiProjector:
     # -- the Projector protocol --------------------------------------------------------------
 
     def start(self) -> list[AguiEvent]:
-        if self._v1:
-            return [
-                RunStarted(
-                    thread_id=self._thread_id,
-                    run_id=self._run_id,
-                    protocol_version=PROTOCOL_VERSION,
-                )
-            ]
-        return [RunStarted(thread_id=self._thread_id, run_id=self._run_id)]
+        return [
+            RunStarted(
+                thread_id=self._thread_id,
+                run_id=self._run_id,
+                protocol_version=PROTOCOL_VERSION if self._v1 else UNSET,
+                metadata=self._trace or UNSET,
+            )
+        ]
 
     def feed(self, envelope: Envelope) -> list[AguiEvent]:
         if self._done:

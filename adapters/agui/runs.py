@@ -33,8 +33,13 @@ async def start_run(
             traceparent=traceparent,
         )
     )
+    trace = {k: info.metadata[k] for k in ("trace_id", "traceparent") if k in info.metadata}
     context = ProjectorContext(
-        run_id=info.id, thread_id=info.thread_id, protocol_version=body.protocol_version
+        run_id=info.id,
+        thread_id=info.thread_id,
+        protocol_version=body.protocol_version,
+        # Only the run's own trace (telemetry on), not a caller's traceparent echoed back.
+        options=trace if "trace_id" in trace else {},
     )
     return info, context
 

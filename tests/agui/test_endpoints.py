@@ -3,8 +3,10 @@
 from __future__ import annotations
 
 import json
+import subprocess
 import time
 from collections.abc import Iterator
+from pathlib import Path
 from typing import Any
 
 import ag_ui.core
@@ -14,7 +16,7 @@ import websockets.exceptions
 import websockets.sync.client as ws_client
 from pydantic import TypeAdapter
 
-from tests.gateway.harness import running_gateway
+from tests.gateway.harness import REPO, running_gateway
 
 EVENT = TypeAdapter(ag_ui.core.Event)
 TERMINAL = {"RUN_FINISHED", "RUN_ERROR"}
@@ -189,3 +191,25 @@ def test_websocket_origin_is_checked(base: str) -> None:
     url = base.replace("http", "ws") + "/agui/ws"
     with pytest.raises(websockets.exceptions.InvalidStatus):
         ws_client.connect(url, origin="https://elsewhere.example")
+
+
+def test_run_started_names_the_trace_when_telemetry_is_on(tmp_path: Path) -> None:
+    with running_gateway(scripted_delay_s=0.0, trace_console=True) as (url, _):
+        request = body("plain traced", protocolVersion="1.0")
+        with httpx.stream("POST", f"{url}/agui", json=request, timeout=20) as response:
+            events = sse_events(response.read())
+        run = httpx.get(f"{url}/v1/runs/{request['runId']}").json()
+    EVENT.validate_python(events[0])
+    assert events[0]["metadata"] == {
+        "traceId": run["metadata"]["trace_id"],
+        "traceparent": run["metadata"]["traceparent"],
+    }
+    assert len(events[0]["metadata"]["traceId"]) == 32
+    # The real client takes the whole run, metadata included, without a warning.
+    recorded = tmp_path / "traced.jsonl"
+    recorded.write_text("".join(json.dumps(e) + "\n" for e in events))
+    verify = REPO / "tests" / "node" / "agui-verify.mjs"
+    checked = subprocess.run(
+        ["node", str(verify), str(recorded)], capture_output=True, text=True, timeout=60
+    )
+    assert checked.returncode == 0, checked.stdout + checked.stderr
