@@ -40,6 +40,7 @@ LAG_CHECK_EVERY = 64
 FLUSH_INTERVAL_S = 0.05
 SWEEP_INTERVAL_S = 1.0
 COMMAND_BUFFER = 64
+DELTA_KINDS = frozenset(("content_delta", "reasoning_delta"))
 
 
 def input_messages(request: StartRun) -> list[Message]:
@@ -183,8 +184,11 @@ class Hub:
         env = Envelope(run.id, seq, self.clock(), kind, data)
         events.append(env)
         self.journal.record_event(env)
-        for observe in self.observers:
-            observe(run, env)
+        # Deltas are most of a stream and observers rarely need them: skipping the calls
+        # is most of what observing would cost (see Run.observe_deltas).
+        if run.observe_deltas or kind not in DELTA_KINDS:
+            for observe in self.observers:
+                observe(run, env)
         if terminal:
             self._finish(run, data.get("status"))
         elif not seq % LAG_CHECK_EVERY and run.subscribers:

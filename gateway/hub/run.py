@@ -36,6 +36,10 @@ class Run:
         self.producer: Producer | None = None
         self.ended = anyio.Event()
         self.last_push_ns = record.created_at
+        # Whether observers are called for this run's content/reasoning deltas. An observer
+        # that needs deltas only at times (telemetry: the first delta of each model call, for
+        # time-to-first-token) turns this on and off; the hub then skips the calls in between.
+        self.observe_deltas = True
         self._waiter: anyio.Event | None = None
         if record.state == "finished":
             self.ended.set()

@@ -122,6 +122,7 @@ class Telemetry:
             spans = RunSpans(self.writer, parse_traceparent(metadata.get(TRACEPARENT_KEY)))
             spans.apply(projector.start())
             self._runs[run.id] = _Traced(projector, spans)
+            run.observe_deltas = projector.wants_deltas
             # Clients link to the dashboard with these, and continue the trace under the run
             # span (e.g. an external loop's own spans).
             metadata[TRACE_ID_KEY] = f"{spans.run_context.trace_id:032x}"
@@ -146,6 +147,9 @@ class Telemetry:
         except Exception:
             log.exception("telemetry failed on run %s; its trace is dropped", run.id)
             self._runs.pop(run.id, None)
+        finally:
+            current = self._runs.get(run.id)
+            run.observe_deltas = current is not None and current.projector.wants_deltas
 
     def subscription(self, sub: RunSubscription, phase: str) -> None:
         try:
