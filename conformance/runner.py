@@ -20,7 +20,7 @@ from typing import Any
 import msgspec
 
 from contracts.envelope import Envelope
-from contracts.projector import Adapter, ProjectorContext
+from contracts.projector import Adapter, project_run
 
 ROOT = Path(__file__).resolve().parent
 STREAMS = ROOT / "streams"
@@ -86,19 +86,14 @@ def project_stream(
     run_id: str | None = None,
     close_reason: str | None = None,
 ) -> list[Any]:
-    """What one subscriber of the run receives, as builtins: start, every feed, then close.
-
-    The context's run and thread id are the stream's run id (or ``run_id``).
-    """
-    envelopes = list(envelopes)
-    rid = run_id or (envelopes[0].run_id if envelopes else "run")
-    projector = adapter.projector(
-        ProjectorContext(run_id=rid, thread_id=rid, protocol_version=protocol_version)
+    """What one subscriber of the run receives, as builtins (see contracts.projector)."""
+    messages = project_run(
+        adapter,
+        envelopes,
+        protocol_version=protocol_version,
+        run_id=run_id,
+        close_reason=close_reason,
     )
-    messages = list(projector.start())
-    for envelope in envelopes:
-        messages.extend(projector.feed(envelope))
-    messages.extend(projector.close(close_reason))
     return [adapter.to_builtins(m) for m in messages]
 
 

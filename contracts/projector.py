@@ -6,6 +6,7 @@ third-party package plugs in the same way as the built-in ones.
 
 from __future__ import annotations
 
+from collections.abc import Iterable
 from typing import Any, Literal, Protocol, TypeVar
 
 import msgspec
@@ -65,3 +66,28 @@ class Adapter(Protocol):
     def routes(self, service: RunService, limits: EndpointLimits) -> list[Any]:
         """Starlette routes serving this protocol over the gateway's HTTP server."""
         ...
+
+
+def project_run(
+    adapter: Adapter,
+    envelopes: Iterable[Envelope],
+    *,
+    protocol_version: str | int | None = None,
+    run_id: str | None = None,
+    close_reason: str | None = None,
+) -> list[Any]:
+    """What one subscriber of a whole run receives: ``start``, every ``feed``, then ``close``.
+
+    The context's run and thread id are the first envelope's run id (or ``run_id``). The
+    replay command and the conformance goldens are both made with this.
+    """
+    envelopes = list(envelopes)
+    rid = run_id or (envelopes[0].run_id if envelopes else "run")
+    projector = adapter.projector(
+        ProjectorContext(run_id=rid, thread_id=rid, protocol_version=protocol_version)
+    )
+    messages = list(projector.start())
+    for envelope in envelopes:
+        messages.extend(projector.feed(envelope))
+    messages.extend(projector.close(close_reason))
+    return messages

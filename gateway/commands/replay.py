@@ -10,7 +10,7 @@ import httpx
 import msgspec
 
 from contracts.envelope import Envelope
-from contracts.projector import Adapter, ProjectorContext
+from contracts.projector import project_run
 from gateway.registry import load_adapters
 from gateway.sources.replay import read_recording
 
@@ -34,24 +34,18 @@ def register(sub: argparse._SubParsersAction) -> None:  # type: ignore[type-arg]
     target.add_argument("--server", help="gateway base URL, e.g. http://127.0.0.1:8000")
     target.add_argument("--list", action="store_true", help="list the adapters and exit")
     p.add_argument("--protocol-version", help="the protocol version the client would ask for")
+    p.add_argument(
+        "--messages",
+        action="store_true",
+        help="one JSON message per line instead of the wire bytes (the conformance golden format)",
+    )
     p.add_argument("--token", help="bearer token for --server")
     p.set_defaults(func=main)
 
 
-def project(
-    adapter: Adapter, envelopes: list[Envelope], protocol_version: str | None = None
-) -> list[object]:
-    """Drive one projector over a whole recording: start, every envelope, close."""
-    first = envelopes[0] if envelopes else None
-    run_id = first.run_id if first else "run"
-    projector = adapter.projector(
-        ProjectorContext(run_id=run_id, thread_id=run_id, protocol_version=protocol_version)
-    )
-    messages = list(projector.start())
-    for env in envelopes:
-        messages.extend(projector.feed(env))
-    messages.extend(projector.close(None))
-    return messages
+def protocol_version(raw: str | None) -> str | int | None:
+    """ACP versions are integers, AG-UI's strings: digits alone mean an integer."""
+    return int(raw) if raw is not None and raw.isdigit() else raw
 
 
 def main(args: argparse.Namespace) -> int:
@@ -76,7 +70,15 @@ def main(args: argparse.Namespace) -> int:
             file=sys.stderr,
         )
         return 2
-    sys.stdout.buffer.write(adapter.render(project(adapter, envelopes, args.protocol_version)))
+    messages = project_run(
+        adapter, envelopes, protocol_version=protocol_version(args.protocol_version)
+    )
+    if args.messages:
+        encode = msgspec.json.Encoder().encode
+        out = b"".join(encode(adapter.to_builtins(m)) + b"\n" for m in messages)
+    else:
+        out = adapter.render(messages)
+    sys.stdout.buffer.write(out)
     sys.stdout.flush()
     return 0
 

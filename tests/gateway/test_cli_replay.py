@@ -7,6 +7,7 @@ import subprocess
 import sys
 from pathlib import Path
 
+import pytest
 from httpx_sse._decoders import SSEDecoder
 
 from tests.gateway.harness import REPO, running_gateway
@@ -57,3 +58,19 @@ def test_errors_are_clear(tmp_path: Path) -> None:
     unknown = replay(str(RECORDING), "--adapter", "carrier-pigeon")
     assert unknown.returncode == 2 and "no adapter 'carrier-pigeon'" in unknown.stderr
     assert "Traceback" not in missing.stderr + broken.stderr + unknown.stderr
+
+
+def test_goldens_are_what_replay_prints(capsysbinary: pytest.CaptureFixture[bytes]) -> None:
+    """conformance/expected/<target>/ is `loopgate replay STREAM --adapter … --messages`."""
+    from conformance.runner import TARGETS, golden_path, stream_paths
+    from gateway.cli import main
+
+    assert set(TARGETS) >= {"agui", "acp", "jsonrpc"}
+    for target, spec in TARGETS.items():
+        for stream in stream_paths():
+            args = [str(stream), "--adapter", target, "--messages"]
+            if spec.protocol_version is not None:
+                args += ["--protocol-version", str(spec.protocol_version)]
+            assert main(["replay", *args]) == 0
+            printed = capsysbinary.readouterr().out
+            assert printed == golden_path(target, stream).read_bytes(), (target, stream.name)
