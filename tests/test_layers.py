@@ -50,3 +50,40 @@ def test_contracts_need_msgspec_only() -> None:
         "msgspec",
     }
     assert third_party - stdlib_or_ours == set()
+
+
+# Import name → the distribution in [project.dependencies] that provides it.
+RUNTIME_DISTRIBUTIONS = {
+    "acp": "agent-client-protocol",
+    "anyio": "anyio",
+    "httpx": "httpx",
+    "msgspec": "msgspec",
+    "opentelemetry": "opentelemetry-sdk",
+    "pydantic": "pydantic",
+    "starlette": "starlette",
+    "uvicorn": "uvicorn",
+    "websockets": "websockets",
+}
+
+
+def test_shipped_code_imports_only_runtime_dependencies() -> None:
+    """A fresh `pip install loopgate` (no test extras) must import every shipped module."""
+    import sys
+    import tomllib
+
+    declared = {
+        dep.split(">")[0].split("=")[0].split("<")[0].strip()
+        for dep in tomllib.loads((ROOT / "pyproject.toml").read_text())["project"]["dependencies"]
+    }
+    ours = {"contracts", "adapters", "gateway"}
+    imported: dict[str, set[str]] = {}
+    for layer in ours:
+        for path in (ROOT / layer).rglob("*.py"):
+            for name in imported_packages(path) - ours - set(sys.stdlib_module_names):
+                imported.setdefault(name, set()).add(str(path.relative_to(ROOT)))
+    undeclared = {
+        name: sorted(paths)
+        for name, paths in imported.items()
+        if RUNTIME_DISTRIBUTIONS.get(name) not in declared
+    }
+    assert undeclared == {}
