@@ -2,7 +2,11 @@
 
 from __future__ import annotations
 
+from urllib.parse import urlsplit
+
 import msgspec
+
+_LOOPBACK_HOSTS = frozenset({"localhost", "127.0.0.1", "::1"})
 
 
 class EndpointLimits(msgspec.Struct, kw_only=True, frozen=True):
@@ -15,3 +19,12 @@ class EndpointLimits(msgspec.Struct, kw_only=True, frozen=True):
     # WebSocket upgrades from browsers must come from one of these origins (exact match);
     # empty = loopback origins only. Clients that send no Origin (non-browsers) are allowed.
     allowed_origins: tuple[str, ...] = ()
+
+    def origin_allowed(self, origin: str | None) -> bool:
+        """Browsers always send Origin; other clients may not, and cannot be attacked
+        cross-site. Without a list, only pages served from this machine are trusted."""
+        if origin is None:
+            return True
+        if self.allowed_origins:
+            return origin in self.allowed_origins or "*" in self.allowed_origins
+        return (urlsplit(origin).hostname or "") in _LOOPBACK_HOSTS

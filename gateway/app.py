@@ -16,7 +16,7 @@ from starlette.routing import Route
 
 from adapters.shared.problem import problem_response
 from contracts.limits import EndpointLimits
-from gateway.auth import TokenAuth
+from gateway.auth import OriginGuard, TokenAuth
 from gateway.hub import Hub
 from gateway.journal import open_journal
 from gateway.loop.types import ModelProvider
@@ -98,6 +98,7 @@ def create_app(
     app.state.settings = settings
     if settings.token:
         app.add_middleware(TokenAuth, token=settings.token)
+    app.add_middleware(OriginGuard, limits=limits)
     if settings.allowed_origins:
         # Added last, so it is outermost: a browser's preflight carries no token.
         app.add_middleware(

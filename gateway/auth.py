@@ -1,4 +1,5 @@
-"""Bearer-token check for every endpoint but ``/healthz`` (pure ASGI, so streams are untouched)."""
+"""Request guards as pure ASGI middleware (streams pass through untouched): the bearer token
+on every endpoint but ``/healthz``, and the Origin check on state-changing requests."""
 
 from __future__ import annotations
 
@@ -8,6 +9,7 @@ from urllib.parse import parse_qs
 from starlette.types import ASGIApp, Receive, Scope, Send
 
 from adapters.shared.problem import problem_response
+from contracts.limits import EndpointLimits
 
 OPEN_PATHS = frozenset({"/healthz"})
 
@@ -44,3 +46,33 @@ class TokenAuth:
             for candidate in query.get("token", []):
                 return hmac.compare_digest(candidate.encode(), self.token)
         return False
+
+
+class OriginGuard:
+    """Refuses state-changing requests that a web page on another site sent.
+
+    A page anywhere can make a browser POST to 127.0.0.1 (a form, a no-cors fetch) without a
+    CORS preflight; browsers mark such requests with ``Origin``. Requests without one (curl,
+    SDKs, other servers) pass, as do origins on the allow-list (default: this machine's).
+    """
+
+    SAFE = frozenset({"GET", "HEAD", "OPTIONS"})
+
+    def __init__(self, app: ASGIApp, limits: EndpointLimits) -> None:
+        self.app = app
+        self.limits = limits
+
+    async def __call__(self, scope: Scope, receive: Receive, send: Send) -> None:
+        if scope["type"] == "http" and scope["method"] not in self.SAFE:
+            origin = next(
+                (v.decode("latin-1") for k, v in scope["headers"] if k == b"origin"), None
+            )
+            if not self.limits.origin_allowed(origin):
+                response = problem_response(
+                    403,
+                    f"cross-origin request from {origin} refused; allow the origin with "
+                    "--allowed-origin",
+                )
+                await response(scope, receive, send)
+                return
+        await self.app(scope, receive, send)

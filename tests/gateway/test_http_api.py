@@ -395,3 +395,17 @@ def test_browsers_from_allowed_origins_get_cors() -> None:
             headers={"origin": "https://evil.example", "access-control-request-method": "POST"},
         )
         assert "access-control-allow-origin" not in other.headers
+
+
+def test_cross_site_posts_are_refused(gateway: str) -> None:
+    evil = {"origin": "https://evil.example"}
+    refused = httpx.post(f"{gateway}/v1/runs", json={"input": "hi"}, headers=evil)
+    body = assert_problem(refused, 403, "https://evil.example", "--allowed-origin")
+    assert body["title"] == "Forbidden"
+    assert httpx.post(f"{gateway}/agui", content=b"{}", headers=evil).status_code == 403
+    assert httpx.get(f"{gateway}/v1/runs", headers=evil).status_code == 200  # reads are fine
+    local = {"origin": "http://localhost:5173"}
+    assert (
+        httpx.post(f"{gateway}/v1/runs", json={"source": "ingest"}, headers=local).status_code
+        == 201
+    )
