@@ -158,7 +158,13 @@ def routes(service: RunService, limits: EndpointLimits) -> list[BaseRoute]:
                     raise HttpProblem(
                         422, f"line {number}: {exc}", extra={"line": number}
                     ) from None
-                last_seq = (await service.push(run_id, event)).seq
+                try:
+                    last_seq = (await service.push(run_id, event)).seq
+                except RunFinished as exc:
+                    # The body went on after the run's terminal event.
+                    raise HttpProblem(
+                        409, f"line {number}: {exc}", extra={"line": number}
+                    ) from None
                 accepted += 1
         except HttpProblem as exc:
             exc.extra.update({"accepted": accepted, "last_seq": last_seq})

@@ -201,6 +201,11 @@ def test_ingest_ndjson_keeps_the_valid_prefix_and_names_the_bad_line(gateway: st
     assert [e["data"].get("delta") for e in envs[:3]] == ["a", "b", "c"]
     assert envs[-1]["data"] == {"status": "failed", "reason": "truncated"}
     assert_problem(push(gateway, run_id, [delta("late")]), 409, "already finished")
+    after_end = start(gateway, {"source": "ingest"})["id"]
+    problem = assert_problem(
+        push(gateway, after_end, [delta("a"), DONE, delta("b")]), 409, "line 3", "already finished"
+    )
+    assert problem["accepted"] == 2 and problem["last_seq"] == 2
     assert_problem(push(gateway, run_id, ["{bad"]), 409)
 
 
