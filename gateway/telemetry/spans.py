@@ -21,15 +21,18 @@ from opentelemetry.context import Context
 from opentelemetry.sdk.resources import Resource
 from opentelemetry.sdk.trace import Event, ReadableSpan, SpanProcessor
 from opentelemetry.sdk.trace.id_generator import IdGenerator, RandomIdGenerator
+from opentelemetry.sdk.trace.sampling import ALWAYS_ON, ParentBased, Sampler
 from opentelemetry.sdk.util.instrumentation import InstrumentationScope
 from opentelemetry.trace import (
     INVALID_SPAN_CONTEXT,
+    NonRecordingSpan,
     SpanContext,
     SpanKind,
     Status,
     StatusCode,
     TraceFlags,
     get_current_span,
+    set_span_in_context,
 )
 from opentelemetry.trace.propagation.tracecontext import TraceContextTextMapPropagator
 
@@ -42,6 +45,9 @@ MAX_EVENTS = 128
 _KINDS = {"internal": SpanKind.INTERNAL, "client": SpanKind.CLIENT}
 _UNSET = Status(StatusCode.UNSET)
 _SAMPLED = TraceFlags(TraceFlags.SAMPLED)
+_NOT_SAMPLED = TraceFlags(TraceFlags.DEFAULT)
+# What the SDK's TracerProvider does without OTEL_TRACES_SAMPLER: follow the caller's decision.
+DEFAULT_SAMPLER: Sampler = ParentBased(ALWAYS_ON)
 _propagator = TraceContextTextMapPropagator()
 
 
@@ -66,26 +72,27 @@ class SpanWriter:
         processor: SpanProcessor,
         resource: Resource,
         id_generator: IdGenerator | None = None,
+        sampler: Sampler = DEFAULT_SAMPLER,
     ) -> None:
         self.processor = processor
         self.resource = resource
         self.ids = id_generator or RandomIdGenerator()
+        self.sampler = sampler
 
     def root(self, parent: SpanContext | None) -> SpanContext:
-        """The run span's context: in the parent's trace (sampled as it is), else a new one."""
-        if parent is not None:
-            return SpanContext(
-                parent.trace_id,
-                self.ids.generate_span_id(),
-                is_remote=False,
-                trace_flags=TraceFlags(parent.trace_flags & TraceFlags.SAMPLED),
-                trace_state=parent.trace_state,
-            )
+        """The run span's context: in the parent's trace, else a new one; sampled as the
+        sampler decides (by default: as the parent is, and always without one)."""
+        trace_id = parent.trace_id if parent is not None else self.ids.generate_trace_id()
+        parent_context = (
+            set_span_in_context(NonRecordingSpan(parent)) if parent is not None else None
+        )
+        decision = self.sampler.should_sample(parent_context, trace_id, "invoke_agent").decision
         return SpanContext(
-            self.ids.generate_trace_id(),
+            trace_id,
             self.ids.generate_span_id(),
             is_remote=False,
-            trace_flags=_SAMPLED,
+            trace_flags=_SAMPLED if decision.is_sampled() else _NOT_SAMPLED,
+            trace_state=parent.trace_state if parent is not None else None,
         )
 
     def child(self, parent: SpanContext) -> SpanContext:

@@ -18,12 +18,25 @@ from typing import TYPE_CHECKING, Any
 from opentelemetry.sdk.resources import Resource
 from opentelemetry.sdk.trace import SpanProcessor, SynchronousMultiSpanProcessor
 from opentelemetry.sdk.trace.export import BatchSpanProcessor, ConsoleSpanExporter
+from opentelemetry.sdk.trace.sampling import (
+    ALWAYS_OFF,
+    ALWAYS_ON,
+    ParentBased,
+    Sampler,
+    TraceIdRatioBased,
+)
 from opentelemetry.trace import SpanContext, SpanKind
 
 from contracts.envelope import Envelope
 from gateway.settings import Settings
 from gateway.telemetry.projector import DELTAS, RUN, TraceContext, TraceProjector
-from gateway.telemetry.spans import RunSpans, SpanWriter, format_traceparent, parse_traceparent
+from gateway.telemetry.spans import (
+    DEFAULT_SAMPLER,
+    RunSpans,
+    SpanWriter,
+    format_traceparent,
+    parse_traceparent,
+)
 
 if TYPE_CHECKING:
     from gateway.hub import Hub, Run, RunSubscription
@@ -74,9 +87,12 @@ class Telemetry:
         max_open_spans: int = 1_024,
         loop_provider_name: str = "unknown",
         owns_processor: bool = False,
+        sampler: Sampler = DEFAULT_SAMPLER,
     ) -> None:
         self.writer = SpanWriter(
-            processor, resource or Resource.create({"service.name": DEFAULT_SERVICE_NAME})
+            processor,
+            resource or Resource.create({"service.name": DEFAULT_SERVICE_NAME}),
+            sampler=sampler,
         )
         self.content = content
         self.max_content_chars = max_content_chars
@@ -121,8 +137,13 @@ class Telemetry:
             )
             spans = RunSpans(self.writer, parse_traceparent(metadata.get(TRACEPARENT_KEY)))
             spans.apply(projector.start())
-            self._runs[run.id] = _Traced(projector, spans)
-            run.observe_deltas = projector.wants_deltas
+            if spans.run_context.trace_flags.sampled:
+                self._runs[run.id] = _Traced(projector, spans)
+                run.observe_deltas = projector.wants_deltas
+            else:
+                # Not recorded: no work per event; the ids still go out so a caller's
+                # decision propagates to whatever continues the trace.
+                run.observe_deltas = False
             # Clients link to the dashboard with these, and continue the trace under the run
             # span (e.g. an external loop's own spans).
             metadata[TRACE_ID_KEY] = f"{spans.run_context.trace_id:032x}"
@@ -264,6 +285,37 @@ def service_name(settings: Settings, env: Mapping[str, str]) -> str:
     )
 
 
+def sampler_from_env(env: Mapping[str, str]) -> Sampler:
+    """The standard ``OTEL_TRACES_SAMPLER`` / ``OTEL_TRACES_SAMPLER_ARG`` variables."""
+    name = env.get("OTEL_TRACES_SAMPLER", "").strip().lower()
+    if not name:
+        return DEFAULT_SAMPLER
+    raw = env.get("OTEL_TRACES_SAMPLER_ARG", "").strip()
+    try:
+        ratio = float(raw) if raw else 1.0
+    except ValueError:
+        ratio = -1.0
+    if not 0.0 <= ratio <= 1.0:
+        log.warning("OTEL_TRACES_SAMPLER_ARG=%r is not a ratio from 0 to 1; using 1.0", raw)
+        ratio = 1.0
+    samplers: dict[str, Sampler] = {
+        "always_on": ALWAYS_ON,
+        "always_off": ALWAYS_OFF,
+        "traceidratio": TraceIdRatioBased(ratio),
+        "parentbased_always_on": ParentBased(ALWAYS_ON),
+        "parentbased_always_off": ParentBased(ALWAYS_OFF),
+        "parentbased_traceidratio": ParentBased(TraceIdRatioBased(ratio)),
+    }
+    if name not in samplers:
+        log.warning(
+            "OTEL_TRACES_SAMPLER=%r is not supported (use one of %s); following the caller",
+            name,
+            ", ".join(samplers),
+        )
+        return DEFAULT_SAMPLER
+    return samplers[name]
+
+
 def loop_provider_name(settings: Settings) -> str:
     """``gen_ai.provider.name`` of the reference loop's model calls."""
     return "openai" if settings.provider == "openai" else "loopgate.scripted"
@@ -309,4 +361,5 @@ def build_telemetry(settings: Settings, env: Mapping[str, str]) -> Telemetry | N
         max_open_spans=settings.trace_max_open_spans,
         loop_provider_name=loop_provider_name(settings),
         owns_processor=True,
+        sampler=sampler_from_env(env),
     )
