@@ -82,6 +82,10 @@ class LimitReached(Exception):
         self.retry_after = retry_after
 
 
+class RunTooLarge(LimitReached):
+    """The run hit its event-count or byte bound; it has been ended (completion failed)."""
+
+
 class RunExists(Exception):
     """A client-chosen run id (e.g. AG-UI ``runId``) is already taken."""
 

@@ -38,6 +38,7 @@ class Settings(msgspec.Struct, kw_only=True, forbid_unknown_fields=True):
     max_line_bytes: int = 2 << 20  # one ingested event (a big tool result fits)
     max_frame_bytes: int = 2 << 20
     max_events_per_run: int = 100_000
+    max_run_bytes: int = 256 << 20  # encoded payloads an external loop may push into one run
     max_active_runs: int = 64
     max_runs: int = 1_000  # retention: finished runs beyond this are dropped, oldest first
     cache_runs: int = 256  # finished runs a durable journal also keeps in memory

@@ -83,12 +83,15 @@ def problem_for(exc: Exception) -> HttpProblem | None:
         RunFinished,
         RunNotFound,
         RunNotIngest,
+        RunTooLarge,
     )
 
     if isinstance(exc, HttpProblem):
         return exc
     if isinstance(exc, RunNotFound):
         return HttpProblem(404, str(exc))
+    if isinstance(exc, RunTooLarge):
+        return HttpProblem(413, str(exc))
     if isinstance(exc, LimitReached):
         return HttpProblem(429, exc.detail, headers={"retry-after": str(exc.retry_after)})
     if isinstance(exc, RunExists | RunFinished | RunNotIngest):

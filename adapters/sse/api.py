@@ -27,7 +27,7 @@ from contracts.envelope import EnvelopeError, decode_event
 from contracts.gateway_events import Decision
 from contracts.limits import EndpointLimits
 from contracts.messages import Message
-from contracts.ports import RunFinished, RunInfo, RunService, StartRun
+from contracts.ports import RunFinished, RunInfo, RunService, RunTooLarge, StartRun
 
 JSON = "application/json"
 _RUN_ID = re.compile(r"[A-Za-z0-9_.:-]{1,128}")
@@ -165,6 +165,10 @@ def routes(service: RunService, limits: EndpointLimits) -> list[BaseRoute]:
                     raise HttpProblem(
                         409, f"line {number}: {exc}", extra={"line": number}
                     ) from None
+                except RunTooLarge as exc:
+                    raise HttpProblem(
+                        413, f"line {number}: {exc}", extra={"line": number}
+                    ) from None
                 accepted += 1
         except HttpProblem as exc:
             exc.extra.update({"accepted": accepted, "last_seq": last_seq})
@@ -280,7 +284,7 @@ async def receive_events(
         except EnvelopeError as exc:
             await send({"type": "error", "frame": frame, "detail": str(exc)})
             continue
-        except RunFinished as exc:
+        except (RunFinished, RunTooLarge) as exc:
             await send({"type": "error", "frame": frame, "detail": str(exc)})
             return
         if is_terminal_completion(env.kind, env.data):

@@ -7,7 +7,7 @@ import time
 import uuid
 from collections.abc import AsyncIterator, Callable, Mapping
 from contextlib import asynccontextmanager
-from typing import Any, Protocol
+from typing import Any, NoReturn, Protocol
 
 import anyio
 import msgspec
@@ -25,6 +25,7 @@ from contracts.ports import (
     RunInfo,
     RunNotFound,
     RunNotIngest,
+    RunTooLarge,
     StartRun,
 )
 from gateway.hub.run import Producer, Run, RunSubscription, new_record
@@ -41,6 +42,7 @@ FLUSH_INTERVAL_S = 0.05
 SWEEP_INTERVAL_S = 1.0
 COMMAND_BUFFER = 64
 DELTA_KINDS = frozenset(("content_delta", "reasoning_delta"))
+_encode = msgspec.json.Encoder().encode
 
 
 def input_messages(request: StartRun) -> list[Message]:
@@ -170,17 +172,8 @@ class Hub:
         terminal = kind == "completion" and is_terminal_completion(kind, data)
         if seq >= self.settings.max_events_per_run and not terminal:
             # The last slot is kept for the terminal event, so even a runaway run ends cleanly.
-            self.publish(
-                run,
-                "completion",
-                {
-                    "status": "failed",
-                    "reason": "event_limit",
-                    "message": f"run reached the limit of {self.settings.max_events_per_run} "
-                    "events",
-                },
-            )
-            raise LimitReached(f"run {run.id} reached its event limit")
+            limit = self.settings.max_events_per_run
+            self._end_too_large(run, "event_limit", f"the limit of {limit} events")
         env = Envelope(run.id, seq, self.clock(), kind, data)
         events.append(env)
         self.journal.record_event(env)
@@ -196,6 +189,11 @@ class Hub:
                 sub.cut()
         run.notify()
         return env
+
+    def _end_too_large(self, run: Run, reason: str, limit: str) -> NoReturn:
+        message = f"run {run.id} reached {limit}"
+        self.publish(run, "completion", {"status": "failed", "reason": reason, "message": message})
+        raise RunTooLarge(f"{message}; it has been ended")
 
     def end_producer(self, run: Run, reason: str = "truncated") -> None:
         """The producer stopped; synthesise the terminal event it never sent."""
@@ -323,6 +321,12 @@ class Hub:
         if run.finished:
             raise RunFinished(run_id, run.record.status)
         run.last_push_ns = self.clock()
+        # Loop runs are bounded by their own limits (previews, not whole results); what an
+        # external loop pushes is bounded here, by its encoded size.
+        run.ingested_bytes += len(_encode(event.data))
+        if run.ingested_bytes > self.settings.max_run_bytes:
+            limit = self.settings.max_run_bytes
+            self._end_too_large(run, "byte_limit", f"the limit of {limit} bytes of events")
         return self.publish(run, event.kind, event.data)
 
     async def end_ingest(self, run_id: str) -> None:

@@ -40,6 +40,7 @@ class Run:
         # that needs deltas only at times (telemetry: the first delta of each model call, for
         # time-to-first-token) turns this on and off; the hub then skips the calls in between.
         self.observe_deltas = True
+        self.ingested_bytes = 0
         self._waiter: anyio.Event | None = None
         if record.state == "finished":
             self.ended.set()

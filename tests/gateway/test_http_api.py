@@ -414,3 +414,13 @@ def test_cross_site_posts_are_refused(gateway: str) -> None:
         httpx.post(f"{gateway}/v1/runs", json={"source": "ingest"}, headers=local).status_code
         == 201
     )
+
+
+def test_ingest_past_the_byte_limit_is_a_413_and_ends_the_run() -> None:
+    with running_gateway(max_run_bytes=2000) as (base, _):
+        run_id = start(base, {"source": "ingest"})["id"]
+        response = push(base, run_id, [delta("y" * 500) for _ in range(5)])
+        problem = assert_problem(response, 413, "line 4", "limit of 2000 bytes")
+        assert problem["accepted"] == 3
+        run = httpx.get(f"{base}/v1/runs/{run_id}").json()
+        assert (run["state"], run["status"]) == ("finished", "failed")

@@ -18,6 +18,7 @@ from contracts.ports import (
     RunFinished,
     RunNotFound,
     RunNotIngest,
+    RunTooLarge,
     StartRun,
 )
 from gateway.app import build_hub
@@ -154,7 +155,7 @@ async def test_limits(tmp_path: Path) -> None:
                     pass
         for i in range(4):
             await hub.push(a, delta(str(i)))
-        with pytest.raises(LimitReached, match="event limit"):
+        with pytest.raises(RunTooLarge, match="limit of 5 events"):
             await hub.push(a, delta("too many"))
         events = await hub.history(a)
         assert len(events) == 5
@@ -263,3 +264,20 @@ async def test_replay_at_recorded_pace_keeps_the_gaps_capped(tmp_path: Path) -> 
     # 0.2 s as recorded, then a minute-long gap capped at 0.3 s.
     assert 0.15e9 < ts[1] - ts[0] < 0.35e9
     assert 0.25e9 < ts[2] - ts[1] < 0.6e9
+
+
+async def test_an_external_loop_cannot_push_more_than_the_byte_limit(tmp_path: Path) -> None:
+    async with hub_for(tmp_path, max_run_bytes=1000) as hub:
+        run_id = await ingest_run(hub)
+        for _ in range(9):
+            await hub.push(run_id, delta("x" * 90))  # ~104 encoded bytes each
+        with pytest.raises(RunTooLarge, match="limit of 1000 bytes"):
+            await hub.push(run_id, delta("x" * 90))
+        last = (await hub.history(run_id))[-1]
+        assert (last.kind, last.data["status"], last.data["reason"]) == (
+            "completion",
+            "failed",
+            "byte_limit",
+        )
+        with pytest.raises(RunFinished):
+            await hub.push(run_id, delta("more"))
