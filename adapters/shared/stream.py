@@ -7,6 +7,7 @@ live until its run ends. This response listens for ``http.disconnect`` and cance
 
 from __future__ import annotations
 
+import contextlib
 import logging
 from collections.abc import Awaitable, Callable, Mapping
 from contextlib import AbstractAsyncContextManager
@@ -71,7 +72,9 @@ class StreamResponse(Generic[T]):
                         tg.cancel_scope.cancel()
 
                     tg.start_soon(watch)
-                    await self.produce(resource, write)
+                    # Caught inside: leaving the task group would wrap it in an ExceptionGroup.
+                    with contextlib.suppress(CutOff):
+                        await self.produce(resource, write)
                     tg.cancel_scope.cancel()
         except CutOff:
             pass  # the subscriber fell behind; it resumes from its cursor on reconnect

@@ -424,3 +424,29 @@ def test_ingest_past_the_byte_limit_is_a_413_and_ends_the_run() -> None:
         assert problem["accepted"] == 3
         run = httpx.get(f"{base}/v1/runs/{run_id}").json()
         assert (run["state"], run["status"]) == ("finished", "failed")
+
+
+def test_a_stalled_client_is_cut_off_by_the_write_timeout_and_can_resume(
+    caplog: pytest.LogCaptureFixture,
+) -> None:
+    # Lag never trips (the bound is huge); only the write timeout notices the stall.
+    with running_gateway(subscriber_max_lag=10**9, write_timeout_s=0.5) as (base, _):
+        run_id = start(base, {"source": "ingest"})["id"]
+        stuck = socket.socket()
+        stuck.setsockopt(socket.SOL_SOCKET, socket.SO_RCVBUF, 4096)
+        stuck.connect(("127.0.0.1", int(base.rsplit(":", 1)[1])))
+        stuck.sendall(f"GET /v1/runs/{run_id}/events HTTP/1.1\r\nHost: x\r\n\r\n".encode())
+        blob = "z" * 10_000
+        for _ in range(6):
+            push(base, run_id, [delta(blob) for _ in range(100)])
+        push(base, run_id, [DONE])
+        deadline = time.monotonic() + 10
+        while httpx.get(f"{base}/v1/runs/{run_id}").json()["subscribers"] and (
+            time.monotonic() < deadline
+        ):
+            time.sleep(0.1)
+        assert httpx.get(f"{base}/v1/runs/{run_id}").json()["subscribers"] == 0
+        stuck.close()
+        resumed = read_stream(base, run_id, headers={"last-event-id": "550"})
+        assert [int(e.id) for e in resumed] == list(range(551, 602))
+    assert "event stream" not in caplog.text  # ended quietly, not as a server error
