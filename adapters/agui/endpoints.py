@@ -217,5 +217,5 @@ async def serve_socket(
                     with anyio.CancelScope(shield=True):
                         await service.cancel(socket.run_id)
                 tg.cancel_scope.cancel()
-    except WebSocketDisconnect:
+    except* WebSocketDisconnect:
         pass

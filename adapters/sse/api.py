@@ -252,7 +252,7 @@ async def serve_ingest_socket(
             tg.start_soon(relay_commands)
             await receive_events(websocket, service, run_id, limits, send)
             tg.cancel_scope.cancel()
-    except (WebSocketDisconnect, RunFinished):
+    except* (WebSocketDisconnect, RunFinished):
         pass
     finally:
         with anyio.CancelScope(shield=True):
