@@ -73,7 +73,28 @@ def classify(raw: bytes | str) -> tuple[dict[str, Any] | None, dict[str, Any] | 
     )
 
 
-class NdjsonTransport:
+def too_large(what: str, limit: int) -> dict[str, Any]:
+    return error_response(None, INVALID_REQUEST, f"Invalid request: {what} {limit} bytes")
+
+
+class _Answering:
+    """What both transports do with a raw message: pass it on, or answer its error here."""
+
+    async def send(self, message: dict[str, Any]) -> None:
+        raise NotImplementedError
+
+    async def _answer(self, error: dict[str, Any]) -> None:
+        with contextlib.suppress(ConnectionError, OSError):
+            await self.send(error)
+
+    async def _accept(self, raw: bytes | str) -> dict[str, Any] | None:
+        message, error = classify(raw)
+        if error is not None:
+            await self._answer(error)
+        return message
+
+
+class NdjsonTransport(_Answering):
     """One JSON-RPC message per line over asyncio byte streams (the agent's stdin/stdout).
 
     ``reader`` must have been created with ``limit`` > ``max_line_bytes`` so that an
@@ -104,39 +125,21 @@ class NdjsonTransport:
                 return None
             if not line.strip():
                 continue
-            message, error = classify(line)
+            message = await self._accept(line)
             if message is not None:
                 return message
-            if error is not None:
-                await self._answer(error)
-
-    async def _answer(self, error: dict[str, Any]) -> None:
-        with contextlib.suppress(ConnectionError, OSError):
-            await self.send(error)
 
     async def _line(self) -> bytes | None:
+        overran = False
         try:
             line = await self.reader.readuntil(b"\n")
         except asyncio.IncompleteReadError as exc:
             return exc.partial or None
         except asyncio.LimitOverrunError:
             await self._discard_line()
-            await self._answer(
-                error_response(
-                    None,
-                    INVALID_REQUEST,
-                    f"Invalid request: message is longer than {self.max_line_bytes} bytes",
-                )
-            )
-            return b""
-        if len(line) > self.max_line_bytes:
-            await self._answer(
-                error_response(
-                    None,
-                    INVALID_REQUEST,
-                    f"Invalid request: message is longer than {self.max_line_bytes} bytes",
-                )
-            )
+            overran, line = True, b""
+        if overran or len(line) > self.max_line_bytes:
+            await self._answer(too_large("message is longer than", self.max_line_bytes))
             return b""
         return line
 
@@ -157,7 +160,7 @@ class NdjsonTransport:
             self.writer.close()
 
 
-class WebSocketTransport:
+class WebSocketTransport(_Answering):
     """One JSON-RPC message per text frame over a Starlette WebSocket (accepted already)."""
 
     def __init__(self, websocket: Any, max_frame_bytes: int, send_timeout_s: float) -> None:
@@ -191,23 +194,11 @@ class WebSocketTransport:
             if raw is None:
                 raw = frame.get("bytes") or b""
             if len(raw) > self.max_frame_bytes:
-                await self._answer(
-                    error_response(
-                        None,
-                        INVALID_REQUEST,
-                        f"Invalid request: frame is larger than {self.max_frame_bytes} bytes",
-                    )
-                )
+                await self._answer(too_large("frame is larger than", self.max_frame_bytes))
                 continue
-            message, error = classify(raw)
+            message = await self._accept(raw)
             if message is not None:
                 return message
-            if error is not None:
-                await self._answer(error)
-
-    async def _answer(self, error: dict[str, Any]) -> None:
-        with contextlib.suppress(ConnectionError):
-            await self.send(error)
 
     async def close(self) -> None:
         async with self._lock:
