@@ -77,23 +77,15 @@ async def test_text_stream(fake: FakeOpenAI, base_url: str) -> None:
 
 
 @pytest.mark.anyio
-async def test_reasoning_content_then_content(fake: FakeOpenAI, base_url: str) -> None:
-    chunks, error = await collect(OpenAIProvider(base_url, "reasoning"))
-    assert error is None
-    assert chunks == [
-        ReasoningChunk("Let me"),
-        ReasoningChunk(" think"),
-        ReasoningChunk(" briefly."),
-        TextChunk("2 + 2"),
-        TextChunk(" = 4."),
-        USAGE,
-        FinishChunk("stop"),
-    ]
-
-
-@pytest.mark.anyio
-async def test_reasoning_field_openrouter_style(fake: FakeOpenAI, base_url: str) -> None:
-    chunks, error = await collect(OpenAIProvider(base_url, "reasoning-field"))
+@pytest.mark.parametrize(
+    "scenario",
+    [
+        "reasoning",  # delta.reasoning_content (vLLM, DeepSeek)
+        "reasoning-field",  # delta.reasoning (OpenRouter)
+    ],
+)
+async def test_reasoning_then_content(fake: FakeOpenAI, base_url: str, scenario: str) -> None:
+    chunks, error = await collect(OpenAIProvider(base_url, scenario))
     assert error is None
     assert chunks == [
         ReasoningChunk("Let me"),
