@@ -63,6 +63,9 @@ class Settings(msgspec.Struct, kw_only=True, forbid_unknown_fields=True):
     trace_content: bool = False  # message content (deltas, tool arguments/results) on spans
     trace_content_max_chars: int = 16_384  # per content attribute; longer values are clipped
     trace_max_open_spans: int = 1_024  # per run; tool calls beyond this get no span
+    # Build and export spans in a worker process, off the hub's core (false: in this process).
+    trace_worker: bool = True
+    trace_queue_max: int = 100_000  # messages waiting for the worker; beyond, they are dropped
 
     def __post_init__(self) -> None:
         for name in POSITIVE_FIELDS:

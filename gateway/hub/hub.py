@@ -99,6 +99,7 @@ class Hub:
         for record in interrupted:
             # A previous process died with these runs open: give them their terminal event.
             run = Run(record, await self.journal.load_events(record.id))
+            run.observers.extend(self.observers)
             self._runs[run.id] = run
             self._active += 1
             self.publish(run, "completion", {"status": "failed", "reason": "server_restarted"})
@@ -180,7 +181,7 @@ class Hub:
         # Deltas are most of a stream and observers rarely need them: skipping the calls
         # is most of what observing would cost (see Run.observe_deltas).
         if run.observe_deltas or kind not in DELTA_KINDS:
-            for observe in self.observers:
+            for observe in run.observers:
                 observe(run, env)
         if terminal:
             self._finish(run, data.get("status"))
@@ -234,6 +235,7 @@ class Hub:
         )
         record.input = input_messages(request)
         run = Run(record)
+        run.observers.extend(self.observers)
         for observe in self.run_observers:
             observe(run)
         self._runs[run_id] = run

@@ -2,6 +2,7 @@
 
 from __future__ import annotations
 
+from collections.abc import Callable
 from typing import Any, Protocol
 
 import anyio
@@ -40,6 +41,9 @@ class Run:
         # that needs deltas only at times (telemetry: the first delta of each model call, for
         # time-to-first-token) turns this on and off; the hub then skips the calls in between.
         self.observe_deltas = True
+        # Called with each accepted event: the hub's observers, plus whatever a run observer
+        # added for this run alone (telemetry, for the runs it traces).
+        self.observers: list[Callable[[Run, Envelope], None]] = []
         self.ingested_bytes = 0
         self._waiter: anyio.Event | None = None
         if record.state == "finished":

@@ -52,6 +52,10 @@ TOOL_RESULT = "gen_ai.tool.call.result"
 ERROR_TYPE = "error.type"
 
 DELTAS = frozenset(("content_delta", "reasoning_delta"))
+# Payload fields read only with content capture on, and the kinds that carry them: whoever
+# feeds a projector without it may leave them out (a tool result can be megabytes).
+CONTENT_FIELDS = frozenset(("arguments", "result", "resultPreview", "content", "delta"))
+CONTENT_KINDS = DELTAS | {"tool_call_start", "tool_call_result", "tool_error", "steer"}
 # Span events (point-in-time annotations on the run span) for these kinds.
 ANNOTATED = ("error", "hook_action", "steer", "soft_timeout", "budget_exhausted")
 
@@ -522,3 +526,6 @@ _HANDLERS = {
     "permission_result": TraceProjector._permission_result,
     "completion": TraceProjector._completion,
 }
+# Every kind a projector may act on (completions: terminal ones only). Whoever feeds one may
+# leave the others out: they change no span.
+TRACED_KINDS = frozenset(_HANDLERS) | frozenset(ANNOTATED) | DELTAS

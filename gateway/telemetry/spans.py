@@ -5,11 +5,8 @@ written once, when it closes, as the SDK's own finished-span type (:class:`Reada
 what every processor and exporter (batch, OTLP, console, in-memory) consumes. The SDK's live
 ``Span`` machinery (a lock, attribute re-validation, context objects: ~45 µs per span on the
 reference machine against ~7 µs here) is built for code that does not know its end yet; it
-would be most of telemetry's cost on the hub's hot path. Nothing is ever made "current", so
-the "Failed to detach context" trap cannot happen.
-
-Sampling is parent-based: a run whose incoming ``traceparent`` says "not sampled" is not
-recorded (its ids still exist, so clients can link to the trace); every other run is.
+would be most of telemetry's cost. Nothing is ever made "current", so the "Failed to detach
+context" trap cannot happen.
 """
 
 from __future__ import annotations
@@ -31,12 +28,14 @@ from opentelemetry.trace import (
     Status,
     StatusCode,
     TraceFlags,
+    TraceState,
     get_current_span,
     set_span_in_context,
 )
 from opentelemetry.trace.propagation.tracecontext import TraceContextTextMapPropagator
 
 from gateway.telemetry.projector import RUN, Attributes, Record, SpanEnd, SpanEvent, SpanStart
+from gateway.telemetry.wire import SpanRef
 
 SCOPE = InstrumentationScope("loopgate")
 # Per span, like the SDK's default SpanLimits: a run that steers or retries a thousand times
@@ -48,14 +47,22 @@ _SAMPLED = TraceFlags(TraceFlags.SAMPLED)
 _NOT_SAMPLED = TraceFlags(TraceFlags.DEFAULT)
 # What the SDK's TracerProvider does without OTEL_TRACES_SAMPLER: follow the caller's decision.
 DEFAULT_SAMPLER: Sampler = ParentBased(ALWAYS_ON)
+# W3C trace-context: the header is at most 512 list members of at most 256 characters.
+MAX_TRACESTATE_CHARS = 8_192
 _propagator = TraceContextTextMapPropagator()
+# An explicit (immutable) empty parent: whatever is "current" in the caller's task is not ours.
+_NO_PARENT = set_span_in_context(NonRecordingSpan(INVALID_SPAN_CONTEXT))
 
 
-def parse_traceparent(traceparent: Any) -> SpanContext | None:
-    """The remote parent a W3C ``traceparent`` names; None if missing or malformed."""
+def parse_traceparent(traceparent: Any, tracestate: Any = None) -> SpanContext | None:
+    """The remote parent a W3C ``traceparent`` (and ``tracestate``) names; None if missing or
+    malformed. A malformed ``tracestate`` is dropped, as the W3C spec says, not the parent."""
     if not isinstance(traceparent, str) or not traceparent or len(traceparent) > 256:
         return None
-    context = _propagator.extract({"traceparent": traceparent}, context=Context())
+    carrier = {"traceparent": traceparent}
+    if isinstance(tracestate, str) and tracestate and len(tracestate) <= MAX_TRACESTATE_CHARS:
+        carrier["tracestate"] = tracestate
+    context = _propagator.extract(carrier, context=Context())
     span_context = get_current_span(context).get_span_context()
     return span_context if span_context.is_valid else None
 
@@ -64,18 +71,34 @@ def format_traceparent(context: SpanContext) -> str:
     return f"00-{context.trace_id:032x}-{context.span_id:016x}-{int(context.trace_flags):02x}"
 
 
-class SpanWriter:
-    """Ids for new spans, and finished spans out to a span processor."""
+def span_ref(context: SpanContext) -> SpanRef:
+    state = context.trace_state
+    return SpanRef(
+        f"{context.trace_id:032x}",
+        f"{context.span_id:016x}",
+        context.trace_flags.sampled,
+        state.to_header() if state else "",
+        context.is_remote,
+    )
+
+
+def from_span_ref(ref: SpanRef) -> SpanContext:
+    """The context a :func:`span_ref` describes (our own encoding: no W3C parsing needed)."""
+    return SpanContext(
+        int(ref.trace_id, 16),
+        int(ref.span_id, 16),
+        is_remote=ref.remote,
+        trace_flags=_SAMPLED if ref.sampled else _NOT_SAMPLED,
+        trace_state=TraceState.from_header([ref.tracestate]) if ref.tracestate else None,
+    )
+
+
+class TraceIds:
+    """New trace and span ids, and the sampling decision for new traces."""
 
     def __init__(
-        self,
-        processor: SpanProcessor,
-        resource: Resource,
-        id_generator: IdGenerator | None = None,
-        sampler: Sampler = DEFAULT_SAMPLER,
+        self, id_generator: IdGenerator | None = None, sampler: Sampler = DEFAULT_SAMPLER
     ) -> None:
-        self.processor = processor
-        self.resource = resource
         self.ids = id_generator or RandomIdGenerator()
         self.sampler = sampler
 
@@ -83,15 +106,21 @@ class SpanWriter:
         """The run span's context: in the parent's trace, else a new one; sampled as the
         sampler decides (by default: as the parent is, and always without one)."""
         trace_id = parent.trace_id if parent is not None else self.ids.generate_trace_id()
-        parent_context = (
-            set_span_in_context(NonRecordingSpan(parent)) if parent is not None else None
-        )
-        decision = self.sampler.should_sample(parent_context, trace_id, "invoke_agent").decision
+        if self.sampler is DEFAULT_SAMPLER:
+            # ParentBased(ALWAYS_ON), decided without the SDK's context plumbing (a third of
+            # what starting a run's trace costs): as the parent says, else sampled.
+            sampled = parent.trace_flags.sampled if parent is not None else True
+        else:
+            parent_context = (
+                set_span_in_context(NonRecordingSpan(parent)) if parent is not None else _NO_PARENT
+            )
+            decision = self.sampler.should_sample(parent_context, trace_id, "invoke_agent")
+            sampled = decision.decision.is_sampled()
         return SpanContext(
             trace_id,
             self.ids.generate_span_id(),
             is_remote=False,
-            trace_flags=_SAMPLED if decision.is_sampled() else _NOT_SAMPLED,
+            trace_flags=_SAMPLED if sampled else _NOT_SAMPLED,
             trace_state=parent.trace_state if parent is not None else None,
         )
 
@@ -103,6 +132,17 @@ class SpanWriter:
             trace_flags=parent.trace_flags,
             trace_state=parent.trace_state,
         )
+
+
+class SpanWriter:
+    """Finished spans out to a span processor."""
+
+    def __init__(
+        self, processor: SpanProcessor, resource: Resource, ids: TraceIds | None = None
+    ) -> None:
+        self.processor = processor
+        self.resource = resource
+        self.ids = ids or TraceIds()
 
     def write(
         self,
@@ -160,15 +200,16 @@ class _Open:
 
 
 class RunSpans:
-    """The open spans of one run, by the projector's keys."""
+    """The open spans of one run, by the projector's keys. ``root`` is the run span's own
+    context (decided where the run started), ``parent`` the caller's, if any."""
 
     __slots__ = ("open", "parent", "run_context", "writer")
 
-    def __init__(self, writer: SpanWriter, parent: SpanContext | None) -> None:
+    def __init__(self, writer: SpanWriter, parent: SpanContext | None, root: SpanContext) -> None:
         self.writer = writer
         self.parent = parent
         self.open: dict[str, _Open] = {}
-        self.run_context: SpanContext = INVALID_SPAN_CONTEXT
+        self.run_context = root
 
     def apply(self, records: Iterable[Record]) -> None:
         for record in records:
@@ -187,12 +228,11 @@ class RunSpans:
     def _start(self, record: SpanStart) -> None:
         if record.parent is None:
             parent = self.parent
-            context = self.writer.root(parent)
-            self.run_context = context
+            context = self.run_context
         else:
             owner = self.open.get(record.parent)
             parent = owner.context if owner is not None else self.run_context
-            context = self.writer.child(parent)
+            context = self.writer.ids.child(parent)
         self.open[record.key] = _Open(
             record.name, _KINDS[record.kind], context, parent, record.start_ns, record.attributes
         )

@@ -10,14 +10,12 @@ from __future__ import annotations
 
 import logging
 import re
-import sys
 import time
 from collections.abc import Callable, Mapping
-from typing import TYPE_CHECKING, Any
+from typing import TYPE_CHECKING, Any, Protocol
 
 from opentelemetry.sdk.resources import Resource
-from opentelemetry.sdk.trace import SpanProcessor, SynchronousMultiSpanProcessor
-from opentelemetry.sdk.trace.export import BatchSpanProcessor, ConsoleSpanExporter
+from opentelemetry.sdk.trace import SpanProcessor
 from opentelemetry.sdk.trace.sampling import (
     ALWAYS_OFF,
     ALWAYS_ON,
@@ -25,18 +23,21 @@ from opentelemetry.sdk.trace.sampling import (
     Sampler,
     TraceIdRatioBased,
 )
-from opentelemetry.trace import SpanContext, SpanKind
 
+from contracts.contract import is_terminal_completion
 from contracts.envelope import Envelope
 from gateway.settings import Settings
-from gateway.telemetry.projector import DELTAS, RUN, TraceContext, TraceProjector
+from gateway.telemetry.book import TraceBook
+from gateway.telemetry.projector import DELTAS, TRACED_KINDS
 from gateway.telemetry.spans import (
     DEFAULT_SAMPLER,
-    RunSpans,
     SpanWriter,
-    format_traceparent,
+    TraceIds,
     parse_traceparent,
+    span_ref,
 )
+from gateway.telemetry.wire import DeliveryClosed, Message_, RunOpened, RunSummary, SpanRef
+from gateway.telemetry.worker import WorkerSink, WorkerSpec, build_processor
 
 if TYPE_CHECKING:
     from gateway.hub import Hub, Run, RunSubscription
@@ -45,42 +46,72 @@ log = logging.getLogger("loopgate.telemetry")
 
 TRACE_ID_KEY = "trace_id"
 TRACEPARENT_KEY = "traceparent"
+TRACESTATE_KEY = "tracestate"
 DEFAULT_SERVICE_NAME = "loopgate"
 # A consumer name becomes part of an attribute key; adapters name themselves, but be strict.
 _CONSUMER = re.compile(r"[^a-z0-9_]")
 _NAME_MAX = 128
 
 
-class _Traced:
-    __slots__ = ("consumers", "projector", "spans")
+class TraceSink(Protocol):
+    """Where the hub side's messages go: the span side in-process (:class:`TraceBook`) or
+    the pipe to the trace worker (:class:`~gateway.telemetry.worker.WorkerSink`)."""
 
-    def __init__(self, projector: TraceProjector, spans: RunSpans) -> None:
-        self.projector = projector
-        self.spans = spans
+    def put(self, message: Message_) -> None: ...
+
+    def close(self) -> None: ...
+
+
+class _Captured:
+    """A traced run, hub side. Its ``event`` is the run's observer: the hub's hot path."""
+
+    __slots__ = ("consumers", "content", "owner", "put", "ref")
+
+    def __init__(self, owner: Telemetry, ref: SpanRef) -> None:
+        self.owner = owner
+        self.ref = ref
+        self.put = owner.sink.put
+        self.content = owner.content
         # consumer → [subscribers served, cut-offs, events delivered] by closed subscriptions.
         self.consumers: dict[str, list[int]] = {}
 
-
-class _Delivery:
-    __slots__ = ("context", "parent", "start")
-
-    def __init__(self, context: SpanContext, parent: SpanContext, start: int) -> None:
-        self.context = context
-        self.parent = parent
-        self.start = start
+    def event(self, run: Run, env: Envelope) -> None:
+        # Called for every event of the run the hub accepts (deltas only while
+        # ``run.observe_deltas``), so everything else happens on the span side.
+        kind = env.kind
+        if kind in DELTAS:
+            # The first delta of a model call times its first chunk; later ones matter
+            # only as content.
+            run.observe_deltas = self.content
+        elif kind not in TRACED_KINDS:
+            return
+        elif kind == "llm_request":
+            run.observe_deltas = True
+        elif kind == "llm_response":
+            run.observe_deltas = False
+        elif kind == "completion":
+            if not is_terminal_completion(kind, env.data):
+                return
+            self.owner._ended(run, self)
+        self.put(env)
 
 
 class Telemetry:
-    """Traces of every run of one hub, written to one span processor (no global state).
+    """Traces of every run of one hub (no global state): the hub side.
 
-    ``processor`` is any SDK span processor: a ``BatchSpanProcessor`` around an OTLP exporter
-    in production, a ``SimpleSpanProcessor`` around an ``InMemorySpanExporter`` in tests.
+    It decides each run's trace context (clients are told of it at once), and hands the span
+    side what it needs — the run's start, its events (deltas only when one would change a
+    span), its subscriptions' ends — through a sink. With a ``processor`` (any SDK span
+    processor: a ``BatchSpanProcessor`` around an OTLP exporter, a ``SimpleSpanProcessor``
+    around an ``InMemorySpanExporter`` in tests) the spans are built in this process; with
+    ``sink=WorkerSink(...)`` they are built in the trace worker, off the hub's core.
     """
 
     def __init__(
         self,
-        processor: SpanProcessor,
+        processor: SpanProcessor | None = None,
         *,
+        sink: TraceSink | None = None,
         resource: Resource | None = None,
         content: bool = False,
         max_content_chars: int = 16_384,
@@ -89,39 +120,60 @@ class Telemetry:
         owns_processor: bool = False,
         sampler: Sampler = DEFAULT_SAMPLER,
     ) -> None:
-        self.writer = SpanWriter(
-            processor,
-            resource or Resource.create({"service.name": DEFAULT_SERVICE_NAME}),
-            sampler=sampler,
-        )
+        self.ids = TraceIds(sampler=sampler)
+        if sink is None:
+            if processor is None:
+                raise TypeError("Telemetry needs a span processor or a sink")
+            writer = SpanWriter(
+                processor,
+                resource or Resource.create({"service.name": DEFAULT_SERVICE_NAME}),
+                self.ids,
+            )
+            sink = TraceBook(
+                writer,
+                content=content,
+                max_content_chars=max_content_chars,
+                max_open_spans=max_open_spans,
+                owns_processor=owns_processor,
+            )
+        self.sink = sink
         self.content = content
-        self.max_content_chars = max_content_chars
-        self.max_open_spans = max_open_spans
         self.loop_provider_name = loop_provider_name
-        self.owns_processor = owns_processor
-        self._runs: dict[str, _Traced] = {}
-        self._deliveries: dict[RunSubscription, _Delivery] = {}
+        self._runs: dict[str, _Captured] = {}
+        self._deliveries: dict[RunSubscription, tuple[SpanRef, int]] = {}
         self._clock: Callable[[], int] = time.time_ns
 
     def attach(self, hub: Hub) -> None:
         self._clock = hub.clock
         hub.run_observers.append(self.run_started)
-        hub.observers.append(self.event)
         hub.subscription_observers.append(self.subscription)
 
     def shutdown(self) -> None:
         """Flush and stop exporting (blocking, bounded by the exporter's timeout)."""
-        if self.owns_processor:
-            self.writer.processor.shutdown()
+        self.sink.close()
 
     # --- hub hooks ----------------------------------------------------------------------
 
     def run_started(self, run: Run) -> None:
+        # Nothing is recorded per event until the run is known to be traced.
+        run.observe_deltas = False
         try:
             record = run.record
             metadata = record.metadata
-            projector = TraceProjector(
-                TraceContext(
+            parent = parse_traceparent(metadata.get(TRACEPARENT_KEY), metadata.get(TRACESTATE_KEY))
+            root = self.ids.root(parent)
+            ref = span_ref(root)
+            # Clients link to the dashboard with these, and continue the trace under the run
+            # span (e.g. an external loop's own spans). An unsampled run gets them too, so
+            # the caller's decision propagates to whatever continues the trace.
+            metadata[TRACE_ID_KEY] = ref.trace_id
+            metadata[TRACEPARENT_KEY] = f"00-{ref.trace_id}-{ref.span_id}-0{int(ref.sampled)}"
+            if not ref.sampled:
+                return
+            captured = self._runs[run.id] = _Captured(self, ref)
+            run.observers.append(captured.event)
+            self.sink.put(
+                RunOpened(
                     run_id=run.id,
                     thread_id=record.thread_id,
                     source=record.source,
@@ -129,48 +181,29 @@ class Telemetry:
                     agent_name=_name(metadata.get("agent_name")) or "loopgate",
                     provider_name=_name(metadata.get("provider"))
                     or (self.loop_provider_name if record.source == "loop" else "unknown"),
+                    root=ref,
+                    parent=span_ref(parent) if parent is not None else None,
                     input=tuple(record.input) if self.content else (),
-                ),
-                content=self.content,
-                max_content_chars=self.max_content_chars,
-                max_open_spans=self.max_open_spans,
+                )
             )
-            spans = RunSpans(self.writer, parse_traceparent(metadata.get(TRACEPARENT_KEY)))
-            spans.apply(projector.start())
-            if spans.run_context.trace_flags.sampled:
-                self._runs[run.id] = _Traced(projector, spans)
-                run.observe_deltas = projector.wants_deltas
-            else:
-                # Not recorded: no work per event; the ids still go out so a caller's
-                # decision propagates to whatever continues the trace.
-                run.observe_deltas = False
-            # Clients link to the dashboard with these, and continue the trace under the run
-            # span (e.g. an external loop's own spans).
-            metadata[TRACE_ID_KEY] = f"{spans.run_context.trace_id:032x}"
-            metadata[TRACEPARENT_KEY] = format_traceparent(spans.run_context)
         except Exception:
             log.exception("telemetry could not start the trace of run %s", run.id)
             self._runs.pop(run.id, None)
 
     def event(self, run: Run, env: Envelope) -> None:
-        traced = self._runs.get(run.id)
-        # Called for every event the hub accepts: most are deltas that change nothing.
-        if traced is None or (env.kind in DELTAS and not traced.projector.wants_deltas):
-            return
+        """What the run's observer does (for callers that feed runs by hand, e.g. tests)."""
+        captured = self._runs.get(run.id)
+        if captured is not None:
+            captured.event(run, env)
+
+    def _ended(self, run: Run, captured: _Captured) -> None:
+        del self._runs[run.id]
+        run.observe_deltas = False
         try:
-            records = traced.projector.feed(env)
-            if not records:
-                return
-            if traced.projector.ended:
-                del self._runs[run.id]
-                traced.spans.add_attributes(RUN, _delivery_summary(run, traced))
-            traced.spans.apply(records)
+            summary = _delivery_summary(run, captured)
+            self.sink.put(RunSummary(run_id=run.id, attributes=summary))
         except Exception:
-            log.exception("telemetry failed on run %s; its trace is dropped", run.id)
-            self._runs.pop(run.id, None)
-        finally:
-            current = self._runs.get(run.id)
-            run.observe_deltas = current is not None and current.projector.wants_deltas
+            log.exception("telemetry could not summarise the delivery of run %s", run.id)
 
     def subscription(self, sub: RunSubscription, phase: str) -> None:
         try:
@@ -185,30 +218,32 @@ class Telemetry:
     # --- delivery -----------------------------------------------------------------------
 
     def _delivery_opened(self, sub: RunSubscription) -> None:
-        traced = self._runs.get(sub.run.id)
-        if traced is not None:
-            parent: SpanContext | None = traced.spans.run_context
+        captured = self._runs.get(sub.run.id)
+        if captured is not None:
+            parent = captured.ref
         else:
             # A finished run (or one from before a restart): its stored traceparent is the
             # run span's, so late subscribers still join the run's trace.
             metadata = sub.run.record.metadata
-            parent = parse_traceparent(metadata.get(TRACEPARENT_KEY))
             if not metadata.get(TRACE_ID_KEY):
-                parent = None
-        if parent is None or not parent.is_valid:
-            return
-        self._deliveries[sub] = _Delivery(self.writer.child(parent), parent, self._clock())
+                return
+            context = parse_traceparent(metadata.get(TRACEPARENT_KEY))
+            if context is None or not context.trace_flags.sampled:
+                return
+            parent = span_ref(context)
+        self._deliveries[sub] = (parent, self._clock())
 
     def _delivery_closed(self, sub: RunSubscription) -> None:
-        traced = self._runs.get(sub.run.id)
-        if traced is not None:
-            counts = traced.consumers.setdefault(sub.consumer, [0, 0, 0])
+        captured = self._runs.get(sub.run.id)
+        if captured is not None:
+            counts = captured.consumers.setdefault(sub.consumer, [0, 0, 0])
             counts[0] += 1
             counts[1] += int(sub.cut_off)
             counts[2] += sub.delivered
         delivery = self._deliveries.pop(sub, None)
         if delivery is None:
             return
+        parent, start = delivery
         attributes: dict[str, Any] = {
             "loopgate.run.id": sub.run.id,
             "loopgate.delivery.consumer": sub.consumer,
@@ -221,22 +256,22 @@ class Telemetry:
         if sub.cut_off:
             attributes["error.type"] = "cut_off"
             error = f"the subscriber fell more than {sub.max_lag} events behind and was cut off"
-        self.writer.write(
-            name=f"deliver {sub.consumer}",
-            context=delivery.context,
-            parent=delivery.parent,
-            kind=SpanKind.INTERNAL,
-            start_ns=delivery.start,
-            end_ns=self._clock(),
-            attributes=attributes,
-            error=error,
+        self.sink.put(
+            DeliveryClosed(
+                parent=parent,
+                consumer=sub.consumer,
+                start_ns=start,
+                end_ns=self._clock(),
+                attributes=attributes,
+                error=error,
+            )
         )
 
 
-def _delivery_summary(run: Run, traced: _Traced) -> dict[str, Any]:
+def _delivery_summary(run: Run, captured: _Captured) -> dict[str, Any]:
     """Per-adapter delivery as of the run's end: subscribers still streaming count as served
     with what they had been handed so far (their own ``deliver`` spans have the final count)."""
-    counts = {k: list(v) for k, v in traced.consumers.items()}
+    counts = {k: list(v) for k, v in captured.consumers.items()}
     for sub in run.subscribers:
         c = counts.setdefault(sub.consumer, [0, 0, 0])
         c[0] += 1
@@ -244,11 +279,15 @@ def _delivery_summary(run: Run, traced: _Traced) -> dict[str, Any]:
         c[2] += sub.delivered
     attrs: dict[str, Any] = {"loopgate.delivery.consumers": sorted(counts)}
     for consumer, (served, cut, events) in counts.items():
-        prefix = f"loopgate.delivery.{_CONSUMER.sub('_', consumer.lower())[:64]}"
+        prefix = _delivery_prefix(consumer)
         attrs[f"{prefix}.subscribers"] = served
         attrs[f"{prefix}.cut_offs"] = cut
         attrs[f"{prefix}.events_delivered"] = events
     return attrs
+
+
+def _delivery_prefix(consumer: str) -> str:
+    return f"loopgate.delivery.{_CONSUMER.sub('_', consumer.lower())[:64]}"
 
 
 def _name(value: Any) -> str | None:
@@ -321,45 +360,47 @@ def loop_provider_name(settings: Settings) -> str:
     return "openai" if settings.provider == "openai" else "loopgate.scripted"
 
 
-def build_telemetry(settings: Settings, env: Mapping[str, str]) -> Telemetry | None:
-    """Telemetry as configured, or None when nothing would be exported (the default)."""
+def worker_spec(settings: Settings, env: Mapping[str, str]) -> WorkerSpec | None:
+    """What to export, from settings and OTEL_* variables; None when nothing would be."""
     if env.get("OTEL_SDK_DISABLED", "").strip().lower() == "true":
         return None
     endpoint = traces_endpoint(settings, env)
     if endpoint is None and not settings.trace_console:
         return None
-    timeout_ms = settings.otel_export_timeout_s * 1000
-    processors: list[SpanProcessor] = []
-    if endpoint is not None:
-        from opentelemetry.exporter.otlp.proto.http.trace_exporter import OTLPSpanExporter
-
-        # Batched: the exporter blocks on the network, so it runs in the processor's thread;
-        # when the collector is down the bounded queue drops spans instead of growing.
-        processors.append(
-            BatchSpanProcessor(
-                OTLPSpanExporter(endpoint=endpoint, timeout=settings.otel_export_timeout_s),
-                export_timeout_millis=timeout_ms,
-            )
-        )
-    if settings.trace_console:
-        processors.append(
-            BatchSpanProcessor(
-                ConsoleSpanExporter(out=sys.stderr), export_timeout_millis=timeout_ms
-            )
-        )
-    processor: SpanProcessor = processors[0]
-    if len(processors) > 1:
-        multi = SynchronousMultiSpanProcessor()
-        for p in processors:
-            multi.add_span_processor(p)
-        processor = multi
-    return Telemetry(
-        processor,
-        resource=Resource.create({"service.name": service_name(settings, env)}),
+    return WorkerSpec(
+        otlp_endpoint=endpoint,
+        console=settings.trace_console,
+        export_timeout_s=settings.otel_export_timeout_s,
+        service_name=service_name(settings, env),
         content=settings.trace_content,
         max_content_chars=settings.trace_content_max_chars,
         max_open_spans=settings.trace_max_open_spans,
-        loop_provider_name=loop_provider_name(settings),
+    )
+
+
+def build_telemetry(settings: Settings, env: Mapping[str, str]) -> Telemetry | None:
+    """Telemetry as configured, or None when nothing would be exported (the default).
+
+    Spans are built and exported by the trace worker (a process of its own) unless
+    ``trace_worker`` is off; then in this process, on the hub's core.
+    """
+    spec = worker_spec(settings, env)
+    if spec is None:
+        return None
+    options: dict[str, Any] = {
+        "content": settings.trace_content,
+        "max_content_chars": settings.trace_content_max_chars,
+        "max_open_spans": settings.trace_max_open_spans,
+        "loop_provider_name": loop_provider_name(settings),
+        "sampler": sampler_from_env(env),
+    }
+    if settings.trace_worker:
+        return Telemetry(sink=WorkerSink(spec, max_queued=settings.trace_queue_max), **options)
+    processor = build_processor(spec)
+    assert processor is not None  # the spec names an exporter
+    return Telemetry(
+        processor,
+        resource=Resource.create({"service.name": spec.service_name}),
         owns_processor=True,
-        sampler=sampler_from_env(env),
+        **options,
     )
