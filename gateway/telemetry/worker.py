@@ -47,9 +47,9 @@ log = logging.getLogger("loopgate.telemetry")
 
 # Messages per frame: big enough to amortise the write, small enough to bound a frame.
 MAX_BATCH = 4_096
-# A frame bigger than this (a few KB per message in a full batch) is re-encoded without the
-# content fields when content capture is off.
-SLIM_ABOVE_BYTES = 1 << 20
+# With content capture off, content fields longer than this (or not text: their size is
+# unknown until encoded) are left out of what the worker is sent: it would only ignore them.
+SLIM_ABOVE_CHARS = 1_024
 # A dropped-messages warning at most this often.
 WARN_EVERY_S = 10.0
 # How long the writer thread sleeps between drains. Every wake-up costs the gateway's process
@@ -199,15 +199,10 @@ class WorkerSink:
                 stdin.close()
 
     def _encode(self, encoder: FrameEncoder, batch: list[Any]) -> bytes:
-        frame, batch = self._encode_each(encoder, batch)
-        if not self.spec.content and len(frame) > SLIM_ABOVE_BYTES:
-            # Big payloads (a tool result of megabytes) the worker would only ignore: drop the
-            # content fields and encode again. Only then: for small ones it costs more than
-            # it saves.
+        if not self.spec.content:
             kinds = CONTENT_KINDS
             batch = [_slim(m) if type(m) is Envelope and m.kind in kinds else m for m in batch]
-            frame, batch = self._encode_each(encoder, batch)
-        return frame
+        return self._encode_each(encoder, batch)[0]
 
     def _encode_each(self, encoder: FrameEncoder, batch: list[Any]) -> tuple[bytes, list[Any]]:
         """The frame, and the messages in it."""
@@ -239,10 +234,14 @@ class WorkerSink:
 
 
 def _slim(env: Envelope) -> Envelope:
-    """The envelope without the payload fields spans show only with content capture on (a
-    1 MB tool result would otherwise cost ~2 ms to encode and pipe, to be ignored)."""
+    """The envelope without big content fields (a tool result can be megabytes: ~2 ms to
+    encode and pipe, to be ignored). Short text stays: copying costs more than sending it."""
     data = env.data
-    if data.keys().isdisjoint(CONTENT_FIELDS):
+    for key in CONTENT_FIELDS.intersection(data):
+        value = data[key]
+        if type(value) is not str or len(value) > SLIM_ABOVE_CHARS:
+            break
+    else:
         return env
     slim = {k: v for k, v in data.items() if k not in CONTENT_FIELDS}
     return Envelope(env.run_id, env.seq, env.ts, env.kind, slim)

@@ -133,6 +133,10 @@ def test_slimming_drops_only_what_content_capture_would_show() -> None:
     assert (slim.run_id, slim.seq, slim.ts, slim.kind) == ("r", 3, 1, "tool_call_result")
     plain = Envelope("r", 4, 2, "tool_call_result", {"id": "c1", "success": True})
     assert _slim(plain) is plain
+    short = Envelope("r", 5, 2, "tool_call_result", {"id": "c1", "resultPreview": "4"})
+    assert _slim(short) is short  # copying would cost more than sending it
+    nested = Envelope("r", 6, 2, "tool_call_start", {"id": "c2", "arguments": {"path": "x"}})
+    assert _slim(nested).data == {"id": "c2"}
 
 
 def frame(messages: list[Any]) -> bytes:
