@@ -32,6 +32,8 @@ class StartRun(msgspec.Struct, kw_only=True, omit_defaults=True):
     client_tools: list[ToolSpec] = msgspec.field(default_factory=list)
     metadata: dict[str, Any] = msgspec.field(default_factory=dict)
     traceparent: str | None = None
+    # W3C tracestate that came with the traceparent (vendor data the trace carries on).
+    tracestate: str | None = None
     replay_pace: Literal["recorded", "fast"] = "fast"
     # Which tool calls wait for a client's approval: those the tool marks (auto), all, or none.
     approval: Literal["auto", "always", "never"] = "auto"

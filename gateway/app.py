@@ -105,7 +105,13 @@ def create_app(
             CORSMiddleware,
             allow_origins=settings.allowed_origins,
             allow_methods=["GET", "POST"],
-            allow_headers=["authorization", "content-type", "last-event-id", "traceparent"],
+            allow_headers=[
+                "authorization",
+                "content-type",
+                "last-event-id",
+                "traceparent",
+                "tracestate",
+            ],
             expose_headers=["location", "retry-after"],
         )
     return app

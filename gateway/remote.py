@@ -216,11 +216,14 @@ class RemoteService:
             raise ValueError("client tools cannot be offered through the gateway's HTTP API")
         body = msgspec.to_builtins(request)  # defaults omitted: the server fills them in
         body.pop("traceparent", None)
+        body.pop("tracestate", None)
         body.pop("replay_pace", None)
         if request.source == "replay":
             body.pop("source", None)
             body["pace"] = request.replay_pace
         headers = {"traceparent": request.traceparent} if request.traceparent else {}
+        if request.traceparent and request.tracestate:
+            headers["tracestate"] = request.tracestate
         data = await self._json("POST", "/v1/runs", request.run_id, json=body, headers=headers)
         return _run_info(data)
 

@@ -35,7 +35,10 @@ def routes(adapter: AguiAdapter, service: RunService, limits: EndpointLimits) ->
     @guarded
     async def run_agent(request: Request) -> Response:
         body = decode_json(await read_body(request, limits.max_body_bytes), RunAgentInput)
-        info, context = await start_run(service, body, request.headers.get("traceparent"))
+        headers = request.headers
+        info, context = await start_run(
+            service, body, headers.get("traceparent"), headers.get("tracestate")
+        )
         projector = adapter.projector(context)
 
         async def produce(subscription: Subscription, write: Write) -> None:

@@ -15,7 +15,10 @@ _INTERRUPT = ":interrupt:"
 
 
 async def start_run(
-    service: RunService, body: RunAgentInput, traceparent: str | None
+    service: RunService,
+    body: RunAgentInput,
+    traceparent: str | None,
+    tracestate: str | None = None,
 ) -> tuple[RunInfo, ProjectorContext]:
     history = to_history(body)
     for entry in body.resume or []:
@@ -31,6 +34,7 @@ async def start_run(
             client_tools=client_tools(body),
             metadata=metadata,
             traceparent=traceparent,
+            tracestate=tracestate,
         )
     )
     trace = {k: info.metadata[k] for k in ("trace_id", "traceparent") if k in info.metadata}

@@ -67,7 +67,9 @@ def run_json(info: RunInfo) -> dict[str, Any]:
     return body
 
 
-def to_start_request(body: StartBody, traceparent: str | None) -> StartRun:
+def to_start_request(
+    body: StartBody, traceparent: str | None, tracestate: str | None = None
+) -> StartRun:
     if body.replay is not None and body.source is not None:
         raise HttpProblem(422, "give either `replay` or `source`, not both")
     if body.run_id is not None and not _RUN_ID.fullmatch(body.run_id):
@@ -84,6 +86,7 @@ def to_start_request(body: StartBody, traceparent: str | None) -> StartRun:
         metadata=body.metadata,
         approval=body.approval,
         traceparent=traceparent,
+        tracestate=tracestate,
     )
 
 
@@ -108,7 +111,9 @@ def routes(service: RunService, limits: EndpointLimits) -> list[BaseRoute]:
     @guarded
     async def start_run(request: Request) -> Response:
         body = decode_json(await read_body(request, limits.max_body_bytes), StartBody)
-        info = await service.start(to_start_request(body, request.headers.get("traceparent")))
+        headers = request.headers
+        start = to_start_request(body, headers.get("traceparent"), headers.get("tracestate"))
+        info = await service.start(start)
         location = f"/v1/runs/{info.id}"
         return json_response(run_json(info), 201, {"location": location})
 

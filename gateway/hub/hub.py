@@ -33,6 +33,7 @@ from gateway.journal.base import Journal
 from gateway.settings import Settings
 from gateway.sources.ingest import IngestProducer
 
+MAX_TRACESTATE_CHARS = 8_192
 log = logging.getLogger("loopgate.hub")
 
 # How often (in events) a run checks its subscribers' lag: cheap enough for the hot path,
@@ -230,6 +231,9 @@ class Hub:
         metadata = dict(request.metadata)
         if request.traceparent:
             metadata.setdefault("traceparent", request.traceparent)
+            # W3C: at most 32 members of 256 characters; a longer one is dropped, not cut.
+            if request.tracestate and len(request.tracestate) <= MAX_TRACESTATE_CHARS:
+                metadata.setdefault("tracestate", request.tracestate)
         record = new_record(
             run_id, request.thread_id or run_id, request.source, self.clock(), metadata
         )

@@ -66,7 +66,10 @@ def test_traceparent_header_parents_the_run_and_the_trace_id_is_in_the_run_json(
         response = httpx.post(
             f"{base}/v1/runs",
             json={"input": "hello"},
-            headers={"traceparent": f"00-{PARENT_TRACE}-{PARENT_SPAN}-01"},
+            headers={
+                "traceparent": f"00-{PARENT_TRACE}-{PARENT_SPAN}-01",
+                "tracestate": "vendor=abc,other=1",
+            },
         )
         assert response.status_code in (200, 201, 202), response.text
         run = response.json()
@@ -79,6 +82,9 @@ def test_traceparent_header_parents_the_run_and_the_trace_id_is_in_the_run_json(
     root = next(s for s in spans if s.name == "invoke_agent loopgate")
     assert f"{root.parent.span_id:016x}" == PARENT_SPAN
     assert shown["metadata"]["traceparent"] == f"00-{PARENT_TRACE}-{root.context.span_id:016x}-01"
+    # tracestate rides along: every span carries it, and the run JSON gives it back.
+    assert {s.context.trace_state.to_header() for s in spans} == {"vendor=abc,other=1"}
+    assert shown["metadata"]["tracestate"] == "vendor=abc,other=1"
     deliver = next(s for s in spans if s.name == "deliver sse")
     assert deliver.parent.span_id == root.context.span_id
     assert deliver.attributes["loopgate.delivery.events"] == len(events)
