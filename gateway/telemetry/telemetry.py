@@ -227,9 +227,7 @@ class Telemetry:
             metadata = sub.run.record.metadata
             if not metadata.get(TRACE_ID_KEY):
                 return
-            context = parse_traceparent(
-                metadata.get(TRACEPARENT_KEY), metadata.get(TRACESTATE_KEY)
-            )
+            context = parse_traceparent(metadata.get(TRACEPARENT_KEY), metadata.get(TRACESTATE_KEY))
             if context is None or not context.trace_flags.sampled:
                 return
             parent = span_ref(context)
