@@ -19,7 +19,7 @@ from typing import Any
 
 import msgspec
 
-from contracts.envelope import Envelope
+from contracts.envelope import Envelope, decode_recording
 from contracts.projector import Adapter, project_run
 
 ROOT = Path(__file__).resolve().parent
@@ -54,28 +54,8 @@ def stream_paths() -> list[Path]:
 
 
 def load_stream(path: Path) -> list[Envelope]:
-    """Envelopes of a recorded stream, unvalidated: projectors must cope with recorded garbage.
-
-    Lines in the bare LoopEvent form (``{"kind", "data"}``) get the file name as run id, their
-    line number as seq and ts 0, so pushed-event recordings replay too.
-    """
-    envelopes: list[Envelope] = []
-    for number, line in enumerate(path.read_bytes().splitlines(), start=1):
-        if not line.strip():
-            continue
-        raw = msgspec.json.decode(line)
-        if not isinstance(raw, dict) or not isinstance(raw.get("kind"), str):
-            raise ValueError(f"{path.name}:{number}: not an envelope")
-        envelopes.append(
-            Envelope(
-                run_id=raw.get("run_id", path.stem),
-                seq=raw.get("seq", len(envelopes) + 1),
-                ts=raw.get("ts", 0),
-                kind=raw["kind"],
-                data=raw.get("data", {}),
-            )
-        )
-    return envelopes
+    """Envelopes of a recorded stream, unvalidated: projectors must cope with recorded garbage."""
+    return decode_recording(path.read_bytes(), path.stem, path.name)
 
 
 def project_stream(

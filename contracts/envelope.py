@@ -91,3 +91,26 @@ def _describe(exc: msgspec.DecodeError) -> str:
 def envelope_schema() -> dict[str, Any]:
     """JSON Schema of the envelope, generated from the type (committed as schema/)."""
     return msgspec.json.schema(Envelope)
+
+
+def decode_recording(data: bytes, run_id: str, source: str) -> list[Envelope]:
+    """A recording (NDJSON envelopes) as recorded, unvalidated beyond its shape: odd payloads
+    must reach projectors as they are. Lines in the bare LoopEvent form (``{"kind", "data"}``)
+    get ``run_id``, their place as seq and ts 0; ``source`` names the file in errors."""
+    envelopes: list[Envelope] = []
+    for number, line in enumerate(data.splitlines(), 1):
+        if not line.strip():
+            continue
+        raw = msgspec.json.decode(line)
+        if not isinstance(raw, dict) or not isinstance(raw.get("kind"), str):
+            raise ValueError(f"{source}:{number}: not an envelope")
+        envelopes.append(
+            Envelope(
+                run_id=raw.get("run_id", run_id),
+                seq=raw.get("seq", len(envelopes) + 1),
+                ts=raw.get("ts", 0),
+                kind=raw["kind"],
+                data=raw.get("data", {}),
+            )
+        )
+    return envelopes

@@ -24,7 +24,7 @@ import msgspec
 from opentelemetry.sdk.trace import ReadableSpan
 from opentelemetry.trace import SpanKind, StatusCode
 
-from contracts.envelope import Envelope
+from contracts.envelope import Envelope, decode_recording
 from gateway.telemetry.projector import (
     Record,
     SpanEnd,
@@ -170,20 +170,7 @@ def encode_tree(tree: dict[str, Any]) -> bytes:
 
 def load_stream(path: Path) -> list[Envelope]:
     """A recording's envelopes as recorded, unvalidated (odd input must not break tracing)."""
-    envelopes: list[Envelope] = []
-    for line in path.read_bytes().splitlines():
-        if line.strip():
-            raw = msgspec.json.decode(line)
-            envelopes.append(
-                Envelope(
-                    run_id=raw.get("run_id", path.stem),
-                    seq=raw.get("seq", len(envelopes) + 1),
-                    ts=raw.get("ts", 0),
-                    kind=raw["kind"],
-                    data=raw.get("data", {}),
-                )
-            )
-    return envelopes
+    return decode_recording(path.read_bytes(), path.stem, path.name)
 
 
 def render_golden(stream: Path) -> bytes:
