@@ -42,7 +42,6 @@ LAG_CHECK_EVERY = 64
 FLUSH_INTERVAL_S = 0.05
 SWEEP_INTERVAL_S = 1.0
 COMMAND_BUFFER = 64
-DELTA_KINDS = frozenset(("content_delta", "reasoning_delta"))
 _encode = msgspec.json.Encoder().encode
 
 
@@ -62,9 +61,8 @@ class Source(Protocol):
     def producer(self, hub: Hub, run: Run, prepared: Any) -> Producer: ...
 
 
-Observer = Callable[[Run, Envelope], None]
 # Called with a run right after it is created, before its first event (telemetry opens the
-# run's span here and may add to its metadata).
+# run's span here, may add to its metadata, and may observe the run's events: Run.observers).
 RunObserver = Callable[[Run], None]
 # Called with a subscription and "open" / "close" (telemetry: delivery per adapter).
 SubscriptionObserver = Callable[[RunSubscription, str], None]
@@ -85,7 +83,6 @@ class Hub:
         self.journal = journal
         self.sources = dict(sources)
         self.clock = clock
-        self.observers: list[Observer] = []
         self.run_observers: list[RunObserver] = []
         self.subscription_observers: list[SubscriptionObserver] = []
         self._runs: dict[str, Run] = {}
@@ -100,7 +97,6 @@ class Hub:
         for record in interrupted:
             # A previous process died with these runs open: give them their terminal event.
             run = Run(record, await self.journal.load_events(record.id))
-            run.observers.extend(self.observers)
             self._runs[run.id] = run
             self._active += 1
             self.publish(run, "completion", {"status": "failed", "reason": "server_restarted"})
@@ -179,9 +175,8 @@ class Hub:
         env = Envelope(run.id, seq, self.clock(), kind, data)
         events.append(env)
         self.journal.record_event(env)
-        # Deltas are most of a stream and observers rarely need them: skipping the calls
-        # is most of what observing would cost (see Run.observe_deltas).
-        if run.observe_deltas or kind not in DELTA_KINDS:
+        # Only the kinds the run's observers asked for: most events (deltas) are not.
+        if kind in run.observed:
             for observe in run.observers:
                 observe(run, env)
         if terminal:
@@ -239,7 +234,6 @@ class Hub:
         )
         record.input = input_messages(request)
         run = Run(record)
-        run.observers.extend(self.observers)
         for observe in self.run_observers:
             observe(run)
         self._runs[run_id] = run

@@ -37,13 +37,12 @@ class Run:
         self.producer: Producer | None = None
         self.ended = anyio.Event()
         self.last_push_ns = record.created_at
-        # Whether observers are called for this run's content/reasoning deltas. An observer
-        # that needs deltas only at times (telemetry: the first delta of each model call, for
-        # time-to-first-token) turns this on and off; the hub then skips the calls in between.
-        self.observe_deltas = True
-        # Called with each accepted event: the hub's observers, plus whatever a run observer
-        # added for this run alone (telemetry, for the runs it traces).
+        # Called with each accepted event whose kind is in ``observed``; a run observer adds
+        # both for the runs it follows (telemetry, for the runs it traces). One that needs some
+        # kinds only at times (telemetry: the first delta of each model call) narrows and
+        # widens ``observed`` as it goes, so the hub skips the calls in between.
         self.observers: list[Callable[[Run, Envelope], None]] = []
+        self.observed: frozenset[str] = frozenset()
         self.ingested_bytes = 0
         self._waiter: anyio.Event | None = None
         if record.state == "finished":

@@ -8,6 +8,8 @@ are built: in the gateway's process (inline) or in the trace worker (``worker.py
 from __future__ import annotations
 
 import logging
+import re
+from typing import Any
 
 from opentelemetry.trace import SpanKind
 
@@ -17,6 +19,9 @@ from gateway.telemetry.spans import RunSpans, SpanWriter, from_span_ref
 from gateway.telemetry.wire import DeliveryClosed, Message_, RunOpened, RunSummary
 
 log = logging.getLogger("loopgate.telemetry")
+
+# A consumer name becomes part of an attribute key; adapters name themselves, but be strict.
+_CONSUMER = re.compile(r"[^a-z0-9_]")
 
 
 class _Traced:
@@ -114,10 +119,22 @@ class TraceBook:
     def _summary(self, m: RunSummary) -> None:
         traced = self._runs.get(m.run_id)
         if traced is not None:
-            traced.spans.add_attributes(RUN, m.attributes)
+            traced.spans.add_attributes(RUN, delivery_summary(m))
 
     def _delivery(self, m: DeliveryClosed) -> None:
         parent = from_span_ref(m.parent)
+        attributes: dict[str, Any] = {
+            "loopgate.run.id": m.run_id,
+            "loopgate.delivery.consumer": m.consumer,
+            "loopgate.delivery.after": m.cursor - m.delivered,
+            "loopgate.delivery.events": m.delivered,
+            "loopgate.delivery.cursor": m.cursor,
+            "loopgate.delivery.complete": m.complete,
+        }
+        error = None
+        if m.cut_off_lag is not None:
+            attributes["error.type"] = "cut_off"
+            error = f"the subscriber fell more than {m.cut_off_lag} events behind and was cut off"
         self.writer.write(
             name=f"deliver {m.consumer}",
             context=self.writer.ids.child(parent),
@@ -125,6 +142,25 @@ class TraceBook:
             kind=SpanKind.INTERNAL,
             start_ns=m.start_ns,
             end_ns=m.end_ns,
-            attributes=m.attributes,
-            error=m.error,
+            attributes=attributes,
+            error=error,
         )
+
+
+def delivery_summary(m: RunSummary) -> dict[str, Any]:
+    """The run span's per-adapter delivery attributes: subscribers still streaming at the
+    run's end count as served with what they had been handed (their own ``deliver`` spans
+    have the final count)."""
+    counts: dict[str, list[int]] = {}
+    for consumer, served, cut, events in m.deliveries:
+        c = counts.setdefault(consumer, [0, 0, 0])
+        c[0] += served
+        c[1] += cut
+        c[2] += events
+    attrs: dict[str, Any] = {"loopgate.delivery.consumers": sorted(counts)}
+    for consumer, (served, cut, events) in counts.items():
+        prefix = f"loopgate.delivery.{_CONSUMER.sub('_', consumer.lower())[:64]}"
+        attrs[f"{prefix}.subscribers"] = served
+        attrs[f"{prefix}.cut_offs"] = cut
+        attrs[f"{prefix}.events_delivered"] = events
+    return attrs

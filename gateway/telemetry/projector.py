@@ -54,8 +54,14 @@ ERROR_TYPE = "error.type"
 DELTAS = frozenset(("content_delta", "reasoning_delta"))
 # Payload fields read only with content capture on, and the kinds that carry them: whoever
 # feeds a projector without it may leave them out (a tool result can be megabytes).
-CONTENT_FIELDS = frozenset(("arguments", "result", "resultPreview", "content", "delta"))
-CONTENT_KINDS = DELTAS | {"tool_call_start", "tool_call_result", "tool_error", "steer"}
+CONTENT_FIELDS: dict[str, tuple[str, ...]] = {
+    "content_delta": ("delta",),
+    "reasoning_delta": ("delta",),
+    "tool_call_start": ("arguments",),
+    "tool_call_result": ("result", "resultPreview"),
+    "tool_error": ("result", "resultPreview"),
+    "steer": ("content",),
+}
 # Span events (point-in-time annotations on the run span) for these kinds.
 ANNOTATED = ("error", "hook_action", "steer", "soft_timeout", "budget_exhausted")
 

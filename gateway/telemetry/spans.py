@@ -12,6 +12,7 @@ context" trap cannot happen.
 from __future__ import annotations
 
 from collections.abc import Iterable
+from random import randbytes
 from typing import Any
 
 from opentelemetry.context import Context
@@ -50,6 +51,9 @@ DEFAULT_SAMPLER: Sampler = ParentBased(ALWAYS_ON)
 # W3C trace-context: the header is at most 512 list members of at most 256 characters.
 MAX_TRACESTATE_CHARS = 8_192
 _propagator = TraceContextTextMapPropagator()
+# All-zero ids are invalid (W3C trace-context).
+_ZERO_TRACE_ID = "0" * 32
+_ZERO_SPAN_ID = "0" * 16
 # An explicit (immutable) empty parent: whatever is "current" in the caller's task is not ours.
 _NO_PARENT = set_span_in_context(NonRecordingSpan(INVALID_SPAN_CONTEXT))
 
@@ -101,6 +105,8 @@ class TraceIds:
     ) -> None:
         self.ids = id_generator or RandomIdGenerator()
         self.sampler = sampler
+        # The SDK's RandomIdGenerator draws from the `random` module; so does root_ref.
+        self._random = type(self.ids) is RandomIdGenerator
 
     def root(self, parent: SpanContext | None) -> SpanContext:
         """The run span's context: in the parent's trace, else a new one; sampled as the
@@ -123,6 +129,15 @@ class TraceIds:
             trace_flags=_SAMPLED if sampled else _NOT_SAMPLED,
             trace_state=parent.trace_state if parent is not None else None,
         )
+
+    def root_ref(self, parent: SpanContext | None) -> SpanRef:
+        """:meth:`root` as it travels. A run without a caller's context under the default
+        sampler and id generator (most runs) is decided without building a SpanContext."""
+        if parent is None and self.sampler is DEFAULT_SAMPLER and self._random:
+            ids = randbytes(24).hex()  # one draw for both ids
+            if ids[:32] != _ZERO_TRACE_ID and ids[32:] != _ZERO_SPAN_ID:
+                return SpanRef(ids[:32], ids[32:], True)
+        return span_ref(self.root(parent))
 
     def child(self, parent: SpanContext) -> SpanContext:
         return SpanContext(

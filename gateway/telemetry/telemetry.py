@@ -9,7 +9,6 @@ Every hook swallows its own failures: telemetry never affects a run.
 from __future__ import annotations
 
 import logging
-import re
 import time
 from collections.abc import Callable, Mapping
 from typing import TYPE_CHECKING, Any, Protocol
@@ -44,12 +43,14 @@ if TYPE_CHECKING:
 
 log = logging.getLogger("loopgate.telemetry")
 
+# What a traced run's observer is handed: the kinds a span uses; deltas too while one would
+# change a span (the first of each model call; all of them with content capture on).
+QUIET = TRACED_KINDS - DELTAS
+LISTENING = TRACED_KINDS
 TRACE_ID_KEY = "trace_id"
 TRACEPARENT_KEY = "traceparent"
 TRACESTATE_KEY = "tracestate"
 DEFAULT_SERVICE_NAME = "loopgate"
-# A consumer name becomes part of an attribute key; adapters name themselves, but be strict.
-_CONSUMER = re.compile(r"[^a-z0-9_]")
 _NAME_MAX = 128
 
 
@@ -76,19 +77,18 @@ class _Captured:
         self.consumers: dict[str, list[int]] = {}
 
     def event(self, run: Run, env: Envelope) -> None:
-        # Called for every event of the run the hub accepts (deltas only while
-        # ``run.observe_deltas``), so everything else happens on the span side.
+        # Called for the run's events of the kinds in ``run.observed``: what a span uses, and
+        # deltas only while one would change a span. Everything else is the span side's.
         kind = env.kind
         if kind in DELTAS:
             # The first delta of a model call times its first chunk; later ones matter
             # only as content.
-            run.observe_deltas = self.content
-        elif kind not in TRACED_KINDS:
-            return
+            if not self.content:
+                run.observed = QUIET
         elif kind == "llm_request":
-            run.observe_deltas = True
+            run.observed = LISTENING
         elif kind == "llm_response":
-            run.observe_deltas = False
+            run.observed = QUIET
         elif kind == "completion":
             if not is_terminal_completion(kind, env.data):
                 return
@@ -155,14 +155,16 @@ class Telemetry:
     # --- hub hooks ----------------------------------------------------------------------
 
     def run_started(self, run: Run) -> None:
-        # Nothing is recorded per event until the run is known to be traced.
-        run.observe_deltas = False
         try:
             record = run.record
             metadata = record.metadata
-            parent = parse_traceparent(metadata.get(TRACEPARENT_KEY), metadata.get(TRACESTATE_KEY))
-            root = self.ids.root(parent)
-            ref = span_ref(root)
+            traceparent = metadata.get(TRACEPARENT_KEY)
+            parent = (
+                parse_traceparent(traceparent, metadata.get(TRACESTATE_KEY))
+                if traceparent
+                else None
+            )
+            ref = self.ids.root_ref(parent)
             # Clients link to the dashboard with these, and continue the trace under the run
             # span (e.g. an external loop's own spans). An unsampled run gets them too, so
             # the caller's decision propagates to whatever continues the trace.
@@ -172,6 +174,7 @@ class Telemetry:
                 return
             captured = self._runs[run.id] = _Captured(self, ref)
             run.observers.append(captured.event)
+            run.observed = QUIET
             self.sink.put(
                 RunOpened(
                     run_id=run.id,
@@ -193,15 +196,17 @@ class Telemetry:
     def event(self, run: Run, env: Envelope) -> None:
         """What the run's observer does (for callers that feed runs by hand, e.g. tests)."""
         captured = self._runs.get(run.id)
-        if captured is not None:
+        if captured is not None and env.kind in run.observed:
             captured.event(run, env)
 
     def _ended(self, run: Run, captured: _Captured) -> None:
         del self._runs[run.id]
-        run.observe_deltas = False
+        run.observed = frozenset()
         try:
-            summary = _delivery_summary(run, captured)
-            self.sink.put(RunSummary(run_id=run.id, attributes=summary))
+            deliveries = [(s.consumer, 1, int(s.cut_off), s.delivered) for s in run.subscribers]
+            if captured.consumers:
+                deliveries += [(c, *counts) for c, counts in captured.consumers.items()]
+            self.sink.put(RunSummary(run.id, deliveries))
         except Exception:
             log.exception("telemetry could not summarise the delivery of run %s", run.id)
 
@@ -244,50 +249,19 @@ class Telemetry:
         if delivery is None:
             return
         parent, start = delivery
-        attributes: dict[str, Any] = {
-            "loopgate.run.id": sub.run.id,
-            "loopgate.delivery.consumer": sub.consumer,
-            "loopgate.delivery.after": sub.cursor - sub.delivered,
-            "loopgate.delivery.events": sub.delivered,
-            "loopgate.delivery.cursor": sub.cursor,
-            "loopgate.delivery.complete": sub.done,
-        }
-        error = None
-        if sub.cut_off:
-            attributes["error.type"] = "cut_off"
-            error = f"the subscriber fell more than {sub.max_lag} events behind and was cut off"
         self.sink.put(
             DeliveryClosed(
-                parent=parent,
-                consumer=sub.consumer,
-                start_ns=start,
-                end_ns=self._clock(),
-                attributes=attributes,
-                error=error,
+                parent,
+                sub.run.id,
+                sub.consumer,
+                start,
+                self._clock(),
+                sub.cursor,
+                sub.delivered,
+                sub.done,
+                sub.max_lag if sub.cut_off else None,
             )
         )
-
-
-def _delivery_summary(run: Run, captured: _Captured) -> dict[str, Any]:
-    """Per-adapter delivery as of the run's end: subscribers still streaming count as served
-    with what they had been handed so far (their own ``deliver`` spans have the final count)."""
-    counts = {k: list(v) for k, v in captured.consumers.items()}
-    for sub in run.subscribers:
-        c = counts.setdefault(sub.consumer, [0, 0, 0])
-        c[0] += 1
-        c[1] += int(sub.cut_off)
-        c[2] += sub.delivered
-    attrs: dict[str, Any] = {"loopgate.delivery.consumers": sorted(counts)}
-    for consumer, (served, cut, events) in counts.items():
-        prefix = _delivery_prefix(consumer)
-        attrs[f"{prefix}.subscribers"] = served
-        attrs[f"{prefix}.cut_offs"] = cut
-        attrs[f"{prefix}.events_delivered"] = events
-    return attrs
-
-
-def _delivery_prefix(consumer: str) -> str:
-    return f"loopgate.delivery.{_CONSUMER.sub('_', consumer.lower())[:64]}"
 
 
 def _name(value: Any) -> str | None:

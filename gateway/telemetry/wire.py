@@ -18,8 +18,11 @@ from contracts.messages import Message
 HEADER = struct.Struct(">I")
 MAX_FRAME_BYTES = 256 << 20
 
+# The structs below hold plain data that never refers back to them (no cycles possible), so
+# they are kept out of the garbage collector (gc=False): thousands wait in the worker's queue.
 
-class SpanRef(msgspec.Struct, frozen=True, array_like=True):
+
+class SpanRef(msgspec.Struct, frozen=True, array_like=True, gc=False):
     """A span context as it travels: hex ids (msgpack has no 128-bit ints), W3C tracestate."""
 
     trace_id: str
@@ -29,7 +32,7 @@ class SpanRef(msgspec.Struct, frozen=True, array_like=True):
     remote: bool = False
 
 
-class RunOpened(msgspec.Struct, frozen=True, kw_only=True):
+class RunOpened(msgspec.Struct, frozen=True, kw_only=True, gc=False):
     run_id: str
     thread_id: str
     source: str
@@ -43,22 +46,30 @@ class RunOpened(msgspec.Struct, frozen=True, kw_only=True):
     input: tuple[Message, ...] = ()
 
 
-class RunSummary(msgspec.Struct, frozen=True, kw_only=True):
-    """Attributes for the run span, sent just before the run's terminal event."""
+class RunSummary(msgspec.Struct, frozen=True, array_like=True, gc=False):
+    """How the run was delivered as of its end, sent just before its terminal event: per
+    subscription (closed or still streaming) its consumer, whether it was cut off and how many
+    events it was handed. The span side turns this into the run span's attributes."""
 
     run_id: str
-    attributes: dict[str, Any]
+    # (consumer, subscriptions, cut-offs, events delivered): closed ones summed by consumer,
+    # open ones one each. Raw counts: the hub side does no formatting.
+    deliveries: list[tuple[str, int, int, int]]
 
 
-class DeliveryClosed(msgspec.Struct, frozen=True, kw_only=True):
+class DeliveryClosed(msgspec.Struct, frozen=True, array_like=True, gc=False):
     """One subscription ended: its whole ``deliver`` span, under the span ``parent`` names."""
 
     parent: SpanRef
+    run_id: str
     consumer: str
     start_ns: int
     end_ns: int
-    attributes: dict[str, Any]
-    error: str | None = None
+    cursor: int
+    delivered: int
+    complete: bool
+    # The lag it exceeded when it was cut off; None when it was not.
+    cut_off_lag: int | None = None
 
 
 Message_ = RunOpened | RunSummary | DeliveryClosed | Envelope

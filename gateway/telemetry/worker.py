@@ -29,6 +29,11 @@ import time
 from collections.abc import Sequence
 from typing import IO, Any
 
+try:
+    import fcntl
+except ImportError:  # Windows
+    fcntl = None  # type: ignore[assignment]
+
 import msgspec
 from opentelemetry.sdk.trace import ReadableSpan, SpanProcessor, SynchronousMultiSpanProcessor
 from opentelemetry.sdk.trace.export import (
@@ -40,7 +45,7 @@ from opentelemetry.sdk.trace.export import (
 
 from contracts.envelope import Envelope
 from gateway.settings import REPO_ROOT
-from gateway.telemetry.projector import CONTENT_FIELDS, CONTENT_KINDS
+from gateway.telemetry.projector import CONTENT_FIELDS
 from gateway.telemetry.wire import HEADER, FrameEncoder
 
 log = logging.getLogger("loopgate.telemetry")
@@ -53,10 +58,12 @@ SLIM_ABOVE_CHARS = 1_024
 # A dropped-messages warning at most this often.
 WARN_EVERY_S = 10.0
 # How long the writer thread sleeps between drains. Every wake-up costs the gateway's process
-# ~1 ms of CPU (the thread must win the GIL from the busy event loop), so it sleeps long:
-# spans are not needed within milliseconds, and an idle gateway backs off further.
-FLUSH_INTERVAL_S = 0.25
-IDLE_INTERVAL_S = 2.0
+# CPU (the thread must win the GIL from the busy event loop), so it sleeps long: the worker's
+# batch processor holds spans for up to 5 s before exporting anyway, and an idle gateway backs
+# off further. A queue filling up wakes it early (at a quarter of its bound).
+FLUSH_INTERVAL_S = 1.0
+IDLE_INTERVAL_S = 4.0
+PIPE_BYTES = 1 << 20
 
 
 class WorkerSpec(msgspec.Struct, kw_only=True, frozen=True):
@@ -120,6 +127,7 @@ class WorkerSink:
         self.max_queued = max_queued
         self.flush_interval_s = flush_interval_s
         self.dropped = 0
+        self._wake_above = max(max_queued // 4, 1)
         self._queue: collections.deque[Any] = collections.deque()
         self._wake = threading.Event()
         self._closing = False
@@ -130,7 +138,9 @@ class WorkerSink:
             p for p in (str(REPO_ROOT), env.get("PYTHONPATH", "")) if p
         )
         self.process = subprocess.Popen(
-            [python, "-m", "gateway.telemetry.worker_main"],
+            # -P: the worker imports this checkout's code (PYTHONPATH), never a `gateway`
+            # package that happens to sit in the current directory.
+            [python, "-P", "-m", "gateway.telemetry.worker_main"],
             stdin=subprocess.PIPE,
             stdout=subprocess.DEVNULL,
             env=env,
@@ -138,13 +148,18 @@ class WorkerSink:
             # gateway's last events (and its own queue) are flushed.
             start_new_session=True,
         )
+        _widen_pipe(self.process.stdin)
         self._thread = threading.Thread(target=self._pump, name="loopgate-trace-relay", daemon=True)
         self._thread.start()
 
     def put(self, message: Any) -> None:
         queue = self._queue
-        if len(queue) < self.max_queued and not self._dead:
+        queued = len(queue)
+        if queued < self._wake_above:
             queue.append(message)
+        elif queued < self.max_queued and not self._dead:
+            queue.append(message)
+            self._wake.set()
         else:
             self._drop(1)
 
@@ -173,6 +188,7 @@ class WorkerSink:
             interval = self.flush_interval_s
             while True:
                 self._wake.wait(interval)
+                self._wake.clear()
                 closing = self._closing
                 queue = self._queue
                 # Nothing to send: sleep longer next time, up to IDLE_INTERVAL_S.
@@ -187,6 +203,7 @@ class WorkerSink:
                 if closing:
                     break
         except (BrokenPipeError, OSError, ValueError):
+            self._wake_above = 0  # every put now takes the checked path, and is dropped
             self._dead = True
             self._drop(len(self._queue))
             self._queue.clear()
@@ -200,7 +217,7 @@ class WorkerSink:
 
     def _encode(self, encoder: FrameEncoder, batch: list[Any]) -> bytes:
         if not self.spec.content:
-            kinds = CONTENT_KINDS
+            kinds = CONTENT_FIELDS
             batch = [_slim(m) if type(m) is Envelope and m.kind in kinds else m for m in batch]
         return self._encode_each(encoder, batch)[0]
 
@@ -237,14 +254,22 @@ def _slim(env: Envelope) -> Envelope:
     """The envelope without big content fields (a tool result can be megabytes: ~2 ms to
     encode and pipe, to be ignored). Short text stays: copying costs more than sending it."""
     data = env.data
-    for key in CONTENT_FIELDS.intersection(data):
-        value = data[key]
-        if type(value) is not str or len(value) > SLIM_ABOVE_CHARS:
-            break
-    else:
-        return env
-    slim = {k: v for k, v in data.items() if k not in CONTENT_FIELDS}
-    return Envelope(env.run_id, env.seq, env.ts, env.kind, slim)
+    slim = None
+    for key in CONTENT_FIELDS[env.kind]:
+        value = data.get(key)
+        if value is not None and (type(value) is not str or len(value) > SLIM_ABOVE_CHARS):
+            if slim is None:
+                slim = dict(data)
+            del slim[key]
+    return env if slim is None else Envelope(env.run_id, env.seq, env.ts, env.kind, slim)
+
+
+def _widen_pipe(stream: IO[bytes] | None) -> None:
+    """A 1 MiB pipe (Linux; 64 KiB by default) takes a whole batch in fewer blocking writes."""
+    set_size = getattr(fcntl, "F_SETPIPE_SZ", None) if fcntl is not None else None
+    if stream is not None and set_size is not None:
+        with contextlib.suppress(OSError):
+            fcntl.fcntl(stream.fileno(), set_size, PIPE_BYTES)
 
 
 def _spec_frame(spec: WorkerSpec) -> bytes:

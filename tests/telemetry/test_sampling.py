@@ -63,7 +63,7 @@ async def run_traced(sampler: Sampler, traceparent: str | None = None) -> tuple[
         info = await hub.start(StartRun(source="ingest", traceparent=traceparent))
         run = hub.run(info.id)
         await hub.push(info.id, LoopEvent("content_delta", {"delta": "hi"}))
-        observing = run.observe_deltas
+        observing = (list(run.observers), run.observed)
         await hub.push(info.id, LoopEvent("completion", {"status": "completed"}))
         info = await hub.get(info.id)
     return (info, observing), list(exporter.get_finished_spans())
@@ -72,7 +72,7 @@ async def run_traced(sampler: Sampler, traceparent: str | None = None) -> tuple[
 async def test_an_unsampled_run_is_not_recorded_but_keeps_its_ids() -> None:
     (info, observing), spans = await run_traced(ALWAYS_OFF)
     assert spans == []
-    assert observing is False  # the hub skips telemetry's per-event work entirely
+    assert observing == ([], frozenset())  # the hub calls telemetry for none of its events
     assert len(info.metadata["trace_id"]) == 32
     assert info.metadata["traceparent"].endswith("-00")
     (info, _), spans = await run_traced(ALWAYS_ON)
