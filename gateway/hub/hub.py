@@ -5,7 +5,7 @@ from __future__ import annotations
 import logging
 import time
 import uuid
-from collections.abc import AsyncIterator, Callable, Mapping
+from collections.abc import AsyncIterator, Awaitable, Callable, Mapping
 from contextlib import asynccontextmanager
 from typing import Any, NoReturn, Protocol
 
@@ -85,6 +85,9 @@ class Hub:
         self.clock = clock
         self.run_observers: list[RunObserver] = []
         self.subscription_observers: list[SubscriptionObserver] = []
+        # Tasks that live as long as the hub does, started when it is entered (telemetry's
+        # flush to its worker).
+        self.services: list[Callable[[], Awaitable[None]]] = []
         self._runs: dict[str, Run] = {}
         self._active = 0
         self._tg: TaskGroup | None = None
@@ -103,6 +106,8 @@ class Hub:
         self._tg = anyio.create_task_group()
         await self._tg.__aenter__()
         self._tg.start_soon(self._housekeeping)
+        for service in self.services:
+            self._tg.start_soon(service)
         return self
 
     async def __aexit__(self, *exc_info: object) -> None:
@@ -175,13 +180,14 @@ class Hub:
         env = Envelope(run.id, seq, self.clock(), kind, data)
         events.append(env)
         self.journal.record_event(env)
+        if terminal:
+            # Before the observers see the terminal event: they may want the run's end first.
+            self._finish(run, data.get("status"))
         # Only the kinds the run's observers asked for: most events (deltas) are not.
         if kind in run.observed:
             for observe in run.observers:
-                observe(run, env)
-        if terminal:
-            self._finish(run, data.get("status"))
-        elif not seq % LAG_CHECK_EVERY and run.subscribers:
+                observe(env)
+        if not terminal and not seq % LAG_CHECK_EVERY and run.subscribers:
             for sub in [s for s in run.subscribers if s.lagging()]:
                 sub.cut()
         run.notify()
@@ -204,6 +210,8 @@ class Hub:
         record.finished_at = self.clock()
         record.last_seq = run.last_seq
         self._active -= 1
+        for hook in run.on_finish:
+            hook(run)
         self.journal.record_run(record)
         run.ended.set()
 

@@ -40,9 +40,13 @@ class Run:
         # Called with each accepted event whose kind is in ``observed``; a run observer adds
         # both for the runs it follows (telemetry, for the runs it traces). One that needs some
         # kinds only at times (telemetry: the first delta of each model call) narrows and
-        # widens ``observed`` as it goes, so the hub skips the calls in between.
-        self.observers: list[Callable[[Run, Envelope], None]] = []
+        # widens ``observed`` as it goes, so the hub skips the calls in between. An observer
+        # may be a C-level callable (a deque's append): it is handed the envelope alone.
+        self.observers: list[Callable[[Envelope], None]] = []
         self.observed: frozenset[str] = frozenset()
+        # Called with the run when its terminal event is accepted, before the observers are
+        # handed that event. Neither these nor observers may raise.
+        self.on_finish: list[Callable[[Run], None]] = []
         self.ingested_bytes = 0
         self._waiter: anyio.Event | None = None
         if record.state == "finished":

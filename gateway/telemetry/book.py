@@ -9,14 +9,19 @@ from __future__ import annotations
 
 import logging
 import re
-from typing import Any
+from collections.abc import Callable
+from typing import TYPE_CHECKING, Any
 
 from opentelemetry.trace import SpanKind
 
 from contracts.envelope import Envelope
+from gateway.telemetry.gate import DeltaGate
 from gateway.telemetry.projector import RUN, TraceContext, TraceProjector
 from gateway.telemetry.spans import RunSpans, SpanWriter, from_span_ref
 from gateway.telemetry.wire import DeliveryClosed, Message_, RunOpened, RunSummary
+
+if TYPE_CHECKING:
+    from gateway.hub import Run
 
 log = logging.getLogger("loopgate.telemetry")
 
@@ -55,6 +60,19 @@ class TraceBook:
         self.owns_processor = owns_processor
         self._runs: dict[str, _Traced] = {}
 
+    def follow(self, run: Run) -> bool:
+        """In-process, each event is a call into the book: only those that change a span."""
+        run.observers.append(DeltaGate(run, self.put, self.content).event)
+        return True
+
+    def later(self, build: Callable[..., Message_], *args: Any) -> None:
+        try:
+            message = build(*args)
+        except Exception:
+            log.exception("telemetry could not describe what happened; it is left out")
+            return
+        self.put(message)
+
     def put(self, message: Message_) -> None:
         try:
             if type(message) is Envelope:
@@ -70,6 +88,9 @@ class TraceBook:
             log.exception("telemetry failed on run %s; its trace is dropped", run_id)
             if isinstance(run_id, str):
                 self._runs.pop(run_id, None)
+
+    async def pump(self) -> None:
+        """Nothing to do in the background: every message was handled when it came."""
 
     def close(self) -> None:
         """End what is still open (as truncated) and flush the processor if it is ours."""

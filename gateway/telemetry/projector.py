@@ -535,3 +535,6 @@ _HANDLERS = {
 # Every kind a projector may act on (completions: terminal ones only). Whoever feeds one may
 # leave the others out: they change no span.
 TRACED_KINDS = frozenset(_HANDLERS) | frozenset(ANNOTATED) | DELTAS
+# The same without deltas: what a traced run's events are filtered to while no delta would
+# change a span (outside model calls, and after the first delta of each without content).
+SPAN_KINDS = TRACED_KINDS - DELTAS

@@ -27,7 +27,6 @@ from contracts.contract import is_terminal_completion
 from contracts.envelope import Envelope
 from gateway.settings import Settings
 from gateway.telemetry.book import TraceBook
-from gateway.telemetry.projector import DELTAS, TRACED_KINDS
 from gateway.telemetry.spans import (
     DEFAULT_SAMPLER,
     SpanWriter,
@@ -39,14 +38,12 @@ from gateway.telemetry.wire import DeliveryClosed, Message_, RunOpened, RunSumma
 from gateway.telemetry.worker import WorkerSink, WorkerSpec, build_processor
 
 if TYPE_CHECKING:
+    from opentelemetry.trace import SpanContext
+
     from gateway.hub import Hub, Run, RunSubscription
 
 log = logging.getLogger("loopgate.telemetry")
 
-# What a traced run's observer is handed: the kinds a span uses; deltas too while one would
-# change a span (the first of each model call; all of them with content capture on).
-QUIET = TRACED_KINDS - DELTAS
-LISTENING = TRACED_KINDS
 TRACE_ID_KEY = "trace_id"
 TRACEPARENT_KEY = "traceparent"
 TRACESTATE_KEY = "tracestate"
@@ -58,42 +55,23 @@ class TraceSink(Protocol):
     """Where the hub side's messages go: the span side in-process (:class:`TraceBook`) or
     the pipe to the trace worker (:class:`~gateway.telemetry.worker.WorkerSink`)."""
 
+    def follow(self, run: Run) -> bool:
+        """Have the run's events handed to the sink (an observer on the run, and the kinds it
+        takes in ``run.observed``); False when the sink takes no more runs."""
+        ...
+
     def put(self, message: Message_) -> None: ...
 
+    def later(self, build: Callable[..., Message_], *args: Any) -> None:
+        """``build(*args)`` is the message, built when the sink gets to it (for the worker:
+        when it flushes, in bulk). The arguments must not change meanwhile."""
+        ...
+
+    async def pump(self) -> None:
+        """Runs as long as the hub does (whatever the sink does in the background)."""
+        ...
+
     def close(self) -> None: ...
-
-
-class _Captured:
-    """A traced run, hub side. Its ``event`` is the run's observer: the hub's hot path."""
-
-    __slots__ = ("consumers", "content", "owner", "put", "ref")
-
-    def __init__(self, owner: Telemetry, ref: SpanRef) -> None:
-        self.owner = owner
-        self.ref = ref
-        self.put = owner.sink.put
-        self.content = owner.content
-        # consumer → [subscribers served, cut-offs, events delivered] by closed subscriptions.
-        self.consumers: dict[str, list[int]] = {}
-
-    def event(self, run: Run, env: Envelope) -> None:
-        # Called for the run's events of the kinds in ``run.observed``: what a span uses, and
-        # deltas only while one would change a span. Everything else is the span side's.
-        kind = env.kind
-        if kind in DELTAS:
-            # The first delta of a model call times its first chunk; later ones matter
-            # only as content.
-            if not self.content:
-                run.observed = QUIET
-        elif kind == "llm_request":
-            run.observed = LISTENING
-        elif kind == "llm_response":
-            run.observed = QUIET
-        elif kind == "completion":
-            if not is_terminal_completion(kind, env.data):
-                return
-            self.owner._ended(run, self)
-        self.put(env)
 
 
 class Telemetry:
@@ -139,7 +117,12 @@ class Telemetry:
         self.sink = sink
         self.content = content
         self.loop_provider_name = loop_provider_name
-        self._runs: dict[str, _Captured] = {}
+        # Traced runs still open: their run span's context.
+        self._runs: dict[str, SpanRef] = {}
+        # run id → consumer → [subscriptions, cut-offs, events delivered], for subscriptions
+        # that closed before the run ended.
+        self._closed: dict[str, dict[str, list[int]]] = {}
+        self._finished_hook = self._finished
         self._deliveries: dict[RunSubscription, tuple[SpanRef, int]] = {}
         self._clock: Callable[[], int] = time.time_ns
 
@@ -147,6 +130,7 @@ class Telemetry:
         self._clock = hub.clock
         hub.run_observers.append(self.run_started)
         hub.subscription_observers.append(self.subscription)
+        hub.services.append(self.sink.pump)
 
     def shutdown(self) -> None:
         """Flush and stop exporting (blocking, bounded by the exporter's timeout)."""
@@ -170,42 +154,50 @@ class Telemetry:
             # the caller's decision propagates to whatever continues the trace.
             metadata[TRACE_ID_KEY] = ref.trace_id
             metadata[TRACEPARENT_KEY] = f"00-{ref.trace_id}-{ref.span_id}-0{int(ref.sampled)}"
-            if not ref.sampled:
+            if not ref.sampled or not self.sink.follow(run):
                 return
-            captured = self._runs[run.id] = _Captured(self, ref)
-            run.observers.append(captured.event)
-            run.observed = QUIET
-            self.sink.put(
-                RunOpened(
-                    run_id=run.id,
-                    thread_id=record.thread_id,
-                    source=record.source,
-                    created_at=record.created_at,
-                    agent_name=_name(metadata.get("agent_name")) or "loopgate",
-                    provider_name=_name(metadata.get("provider"))
-                    or (self.loop_provider_name if record.source == "loop" else "unknown"),
-                    root=ref,
-                    parent=span_ref(parent) if parent is not None else None,
-                    input=tuple(record.input) if self.content else (),
-                )
-            )
+            self._runs[run.id] = ref
+            run.on_finish.append(self._finished_hook)
+            self.sink.later(self._opened, run, ref, parent)
         except Exception:
             log.exception("telemetry could not start the trace of run %s", run.id)
             self._runs.pop(run.id, None)
 
     def event(self, run: Run, env: Envelope) -> None:
-        """What the run's observer does (for callers that feed runs by hand, e.g. tests)."""
-        captured = self._runs.get(run.id)
-        if captured is not None and env.kind in run.observed:
-            captured.event(run, env)
+        """Hand over one of the run's events as the hub does, its end hooks first for the
+        terminal one (for callers that feed runs by hand: tests with recorded timestamps)."""
+        if is_terminal_completion(env.kind, env.data) and self._finished in run.on_finish:
+            self._finished(run)
+        if env.kind in run.observed:
+            for observe in run.observers:
+                observe(env)
 
-    def _ended(self, run: Run, captured: _Captured) -> None:
-        del self._runs[run.id]
-        run.observed = frozenset()
+    def _opened(self, run: Run, ref: SpanRef, parent: SpanContext | None) -> RunOpened:
+        record = run.record
+        metadata = record.metadata
+        return RunOpened(
+            run_id=run.id,
+            thread_id=record.thread_id,
+            source=record.source,
+            created_at=record.created_at,
+            agent_name=_name(metadata.get("agent_name")) or "loopgate",
+            provider_name=_name(metadata.get("provider"))
+            or (self.loop_provider_name if record.source == "loop" else "unknown"),
+            root=ref,
+            parent=span_ref(parent) if parent is not None else None,
+            input=tuple(record.input) if self.content else (),
+        )
+
+    def _finished(self, run: Run) -> None:
+        """The run's terminal event was accepted (before the sink is handed it): how it was
+        delivered so far goes on the run span. Subscribers still reading are counted as of
+        now, so this is taken here, not later."""
         try:
+            del self._runs[run.id]
             deliveries = [(s.consumer, 1, int(s.cut_off), s.delivered) for s in run.subscribers]
-            if captured.consumers:
-                deliveries += [(c, *counts) for c, counts in captured.consumers.items()]
+            closed = self._closed.pop(run.id, None)
+            if closed:
+                deliveries += [(c, *counts) for c, counts in closed.items()]
             self.sink.put(RunSummary(run.id, deliveries))
         except Exception:
             log.exception("telemetry could not summarise the delivery of run %s", run.id)
@@ -223,10 +215,8 @@ class Telemetry:
     # --- delivery -----------------------------------------------------------------------
 
     def _delivery_opened(self, sub: RunSubscription) -> None:
-        captured = self._runs.get(sub.run.id)
-        if captured is not None:
-            parent = captured.ref
-        else:
+        parent = self._runs.get(sub.run.id)
+        if parent is None:
             # A finished run (or one from before a restart): its stored traceparent is the
             # run span's, so late subscribers still join the run's trace.
             metadata = sub.run.record.metadata
@@ -239,29 +229,32 @@ class Telemetry:
         self._deliveries[sub] = (parent, self._clock())
 
     def _delivery_closed(self, sub: RunSubscription) -> None:
-        captured = self._runs.get(sub.run.id)
-        if captured is not None:
-            counts = captured.consumers.setdefault(sub.consumer, [0, 0, 0])
+        run_id = sub.run.id
+        if run_id in self._runs:
+            by_consumer = self._closed.setdefault(run_id, {})
+            counts = by_consumer.setdefault(sub.consumer, [0, 0, 0])
             counts[0] += 1
             counts[1] += int(sub.cut_off)
             counts[2] += sub.delivered
         delivery = self._deliveries.pop(sub, None)
-        if delivery is None:
-            return
-        parent, start = delivery
-        self.sink.put(
-            DeliveryClosed(
-                parent,
-                sub.run.id,
-                sub.consumer,
-                start,
-                self._clock(),
-                sub.cursor,
-                sub.delivered,
-                sub.done,
-                sub.max_lag if sub.cut_off else None,
-            )
-        )
+        if delivery is not None:
+            parent, start = delivery
+            self.sink.later(_delivered, sub, parent, start, self._clock())
+
+
+def _delivered(sub: RunSubscription, parent: SpanRef, start_ns: int, end_ns: int) -> DeliveryClosed:
+    """A closed subscription's ``deliver`` span (its counts are final)."""
+    return DeliveryClosed(
+        parent,
+        sub.run.id,
+        sub.consumer,
+        start_ns,
+        end_ns,
+        sub.cursor,
+        sub.delivered,
+        sub.done,
+        sub.max_lag if sub.cut_off else None,
+    )
 
 
 def _name(value: Any) -> str | None:

@@ -4,14 +4,16 @@ Building a span costs ~10 µs of Python (the projector, the SDK's span objects, 
 queue) and the gateway's hub runs on one core under one GIL: in-process, a span-dense run
 (short tool calls) would lose a third of its events/s to tracing, and the OTLP exporter's
 protobuf encoding competes for the same core. So the hub side (:class:`WorkerSink`) only
-queues what happened — run starts, events, subscription ends; deltas only when one changes a
-span — and a thread writes them, in batches, to this worker's stdin. The worker runs the same
-:class:`~gateway.telemetry.book.TraceBook` as the inline mode, with the configured exporters.
+queues what happened — run starts, the events a span uses, subscription ends — and a task on
+the hub's event loop prepares it (:mod:`gateway.telemetry.relay`) and writes it, in batches,
+to this worker's stdin. The worker runs the same :class:`~gateway.telemetry.book.TraceBook`
+as the inline mode, with the configured exporters.
 
-Nothing here can stop a run: the queue is bounded (past it, messages are dropped and
-counted), a worker that dies or does not start is logged and ignored, and a full pipe blocks
-only the writer thread. The worker ignores SIGINT/SIGTERM sent to the gateway's process
-group: it ends when the pipe closes, after flushing what it was sent.
+Nothing here can stop a run: the queue is bounded (past it, the oldest messages give way and
+the sink says so), a worker that dies or does not start is logged and ignored, and a pipe the
+worker does not empty leaves messages queued, never the event loop waiting. The worker
+ignores SIGINT/SIGTERM sent to the gateway's process group: it ends when the pipe closes,
+after flushing what it was sent.
 
 The worker process itself is :mod:`gateway.telemetry.worker_main`.
 """
@@ -22,18 +24,22 @@ import collections
 import contextlib
 import logging
 import os
+import select
 import subprocess
 import sys
-import threading
 import time
-from collections.abc import Sequence
-from typing import IO, Any
+from collections.abc import Callable, Sequence
+from itertools import repeat
+from operator import call
+from typing import TYPE_CHECKING, Any
 
 try:
     import fcntl
 except ImportError:  # Windows
     fcntl = None  # type: ignore[assignment]
 
+import anyio
+import anyio.lowlevel
 import msgspec
 from opentelemetry.sdk.trace import ReadableSpan, SpanProcessor, SynchronousMultiSpanProcessor
 from opentelemetry.sdk.trace.export import (
@@ -43,26 +49,24 @@ from opentelemetry.sdk.trace.export import (
     SpanExportResult,
 )
 
-from contracts.envelope import Envelope
 from gateway.settings import REPO_ROOT
-from gateway.telemetry.projector import CONTENT_FIELDS
+from gateway.telemetry.projector import SPAN_KINDS, TRACED_KINDS
+from gateway.telemetry.relay import Relay
 from gateway.telemetry.wire import HEADER, FrameEncoder
+
+if TYPE_CHECKING:
+    from gateway.hub import Run
 
 log = logging.getLogger("loopgate.telemetry")
 
 # Messages per frame: big enough to amortise the write, small enough to bound a frame.
 MAX_BATCH = 4_096
-# With content capture off, content fields longer than this (or not text: their size is
-# unknown until encoded) are left out of what the worker is sent: it would only ignore them.
-SLIM_ABOVE_CHARS = 1_024
 # A dropped-messages warning at most this often.
 WARN_EVERY_S = 10.0
-# How long the writer thread sleeps between drains. Every wake-up costs the gateway's process
-# CPU (the thread must win the GIL from the busy event loop), so it sleeps long: the worker's
-# batch processor holds spans for up to 5 s before exporting anyway, and an idle gateway backs
-# off further. A queue filling up wakes it early (at a quarter of its bound).
-FLUSH_INTERVAL_S = 1.0
-IDLE_INTERVAL_S = 4.0
+# How often the queue is sent to the worker: often enough that what is sent is still in the
+# core's cache, seldom enough that the flush task's own wake-ups cost nothing measurable. The
+# worker's batch processor holds spans up to 5 s before exporting anyway.
+FLUSH_INTERVAL_S = 0.05
 PIPE_BYTES = 1 << 20
 
 
@@ -110,9 +114,18 @@ def build_processor(spec: WorkerSpec) -> SpanProcessor | None:
 
 
 class WorkerSink:
-    """The hub side of the worker: a bounded in-memory queue and a writer thread.
+    """The hub side of the worker: a bounded queue, drained by a task on the hub's event loop.
 
-    ``put`` is the hub's hot path: one append, no I/O, no lock held across anything.
+    A traced run's events reach the queue by the deque's own (C-level) append, filtered by
+    kind in the hub (``run.observed``): no Python runs per event. Every ``flush_interval_s``
+    the :meth:`pump` task takes what is queued, prepares it
+    (:class:`~gateway.telemetry.relay.Relay`: first deltas, slimming, deferred messages),
+    encodes it and writes it to the worker's pipe without blocking: a pipe the worker has not
+    emptied yet leaves the rest queued for the next round. Everything happens on the loop's
+    thread: no locks, and no thread that must win the GIL from a busy loop (the writer thread
+    this replaces spent about a third of its time waking up and doing that). The queue is
+    bounded: when the worker falls that far behind, the oldest messages give way, and the
+    sink says so.
     """
 
     def __init__(
@@ -126,12 +139,18 @@ class WorkerSink:
         self.spec = spec
         self.max_queued = max_queued
         self.flush_interval_s = flush_interval_s
+        # Messages lost to a dead worker or an unencodable payload, and the times the queue
+        # was found at its bound (the oldest had given way: how many is not counted).
         self.dropped = 0
-        self._wake_above = max(max_queued // 4, 1)
-        self._queue: collections.deque[Any] = collections.deque()
-        self._wake = threading.Event()
-        self._closing = False
+        self.overflows = 0
+        self._queue: collections.deque[Any] = collections.deque(maxlen=max_queued)
+        self._relay = Relay(spec.content)
+        self._encoder = FrameEncoder()
+        self._observed = TRACED_KINDS if spec.content else SPAN_KINDS
+        # The part of the last frame the pipe did not take yet.
+        self._unsent = memoryview(b"")
         self._dead = False
+        self._closed = False
         self._warned_at = 0.0
         env = dict(os.environ)
         env["PYTHONPATH"] = os.pathsep.join(
@@ -148,78 +167,113 @@ class WorkerSink:
             # gateway's last events (and its own queue) are flushed.
             start_new_session=True,
         )
-        _widen_pipe(self.process.stdin)
-        self._thread = threading.Thread(target=self._pump, name="loopgate-trace-relay", daemon=True)
-        self._thread.start()
+        stdin = self.process.stdin
+        assert stdin is not None
+        self._fd = stdin.fileno()
+        _widen_pipe(self._fd)
+        try:
+            _write_all(self._fd, _spec_frame(spec))
+            os.set_blocking(self._fd, False)
+        except OSError:
+            self._gone()
+
+    def follow(self, run: Run) -> bool:
+        if self._dead:
+            return False
+        self._relay.follow(run)
+        run.observers.append(self._queue.append)
+        run.observed = self._observed
+        return True
 
     def put(self, message: Any) -> None:
-        queue = self._queue
-        queued = len(queue)
-        if queued < self._wake_above:
-            queue.append(message)
-        elif queued < self.max_queued and not self._dead:
-            queue.append(message)
-            self._wake.set()
-        else:
+        if self._dead:
             self._drop(1)
+        else:
+            self._queue.append(message)
+
+    def later(self, build: Callable[..., Any], *args: Any) -> None:
+        if self._dead:
+            self._drop(1)
+        else:
+            self._queue.append((build, args))  # built by the relay when flushed
+
+    async def pump(self) -> None:
+        """Flush every ``flush_interval_s``, a batch at a time (the loop stays responsive)."""
+        while not self._dead:
+            await anyio.sleep(self.flush_interval_s)
+            while self.flush_batch():
+                await anyio.lowlevel.checkpoint()
+
+    def flush_batch(self) -> bool:
+        """Send what the pipe takes of one batch; True if there is more to send now."""
+        if self._dead:
+            return False
+        queue = self._queue
+        batch: list[Any] = []
+        try:
+            if self._unsent:
+                self._unsent = self._unsent[_write_some(self._fd, self._unsent) :]
+                if self._unsent:
+                    return False  # the pipe is full: the worker is behind
+            if not queue:
+                return False
+            if len(queue) >= self.max_queued:
+                self._overflowed()
+            # popleft n times, in C.
+            batch = list(map(call, repeat(queue.popleft, min(len(queue), MAX_BATCH))))
+            frame = memoryview(self._encode(batch))
+            self._unsent = frame[_write_some(self._fd, frame) :]
+            return not self._unsent and bool(queue)
+        except OSError:
+            self._gone(len(batch))
+            return False
 
     def close(self, timeout_s: float | None = None) -> None:
         """Send what is queued, close the pipe and wait for the worker to flush its exports
-        (bounded: the export timeout plus a margin; then it is killed)."""
+        (bounded: the export timeout plus a margin; then it is killed). Blocking."""
+        if self._closed:
+            return
+        self._closed = True
         timeout = timeout_s if timeout_s is not None else self.spec.export_timeout_s + 5.0
-        self._closing = True
-        self._wake.set()
-        self._thread.join(timeout)
+        deadline = time.monotonic() + timeout
+        queue = self._queue
+        while (self._unsent or queue) and not self._dead:
+            if self.flush_batch() or not self._unsent:
+                continue
+            # The pipe is full: wait for the worker to read, as long as the bound allows.
+            remaining = deadline - time.monotonic()
+            if remaining <= 0:
+                log.warning(
+                    "the trace worker stopped reading; %d messages unsent", len(self._queue)
+                )
+                break
+            select.select([], [self._fd], [], min(remaining, 0.5))
+        with contextlib.suppress(OSError):
+            assert self.process.stdin is not None
+            self.process.stdin.close()
         try:
-            self.process.wait(timeout)
+            self.process.wait(max(deadline - time.monotonic(), 0.1))
         except subprocess.TimeoutExpired:
             log.warning("the trace worker did not finish in %.0f s; stopping it", timeout)
             self.process.kill()
             self.process.wait()
         if self.dropped:
-            log.warning("telemetry dropped %d messages (queue full or worker gone)", self.dropped)
+            log.warning("telemetry dropped %d messages (worker gone or unencodable)", self.dropped)
 
-    def _pump(self) -> None:
-        stdin = self.process.stdin
-        assert stdin is not None
-        encoder = FrameEncoder()
-        try:
-            _write(stdin, _spec_frame(self.spec))
-            interval = self.flush_interval_s
-            while True:
-                self._wake.wait(interval)
-                self._wake.clear()
-                closing = self._closing
-                queue = self._queue
-                # Nothing to send: sleep longer next time, up to IDLE_INTERVAL_S.
-                interval = (
-                    self.flush_interval_s
-                    if queue
-                    else min(interval * 2, max(IDLE_INTERVAL_S, self.flush_interval_s))
-                )
-                while queue:
-                    batch = [queue.popleft() for _ in range(min(len(queue), MAX_BATCH))]
-                    _write(stdin, self._encode(encoder, batch))
-                if closing:
-                    break
-        except (BrokenPipeError, OSError, ValueError):
-            self._wake_above = 0  # every put now takes the checked path, and is dropped
-            self._dead = True
-            self._drop(len(self._queue))
-            self._queue.clear()
-            log.error(
-                "the trace worker is gone (exit code %s); spans are no longer exported",
-                self.process.poll(),
-            )
-        finally:
-            with contextlib.suppress(OSError):
-                stdin.close()
+    def _gone(self, in_flight: int = 0) -> None:
+        if self._dead:
+            return
+        self._dead = True
+        self._drop(in_flight + len(self._queue))
+        self._queue.clear()
+        self._unsent = memoryview(b"")
+        log.error(
+            "the trace worker is gone (exit code %s); spans are no longer exported",
+            self.process.poll(),
+        )
 
-    def _encode(self, encoder: FrameEncoder, batch: list[Any]) -> bytes:
-        if not self.spec.content:
-            kinds = CONTENT_FIELDS
-            batch = [_slim(m) if type(m) is Envelope and m.kind in kinds else m for m in batch]
-        return self._encode_each(encoder, batch)[0]
+    def _encode(self, batch: list[Any]) -> bytes:
+        return self._encode_each(self._encoder, self._relay.prepare(batch))[0]
 
     def _encode_each(self, encoder: FrameEncoder, batch: list[Any]) -> tuple[bytes, list[Any]]:
         """The frame, and the messages in it."""
@@ -236,47 +290,58 @@ class WorkerSink:
                     self._drop(1)
             return encoder.encode(kept), kept
 
+    def _overflowed(self) -> None:
+        self.overflows += 1
+        if self._may_warn():
+            log.warning(
+                "telemetry's queue reached its bound of %d messages (%d times so far): the "
+                "oldest gave way and some runs' spans are incomplete; raise trace_queue_max "
+                "or check that the trace worker keeps up",
+                self.max_queued,
+                self.overflows,
+            )
+
     def _drop(self, n: int) -> None:
         if not n:
             return
         self.dropped += n
-        now = time.monotonic()
-        if now - self._warned_at >= WARN_EVERY_S:
-            self._warned_at = now
+        if self._may_warn():
             log.warning(
-                "telemetry is dropping messages (%d so far): the trace worker is %s",
+                "telemetry is dropping messages (%d so far): %s",
                 self.dropped,
-                "gone" if self._dead else f"more than {self.max_queued} messages behind",
+                "the trace worker is gone" if self._dead else "a payload could not be encoded",
             )
 
-
-def _slim(env: Envelope) -> Envelope:
-    """The envelope without big content fields (a tool result can be megabytes: ~2 ms to
-    encode and pipe, to be ignored). Short text stays: copying costs more than sending it."""
-    data = env.data
-    slim = None
-    for key in CONTENT_FIELDS[env.kind]:
-        value = data.get(key)
-        if value is not None and (type(value) is not str or len(value) > SLIM_ABOVE_CHARS):
-            if slim is None:
-                slim = dict(data)
-            del slim[key]
-    return env if slim is None else Envelope(env.run_id, env.seq, env.ts, env.kind, slim)
+    def _may_warn(self) -> bool:
+        now = time.monotonic()
+        if now - self._warned_at < WARN_EVERY_S:
+            return False
+        self._warned_at = now
+        return True
 
 
-def _widen_pipe(stream: IO[bytes] | None) -> None:
-    """A 1 MiB pipe (Linux; 64 KiB by default) takes a whole batch in fewer blocking writes."""
+def _widen_pipe(fd: int) -> None:
+    """A 1 MiB pipe (Linux; 64 KiB by default) takes a whole batch in one write."""
     set_size = getattr(fcntl, "F_SETPIPE_SZ", None) if fcntl is not None else None
-    if stream is not None and set_size is not None:
+    if set_size is not None:
         with contextlib.suppress(OSError):
-            fcntl.fcntl(stream.fileno(), set_size, PIPE_BYTES)
+            fcntl.fcntl(fd, set_size, PIPE_BYTES)
+
+
+def _write_some(fd: int, data: memoryview) -> int:
+    """What a write took (0 when a non-blocking pipe is full); OSError when it is gone."""
+    try:
+        return os.write(fd, data)
+    except BlockingIOError:
+        return 0
+
+
+def _write_all(fd: int, data: bytes) -> None:
+    view = memoryview(data)
+    while view:
+        view = view[os.write(fd, view) :]
 
 
 def _spec_frame(spec: WorkerSpec) -> bytes:
     body = msgspec.json.encode(spec)
     return HEADER.pack(len(body)) + body
-
-
-def _write(stream: IO[bytes], data: bytes) -> None:
-    stream.write(data)
-    stream.flush()

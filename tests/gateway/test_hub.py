@@ -281,3 +281,25 @@ async def test_an_external_loop_cannot_push_more_than_the_byte_limit(tmp_path: P
         )
         with pytest.raises(RunFinished):
             await hub.push(run_id, delta("more"))
+
+
+async def test_observers_get_only_the_kinds_asked_for_and_the_end_comes_first(
+    tmp_path: Path,
+) -> None:
+    seen: list[str] = []
+    async with hub_for(tmp_path) as hub:
+
+        def follow(run: Any) -> None:
+            run.observers.append(lambda env: seen.append(f"{env.seq}:{env.kind}"))
+            run.observed = frozenset({"llm_request", "completion"})
+            run.on_finish.append(lambda r: seen.append(f"end:{r.record.status}"))
+
+        hub.run_observers.append(follow)
+        run_id = await ingest_run(hub)
+        await hub.push(run_id, LoopEvent("llm_request", {"round": 1, "model": "m"}))
+        await hub.push(run_id, delta("hi"))
+        await hub.push(run_id, LoopEvent("completion", {"status": "executing"}))
+        await hub.push(run_id, DONE)
+    # The delta was never handed over; the run's end hooks ran before its terminal event
+    # reached the observers (telemetry summarises delivery there, ahead of the run span's end).
+    assert seen == ["1:llm_request", "3:completion", "end:completed", "4:completion"]

@@ -3,6 +3,7 @@ nothing the worker does (dying, lagging, odd input) reaches a run."""
 
 from __future__ import annotations
 
+import itertools
 import json
 import logging
 import os
@@ -10,6 +11,7 @@ import signal
 import subprocess
 import sys
 import time
+from collections.abc import Callable
 from pathlib import Path
 from typing import Any
 
@@ -23,14 +25,18 @@ from opentelemetry.sdk.trace.export.in_memory_span_exporter import InMemorySpanE
 from contracts.envelope import Envelope
 from contracts.ports import StartRun
 from gateway.app import build_hub
+from gateway.hub import Run
+from gateway.hub.run import new_record
 from gateway.settings import REPO_ROOT, Settings
 from gateway.telemetry import Telemetry
 from gateway.telemetry.book import TraceBook
-from gateway.telemetry.golden import STREAMS
+from gateway.telemetry.gate import DeltaGate
+from gateway.telemetry.golden import STREAMS, load_stream
+from gateway.telemetry.relay import slim
 from gateway.telemetry.spans import SpanWriter
 from gateway.telemetry.telemetry import build_telemetry
 from gateway.telemetry.wire import HEADER, FrameDecoder, FrameEncoder, FrameError, Message_
-from gateway.telemetry.worker import WorkerSink, WorkerSpec, _slim
+from gateway.telemetry.worker import WorkerSink, WorkerSpec
 
 STREAM_PATHS = sorted(STREAMS.glob("*.jsonl"))
 # Recordings that are replayed through a hub (the unknown-kinds one has no replayable shape).
@@ -40,11 +46,22 @@ REPLAYED = [p for p in STREAM_PATHS if p.stem != "unknown-kinds-fields"]
 class Recorder:
     """A sink that keeps what the hub side sends, to be replayed into either span side."""
 
-    def __init__(self) -> None:
+    def __init__(self, content: bool = False) -> None:
+        self.content = content
         self.messages: list[Message_] = []
+
+    def follow(self, run: Run) -> bool:
+        run.observers.append(DeltaGate(run, self.put, self.content).event)
+        return True
 
     def put(self, message: Message_) -> None:
         self.messages.append(message)
+
+    def later(self, build: Callable[..., Message_], *args: Any) -> None:
+        self.messages.append(build(*args))
+
+    async def pump(self) -> None:
+        pass
 
     def close(self) -> None:
         pass
@@ -52,7 +69,7 @@ class Recorder:
 
 async def recorded_messages(content: bool) -> list[Message_]:
     """What the hub side sends for a replay of every recording, each read by a subscriber."""
-    recorder = Recorder()
+    recorder = Recorder(content)
     telemetry = Telemetry(sink=recorder, content=content)
     async with build_hub(Settings(replay_max_gap_s=0.05), telemetry=telemetry) as hub:
         for stream in REPLAYED:
@@ -126,17 +143,74 @@ def test_the_worker_builds_the_spans_the_inline_mode_builds(
     assert comparable(printed) == comparable(expected)
 
 
+async def publish_recordings(telemetry: Telemetry) -> None:
+    """Every recording published into a hub on a counting clock (so two hubs stamp the same
+    times), each read afterwards by a late subscriber."""
+    hub = build_hub(Settings())
+    ticks = itertools.count(1_700_000_000_000_000_000, 1_000_000)
+    hub.clock = lambda: next(ticks)
+    telemetry.attach(hub)
+    async with hub:
+        for path in STREAM_PATHS:
+            info = await hub.start(StartRun(source="ingest", run_id=f"run_{path.stem}"))
+            run = hub.run(info.id)
+            for env in load_stream(path):
+                if not run.finished:
+                    hub.publish(run, env.kind, env.data)
+            hub.end_producer(run)
+            async with hub.subscribe(info.id, consumer="sse") as sub:
+                while not sub.done:
+                    await sub.next_batch()
+
+
+def with_trace_ids_by_order(spans: list[dict[str, Any]]) -> list[dict[str, Any]]:
+    traces: dict[str, str] = {}
+    for span in spans:
+        trace_id = span["context"]["trace_id"]
+        span["context"]["trace_id"] = traces.setdefault(trace_id, f"trace#{len(traces)}")
+    return spans
+
+
+@pytest.mark.parametrize("content", [False, True], ids=["content-off", "content-on"])
+def test_a_hub_traced_through_the_worker_gives_the_spans_a_hub_traced_inline_gives(
+    content: bool, capfd: pytest.CaptureFixture[str]
+) -> None:
+    """The worker's own path: the hub appends a run's events to the queue without any call
+    per event, and the writer thread finds each model call's first delta in the run itself
+    (the inline mode is handed it by the hub). Same recordings, same clock, same spans."""
+    exporter = InMemorySpanExporter()
+    anyio.run(publish_recordings, Telemetry(SimpleSpanProcessor(exporter), content=content))
+    expected = [json.loads(span.to_json()) for span in exporter.get_finished_spans()]
+    assert len(expected) >= 4 * len(STREAM_PATHS)
+    ttft = "gen_ai.response.time_to_first_chunk"
+    assert any(ttft in span["attributes"] for span in expected)
+    capfd.readouterr()
+    through_worker = Telemetry(sink=WorkerSink(WorkerSpec(console=True, content=content)))
+    anyio.run(publish_recordings, through_worker)
+    through_worker.shutdown()
+    printed = console_spans(capfd.readouterr().err)
+    assert with_trace_ids_by_order(comparable(printed)) == with_trace_ids_by_order(
+        comparable(expected)
+    )
+
+
 def test_slimming_drops_only_what_content_capture_would_show() -> None:
     env = Envelope("r", 3, 1, "tool_call_result", {"id": "c1", "name": "t", "result": "x" * 10_000})
-    slim = _slim(env)
-    assert slim.data == {"id": "c1", "name": "t"}
-    assert (slim.run_id, slim.seq, slim.ts, slim.kind) == ("r", 3, 1, "tool_call_result")
+    slimmed = slim(env)
+    assert slimmed.data == {"id": "c1", "name": "t"}
+    assert (slimmed.run_id, slimmed.seq, slimmed.ts, slimmed.kind) == (
+        "r",
+        3,
+        1,
+        "tool_call_result",
+    )
     plain = Envelope("r", 4, 2, "tool_call_result", {"id": "c1", "success": True})
-    assert _slim(plain) is plain
+    assert slim(plain) is plain
     short = Envelope("r", 5, 2, "tool_call_result", {"id": "c1", "resultPreview": "4"})
-    assert _slim(short) is short  # copying would cost more than sending it
+    assert slim(short) is short  # copying would cost more than sending it
     nested = Envelope("r", 6, 2, "tool_call_start", {"id": "c2", "arguments": {"path": "x"}})
-    assert _slim(nested).data == {"id": "c2"}
+    assert slim(nested).data == {"id": "c2"}
+    assert nested.data == {"id": "c2", "arguments": {"path": "x"}}  # the run's own is intact
 
 
 def frame(messages: list[Any]) -> bytes:
@@ -230,32 +304,68 @@ def test_frames_with_unknown_codes_or_mismatched_lengths_are_refused() -> None:
 
 
 def test_a_dead_worker_drops_messages_and_says_so_once(caplog: pytest.LogCaptureFixture) -> None:
-    sink = WorkerSink(WorkerSpec(console=True), flush_interval_s=0.01)
+    sink = WorkerSink(WorkerSpec(console=True))
     sink.process.kill()
     sink.process.wait()
     messages = one_run() * 50
+    run = Run(new_record("run_late", "run_late", "ingest", 0, {}))
     with caplog.at_level(logging.WARNING, logger="loopgate.telemetry"):
-        deadline = time.monotonic() + 10
-        while sink.dropped == 0 and time.monotonic() < deadline:
-            for message in messages:
-                sink.put(message)  # never raises
-            time.sleep(0.05)
+        for message in messages:
+            sink.put(message)  # never raises
+        assert sink.flush_batch() is False  # what the pump does: finds the pipe broken
+        for message in messages:
+            sink.put(message)
+        followed = sink.follow(run)
         sink.close()
-    assert sink.dropped > 0
-    assert "the trace worker is gone" in caplog.text
+    assert sink.dropped == 2 * len(messages)
+    assert followed is False and run.observers == []  # new runs are not traced at all
+    assert caplog.text.count("spans are no longer exported") == 1
     assert caplog.text.count("telemetry is dropping messages") == 1
 
 
-def test_the_queue_is_bounded_and_drops_are_counted() -> None:
+@pytest.mark.anyio
+async def test_the_hub_runs_the_flush_and_a_full_pipe_waits_for_the_next_round() -> None:
+    """The pump is a task of the hub; a worker that does not read leaves messages queued
+    (bounded), never blocks the event loop, and the rest goes out once it reads again."""
+    sink = WorkerSink(WorkerSpec(discard=True), flush_interval_s=0.01)
+    os.kill(sink.process.pid, signal.SIGSTOP)
+    try:
+        telemetry = Telemetry(sink=sink)
+        async with build_hub(Settings(), telemetry=telemetry) as hub:
+            big = {"status": "executing", "pad": "x" * 2_000}
+            for _ in range(5):
+                info = await hub.start(StartRun(source="ingest"))
+                run = hub.run(info.id)
+                for _ in range(1_000):
+                    hub.publish(run, "completion", big)  # a batch of 4,096 is 8 MB
+                hub.publish(run, "completion", {"status": "completed"})
+            with anyio.fail_after(5):
+                while not sink._unsent:  # noqa: ASYNC110 - polling what the pump leaves
+                    await anyio.sleep(0.01)
+            queued = len(sink._queue)
+            await anyio.sleep(0.1)  # rounds come and go; the loop is not held up
+            assert len(sink._queue) == queued > 0
+    finally:
+        os.kill(sink.process.pid, signal.SIGCONT)
+    sink.close()
+    assert sink.process.returncode == 0
+    assert sink.dropped == 0 and not sink._queue
+
+
+def test_the_queue_is_bounded_and_an_overflow_is_reported(
+    caplog: pytest.LogCaptureFixture,
+) -> None:
     sink = WorkerSink(WorkerSpec(discard=True), max_queued=100, flush_interval_s=5.0)
     messages = one_run()
-    for _ in range(1_000 // len(messages) + 1):
-        for message in messages:
-            sink.put(message)
-    queued = len(sink._queue)
-    sink.close()
+    with caplog.at_level(logging.WARNING, logger="loopgate.telemetry"):
+        for _ in range(1_000 // len(messages) + 1):
+            for message in messages:
+                sink.put(message)
+        queued = len(sink._queue)
+        sink.close()
     assert queued == 100
-    assert sink.dropped >= 1_000 - 100
+    assert sink.overflows >= 1
+    assert "queue reached its bound of 100 messages" in caplog.text
 
 
 def test_an_unencodable_payload_costs_only_its_own_message(
