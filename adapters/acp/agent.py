@@ -425,7 +425,7 @@ class AcpAgent:
             if latest and latest[0].state == "running":
                 raise self._busy(session_id)
             messages = [*await self._history(session), Message(role="user", content=text)]
-            info = await self._start(session, messages, meta.get("traceparent"))
+            info = await self._start(session, messages, meta)
             active.run_id = info.id
             if active.cancelled:
                 await self.service.cancel(info.id)
@@ -436,13 +436,18 @@ class AcpAgent:
         finally:
             session.active = None
 
-    async def _start(self, session: Session, messages: list[Message], traceparent: Any) -> RunInfo:
+    async def _start(
+        self, session: Session, messages: list[Message], meta: dict[str, Any]
+    ) -> RunInfo:
+        # The prompt's `_meta` trace context (W3C names); the hub ignores a malformed one.
+        traceparent, tracestate = meta.get("traceparent"), meta.get("tracestate")
         request = StartRun(
             input=messages,
             thread_id=session.id,
             approval=session.approval,
             metadata={"acp": {"cwd": session.cwd}},
             traceparent=traceparent if isinstance(traceparent, str) else None,
+            tracestate=tracestate if isinstance(tracestate, str) else None,
         )
         try:
             return await self.service.start(request)

@@ -24,7 +24,7 @@ from adapters.jsonrpc.errors import (
     error_object,
 )
 from adapters.jsonrpc.limits import RpcLimits
-from adapters.jsonrpc.methods import METHODS, CallContext, Method, Streams, bind
+from adapters.jsonrpc.methods import METHODS, NO_TRACE, CallContext, Method, Streams, Trace, bind
 from adapters.jsonrpc.openrpc import with_discover
 from adapters.jsonrpc.protocol import (
     Call,
@@ -93,7 +93,7 @@ class Dispatcher:
         *,
         streams: Streams | None = None,
         on_reply: ReplyHandler | None = None,
-        traceparent: str | None = None,
+        trace: Trace = NO_TRACE,
     ) -> bytes | None:
         """The response bytes for one message, or None when nothing is to be sent."""
         size = len(raw) if isinstance(raw, bytes) else len(raw.encode())
@@ -114,11 +114,11 @@ class Dispatcher:
                 )
             answers = []
             for item in doc:
-                answer = await self.item(item, streams, on_reply, traceparent)
+                answer = await self.item(item, streams, on_reply, trace)
                 if answer is not None:
                     answers.append(answer)
             return encode(answers) if answers else None
-        answer = await self.item(doc, streams, on_reply, traceparent)
+        answer = await self.item(doc, streams, on_reply, trace)
         return None if answer is None else encode(answer)
 
     async def item(
@@ -126,11 +126,11 @@ class Dispatcher:
         item: Any,
         streams: Streams | None,
         on_reply: ReplyHandler | None,
-        traceparent: str | None,
+        trace: Trace,
     ) -> Success | Failure | None:
         kind = classify(item)
         if isinstance(kind, Call):
-            return await self.call(kind, streams, traceparent)
+            return await self.call(kind, streams, trace)
         if isinstance(kind, Reply):
             if on_reply is not None:
                 await on_reply(kind)
@@ -143,7 +143,7 @@ class Dispatcher:
         return invalid(kind)
 
     async def call(
-        self, call: Call, streams: Streams | None, traceparent: str | None
+        self, call: Call, streams: Streams | None, trace: Trace
     ) -> Success | Failure | None:
         method = self.methods.get(call.method)
         try:
@@ -152,8 +152,9 @@ class Dispatcher:
                     METHOD_NOT_FOUND,
                     f"no method {call.method!r}; rpc.discover lists the methods",
                 )
-            params, meta_traceparent = bind(method, call.params)
-            ctx = CallContext(self.service, streams, meta_traceparent or traceparent)
+            params, meta_trace = bind(method, call.params)
+            # The call's own context, else the transport's (HTTP headers); never a mix.
+            ctx = CallContext(self.service, streams, meta_trace or trace)
             result = await method.handler(ctx, params)
         except Exception as exc:
             error = error_for(exc)

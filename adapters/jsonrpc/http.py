@@ -15,6 +15,7 @@ from starlette.websockets import WebSocket
 
 from adapters.jsonrpc.dispatch import Dispatcher, too_large
 from adapters.jsonrpc.errors import INVALID_REQUEST, error_object
+from adapters.jsonrpc.methods import Trace
 from adapters.jsonrpc.protocol import Failure, encode
 from adapters.shared.body import read_body
 from adapters.shared.problem import HttpProblem
@@ -40,7 +41,9 @@ def routes(dispatcher: Dispatcher, limits: EndpointLimits) -> list[BaseRoute]:
             raw = await read_body(request, max_bytes)
         except HttpProblem:
             return json_reply(too_large(f"request body is larger than {max_bytes} bytes"), 413)
-        reply = await dispatcher.handle(raw, traceparent=request.headers.get("traceparent"))
+        headers = request.headers
+        trace = Trace(headers.get("traceparent"), headers.get("tracestate"))
+        reply = await dispatcher.handle(raw, trace=trace)
         if reply is None:
             return Response(status_code=204)
         return json_reply(reply)

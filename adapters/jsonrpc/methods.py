@@ -2,7 +2,8 @@
 and what rpc.discover says about it.
 
 Params may be named (an object) or positional (an array, in the Struct's field order). Every
-params object may carry ``_meta`` (``{"traceparent": …}``), which is taken off before checking.
+params object may carry ``_meta`` (``{"traceparent": …, "tracestate": …}``), which is taken off
+before checking.
 """
 
 from __future__ import annotations
@@ -10,7 +11,7 @@ from __future__ import annotations
 import functools
 import re
 from collections.abc import Awaitable, Callable, Mapping
-from typing import Annotated, Any, Literal, Protocol
+from typing import Annotated, Any, Literal, NamedTuple, Protocol
 
 import msgspec
 
@@ -48,15 +49,23 @@ class Streams(Protocol):
     def unsubscribe(self, subscription: str) -> bool: ...
 
 
-class CallContext:
-    __slots__ = ("service", "streams", "traceparent")
+class Trace(NamedTuple):
+    """A caller's W3C trace context: from HTTP headers, or a call's ``params._meta``."""
 
-    def __init__(
-        self, service: RunService, streams: Streams | None, traceparent: str | None
-    ) -> None:
+    traceparent: str | None = None
+    tracestate: str | None = None
+
+
+NO_TRACE = Trace()
+
+
+class CallContext:
+    __slots__ = ("service", "streams", "trace")
+
+    def __init__(self, service: RunService, streams: Streams | None, trace: Trace) -> None:
         self.service = service
         self.streams = streams
-        self.traceparent = traceparent
+        self.trace = trace
 
     def need_streams(self, method: str) -> Streams:
         if self.streams is None:
@@ -209,7 +218,8 @@ async def run_start(ctx: CallContext, p: StartParams) -> StartResult:
         thread_id=p.thread_id,
         metadata=p.metadata,
         approval=p.approval,
-        traceparent=ctx.traceparent,
+        traceparent=ctx.trace.traceparent,
+        tracestate=ctx.trace.tracestate,
     )
     try:
         info = await ctx.service.start(request)
@@ -325,7 +335,8 @@ METHODS: Mapping[str, Method] = method_table(
         summary="Start a run of the agent loop (or an ingest or replay run).",
         description="`subscribe: true` (streaming transports) also subscribes from the first "
         "event; the response then carries the subscription id and comes before any of its "
-        "notifications. `params._meta.traceparent` becomes the run's trace parent.",
+        "notifications. `params._meta.traceparent` (and `tracestate`) becomes the run's trace "
+        "parent.",
         errors=(INVALID_PARAMS, LIMIT_REACHED, RUN_EXISTS, STREAMING_REQUIRED),
     ),
     Method(
@@ -410,13 +421,13 @@ _AT_PATH = re.compile(r"at `\$\.([^.`\[]+)")
 _FIELD = re.compile(r"field `([^`]+)`")
 
 
-def bind(method: Method, params: list[Any] | dict[str, Any] | None) -> tuple[Any, str | None]:
-    """The method's typed params and the ``_meta.traceparent`` they carried, or -32602."""
+def bind(method: Method, params: list[Any] | dict[str, Any] | None) -> tuple[Any, Trace | None]:
+    """The method's typed params and the trace context their ``_meta`` carried, or -32602."""
     typ = method.params
-    traceparent = None
+    trace = None
     if isinstance(params, dict) and "_meta" in params:
         params = dict(params)
-        traceparent = meta_traceparent(params.pop("_meta"))
+        trace = meta_trace(params.pop("_meta"))
     if isinstance(typ, type) and issubclass(typ, msgspec.Struct):
         if params is None:
             params = {}
@@ -425,7 +436,7 @@ def bind(method: Method, params: list[Any] | dict[str, Any] | None) -> tuple[Any
     elif params is None:
         params = []
     try:
-        return msgspec.convert(params, typ), traceparent
+        return msgspec.convert(params, typ), trace
     except msgspec.ValidationError as exc:
         raise describe(exc) from None
 
@@ -440,13 +451,16 @@ def positional(method: Method, typ: type[msgspec.Struct], values: list[Any]) -> 
     return dict(zip(names, values, strict=False))
 
 
-def meta_traceparent(meta: Any) -> str | None:
+def meta_trace(meta: Any) -> Trace | None:
+    """The trace context in ``_meta``, if its traceparent is valid. W3C Trace Context: a
+    malformed traceparent is ignored (a new trace starts), not an error; so is a tracestate
+    that is not text (the hub drops one over 8,192 characters)."""
     if not isinstance(meta, dict):
         raise invalid_params("_meta", "`_meta` must be an object")
     value = meta.get("traceparent")
-    # W3C Trace Context: a malformed traceparent is ignored (a new trace starts), not an error.
     if isinstance(value, str) and _TRACEPARENT.fullmatch(value) and value[:2] != "ff":
-        return value
+        state = meta.get("tracestate")
+        return Trace(value, state if isinstance(state, str) and state else None)
     return None
 
 

@@ -11,6 +11,7 @@ import pytest
 
 from adapters.jsonrpc.dispatch import Dispatcher
 from adapters.jsonrpc.limits import RpcLimits
+from adapters.jsonrpc.methods import Trace
 from contracts.contract import contract_dict
 from gateway.app import build_hub
 from gateway.hub import Hub
@@ -265,23 +266,32 @@ async def test_streaming_methods_need_a_streaming_transport(hub: Hub) -> None:
     assert await hub.list() == []  # the refused subscribe:true started nothing
 
 
-async def test_traceparent_from_meta_or_transport(hub: Hub) -> None:
+async def test_trace_context_from_meta_or_transport(hub: Hub) -> None:
     d = Dispatcher(hub, RpcLimits())
     other = "00-11111111111111111111111111111111-2222222222222222-01"
+    header = Trace(other, "from=header")
     cases = [
-        ({"_meta": {"traceparent": TRACEPARENT}}, None, TRACEPARENT),
-        ({"_meta": {"traceparent": TRACEPARENT}}, other, TRACEPARENT),
-        ({}, other, other),
-        ({"_meta": {"traceparent": "garbage"}}, None, None),
-        ({"_meta": {}}, None, None),
+        ({"_meta": {"traceparent": TRACEPARENT}}, Trace(), (TRACEPARENT, None)),
+        (
+            {"_meta": {"traceparent": TRACEPARENT, "tracestate": "a=1"}},
+            Trace(),
+            (TRACEPARENT, "a=1"),
+        ),
+        # The call's own context wins whole: the transport's tracestate is not mixed in.
+        ({"_meta": {"traceparent": TRACEPARENT}}, header, (TRACEPARENT, None)),
+        ({}, header, (other, "from=header")),
+        ({"_meta": {"traceparent": "garbage", "tracestate": "a=1"}}, Trace(), (None, None)),
+        ({"_meta": {"traceparent": TRACEPARENT, "tracestate": 7}}, Trace(), (TRACEPARENT, None)),
+        ({"_meta": {}}, Trace(), (None, None)),
     ]
-    for extra, header, expected in cases:
+    for extra, transport, expected in cases:
         params = {"source": "ingest", **extra}
-        reply = await ask(d, req("run.start", params), traceparent=header)
+        reply = await ask(d, req("run.start", params), trace=transport or Trace())
         assert "result" in reply, reply
         info = await hub.get(reply["result"]["runId"])
         await hub.end_ingest(info.id)
-        assert info.metadata.get("traceparent") == expected, (extra, header)
+        got = (info.metadata.get("traceparent"), info.metadata.get("tracestate"))
+        assert got == expected, (extra, transport)
 
 
 async def test_discover_and_contract(hub: Hub) -> None:

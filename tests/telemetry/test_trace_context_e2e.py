@@ -18,6 +18,7 @@ from tests.gateway.harness import running_gateway
 
 TRACE_ID = "4bf92f3577b34da6a3ce929d0e0e4736"
 TRACEPARENT = f"00-{TRACE_ID}-00f067aa0ba902b7-01"
+TRACESTATE = "vendor=opaque,other=1"
 
 
 @pytest.fixture(scope="module")
@@ -28,6 +29,10 @@ def base() -> Iterator[str]:
 
 def run_trace(base: str, run_id: str) -> str:
     return httpx.get(f"{base}/v1/runs/{run_id}").json()["metadata"]["trace_id"]
+
+
+def run_tracestate(base: str, run_id: str) -> str | None:
+    return httpx.get(f"{base}/v1/runs/{run_id}").json()["metadata"].get("tracestate")
 
 
 def test_native_api_header(base: str) -> None:
@@ -62,13 +67,38 @@ def test_jsonrpc_meta_over_websocket(base: str) -> None:
                     "jsonrpc": "2.0",
                     "id": 7,
                     "method": "run.start",
-                    "params": {"input": "plain", "_meta": {"traceparent": TRACEPARENT}},
+                    "params": {
+                        "input": "plain",
+                        "_meta": {"traceparent": TRACEPARENT, "tracestate": TRACESTATE},
+                    },
                 }
             )
         )
         answer = json.loads(ws.recv(timeout=10))
     assert answer["id"] == 7, answer
     assert run_trace(base, answer["result"]["runId"]) == TRACE_ID
+    assert run_tracestate(base, answer["result"]["runId"]) == TRACESTATE
+
+
+def test_jsonrpc_over_http_headers_unless_the_call_has_its_own(base: str) -> None:
+    headers = {"traceparent": TRACEPARENT, "tracestate": TRACESTATE}
+    own = f"00-{'a' * 32}-{'b' * 16}-01"
+
+    def start(meta: dict[str, str] | None) -> str:
+        params: dict[str, Any] = {"input": "plain"}
+        if meta is not None:
+            params["_meta"] = meta
+        body = {"jsonrpc": "2.0", "id": 1, "method": "run.start", "params": params}
+        answer = httpx.post(f"{base}/rpc", json=body, headers=headers).json()
+        return answer["result"]["runId"]
+
+    from_headers = start(None)
+    assert run_trace(base, from_headers) == TRACE_ID
+    assert run_tracestate(base, from_headers) == TRACESTATE
+    # A call's own `_meta` context wins, whole: the header's tracestate is not mixed in.
+    from_meta = start({"traceparent": own})
+    assert run_trace(base, from_meta) == "a" * 32
+    assert run_tracestate(base, from_meta) is None
 
 
 def acp_call(ws: Any, id_: int, method: str, params: dict[str, Any]) -> dict[str, Any]:
@@ -90,8 +120,9 @@ def test_acp_meta_over_websocket(base: str) -> None:
             {
                 "sessionId": session["sessionId"],
                 "prompt": [{"type": "text", "text": "plain"}],
-                "_meta": {"traceparent": TRACEPARENT},
+                "_meta": {"traceparent": TRACEPARENT, "tracestate": TRACESTATE},
             },
         )
     assert answer["result"]["stopReason"] == "end_turn"
     assert answer["result"]["_meta"]["loopgate"]["traceId"] == TRACE_ID
+    assert run_tracestate(base, answer["result"]["_meta"]["loopgate"]["runId"]) == TRACESTATE
