@@ -9,7 +9,6 @@ from __future__ import annotations
 
 import logging
 import re
-from collections.abc import Callable
 from typing import TYPE_CHECKING, Any
 
 from opentelemetry.trace import SpanKind
@@ -64,14 +63,6 @@ class TraceBook:
         """In-process, each event is a call into the book: only those that change a span."""
         run.observers.append(DeltaGate(run, self.put, self.content).event)
         return True
-
-    def later(self, build: Callable[..., Message_], *args: Any) -> None:
-        try:
-            message = build(*args)
-        except Exception:
-            log.exception("telemetry could not describe what happened; it is left out")
-            return
-        self.put(message)
 
     def put(self, message: Message_) -> None:
         try:

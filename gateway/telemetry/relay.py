@@ -9,13 +9,15 @@ here, per batch, when the sink flushes:
   list when the call's end (or the next request, or the run's end) comes through, and sent
   just before it;
 - content fields the worker would ignore (content capture off) are left out; with content
-  capture on, every delta is queued and those outside a model call are left out;
-- messages the hub side left to be built (``WorkerSink.later``) are built.
+  capture on, every delta is queued and those outside a model call are left out.
+
+Per-run messages (run opened, delivery closed) are built by the hub side when they happen:
+deferred to the flush, the same work on data no longer in the cache made tracing a quarter
+more expensive (the recorded streams' overhead went from +14 % to +17 %).
 """
 
 from __future__ import annotations
 
-import logging
 from collections.abc import Callable
 from typing import TYPE_CHECKING, Any
 
@@ -33,8 +35,6 @@ SLIM_ABOVE_CHARS = 1_024
 # once they are finished and the relay follows more than this many runs.
 PRUNE_ABOVE = 4_096
 
-
-log = logging.getLogger("loopgate.telemetry")
 
 # What prepare does with an envelope, by kind (most kinds: nothing).
 _SLIM, _REQUEST, _RESPONSE = 1, 2, 3
@@ -59,8 +59,7 @@ class Relay:
             self.runs[run.id] = run
 
     def prepare(self, batch: list[Any]) -> list[Any]:
-        """The messages to encode, in order. A ``(build, args)`` pair is a message the hub
-        side left to be built here (:meth:`WorkerSink.later`)."""
+        """The messages to encode, in order."""
         out: list[Any] = []
         append = out.append
         pending = self._pending
@@ -91,10 +90,6 @@ class Relay:
                         pending[m.run_id] = m.seq
                     elif m.run_id in pending:  # _RESPONSE
                         self._first_delta(m.run_id, m.seq, append)
-            elif type(m) is tuple:
-                m = _built(m)
-                if m is None:
-                    continue
             elif type(m) is RunSummary:
                 # Sent as the run ends, before its terminal event: a model call cut short by
                 # the end may still have had a first delta.
@@ -128,15 +123,6 @@ class Relay:
             if run.finished:
                 self.runs.pop(run_id, None)
                 self._pending.pop(run_id, None)
-
-
-def _built(later: tuple[Callable[..., Any], tuple[Any, ...]]) -> Any:
-    build, args = later
-    try:
-        return build(*args)
-    except Exception:
-        log.exception("telemetry could not describe what happened; it is left out")
-        return None
 
 
 def slim(env: Envelope) -> Envelope:

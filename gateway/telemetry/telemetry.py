@@ -62,11 +62,6 @@ class TraceSink(Protocol):
 
     def put(self, message: Message_) -> None: ...
 
-    def later(self, build: Callable[..., Message_], *args: Any) -> None:
-        """``build(*args)`` is the message, built when the sink gets to it (for the worker:
-        when it flushes, in bulk). The arguments must not change meanwhile."""
-        ...
-
     async def pump(self) -> None:
         """Runs as long as the hub does (whatever the sink does in the background)."""
         ...
@@ -158,7 +153,7 @@ class Telemetry:
                 return
             self._runs[run.id] = ref
             run.on_finish.append(self._finished_hook)
-            self.sink.later(self._opened, run, ref, parent)
+            self.sink.put(self._opened(run, ref, parent))
         except Exception:
             log.exception("telemetry could not start the trace of run %s", run.id)
             self._runs.pop(run.id, None)
@@ -239,7 +234,7 @@ class Telemetry:
         delivery = self._deliveries.pop(sub, None)
         if delivery is not None:
             parent, start = delivery
-            self.sink.later(_delivered, sub, parent, start, self._clock())
+            self.sink.put(_delivered(sub, parent, start, self._clock()))
 
 
 def _delivered(sub: RunSubscription, parent: SpanRef, start_ns: int, end_ns: int) -> DeliveryClosed:

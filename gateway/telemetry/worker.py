@@ -28,7 +28,7 @@ import select
 import subprocess
 import sys
 import time
-from collections.abc import Callable, Sequence
+from collections.abc import Sequence
 from itertools import repeat
 from operator import call
 from typing import TYPE_CHECKING, Any
@@ -119,7 +119,7 @@ class WorkerSink:
     A traced run's events reach the queue by the deque's own (C-level) append, filtered by
     kind in the hub (``run.observed``): no Python runs per event. Every ``flush_interval_s``
     the :meth:`pump` task takes what is queued, prepares it
-    (:class:`~gateway.telemetry.relay.Relay`: first deltas, slimming, deferred messages),
+    (:class:`~gateway.telemetry.relay.Relay`: first deltas, slimming),
     encodes it and writes it to the worker's pipe without blocking: a pipe the worker has not
     emptied yet leaves the rest queued for the next round. Everything happens on the loop's
     thread: no locks, and no thread that must win the GIL from a busy loop (the writer thread
@@ -190,12 +190,6 @@ class WorkerSink:
             self._drop(1)
         else:
             self._queue.append(message)
-
-    def later(self, build: Callable[..., Any], *args: Any) -> None:
-        if self._dead:
-            self._drop(1)
-        else:
-            self._queue.append((build, args))  # built by the relay when flushed
 
     async def pump(self) -> None:
         """Flush every ``flush_interval_s``, a batch at a time (the loop stays responsive)."""

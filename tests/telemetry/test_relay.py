@@ -93,17 +93,6 @@ def test_with_content_capture_on_a_model_calls_deltas_are_sent_whole() -> None:
     assert out[-1] is run.events[-1]
 
 
-def test_messages_left_to_be_built_are_built_in_place() -> None:
-    def build(n: int) -> RunSummary:
-        if n < 0:
-            raise ValueError("no")
-        return RunSummary(f"r{n}", [])
-
-    env = Envelope("r", 1, 10, "stage_start", {})
-    out = Relay(content=False).prepare([(build, (1,)), env, (build, (-1,)), (build, (2,))])
-    assert [getattr(m, "run_id", None) for m in out] == ["r1", "r", "r2"]
-
-
 def test_content_the_worker_would_ignore_is_left_out() -> None:
     big = Envelope("r", 1, 10, "tool_call_result", {"id": "c", "result": "x" * 5_000})
     args = Envelope("r", 2, 20, "tool_call_start", {"id": "c", "arguments": {"path": "/x"}})

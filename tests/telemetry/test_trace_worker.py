@@ -11,7 +11,6 @@ import signal
 import subprocess
 import sys
 import time
-from collections.abc import Callable
 from pathlib import Path
 from typing import Any
 
@@ -56,9 +55,6 @@ class Recorder:
 
     def put(self, message: Message_) -> None:
         self.messages.append(message)
-
-    def later(self, build: Callable[..., Message_], *args: Any) -> None:
-        self.messages.append(build(*args))
 
     async def pump(self) -> None:
         pass
