@@ -144,6 +144,7 @@ class WorkerSink:
         self.dropped = 0
         self.overflows = 0
         self._queue: collections.deque[Any] = collections.deque(maxlen=max_queued)
+        self._append = self._queue.append  # every traced run's observer: one bound method
         self._relay = Relay(spec.content)
         self._encoder = FrameEncoder()
         self._observed = TRACED_KINDS if spec.content else SPAN_KINDS
@@ -181,7 +182,7 @@ class WorkerSink:
         if self._dead:
             return False
         self._relay.follow(run)
-        run.observers.append(self._queue.append)
+        run.observers.append(self._append)
         run.observed = self._observed
         return True
 
@@ -189,7 +190,7 @@ class WorkerSink:
         if self._dead:
             self._drop(1)
         else:
-            self._queue.append(message)
+            self._append(message)
 
     async def pump(self) -> None:
         """Flush every ``flush_interval_s``, a batch at a time (the loop stays responsive)."""
