@@ -7,7 +7,7 @@ import time
 import uuid
 from collections.abc import AsyncIterator, Awaitable, Callable, Mapping
 from contextlib import asynccontextmanager
-from typing import Any, NoReturn, Protocol
+from typing import Any, NamedTuple, NoReturn, Protocol
 
 import anyio
 import msgspec
@@ -68,6 +68,16 @@ RunObserver = Callable[[Run], None]
 SubscriptionObserver = Callable[[RunSubscription, str], None]
 
 
+class HubStats(NamedTuple):
+    """What the hub holds right now, and what it has done since it started (metrics)."""
+
+    active_runs: int
+    runs_started: int
+    events_accepted: int
+    # consumer (the adapter: "sse", "agui", "acp", "rpc", …) → open subscriptions
+    subscribers: dict[str, int]
+
+
 class Hub:
     """Implements :class:`contracts.ports.RunService` for every adapter."""
 
@@ -90,6 +100,8 @@ class Hub:
         self.services: list[Callable[[], Awaitable[None]]] = []
         self._runs: dict[str, Run] = {}
         self._active = 0
+        self._started = 0
+        self._accepted = 0
         self._tg: TaskGroup | None = None
         self._closing = False
 
@@ -179,6 +191,7 @@ class Hub:
             self._end_too_large(run, "event_limit", f"the limit of {limit} events")
         env = Envelope(run.id, seq, self.clock(), kind, data)
         events.append(env)
+        self._accepted += 1
         self.journal.record_event(env)
         if terminal:
             # Before the observers see the terminal event: they may want the run's end first.
@@ -246,6 +259,7 @@ class Hub:
             observe(run)
         self._runs[run_id] = run
         self._active += 1
+        self._started += 1
         self.journal.record_run(record)
         run.producer = source.producer(self, run, prepared)
         assert self._tg is not None
@@ -394,6 +408,14 @@ class Hub:
             raise CutOff(sub.cursor)
 
     # --- helpers ------------------------------------------------------------------------
+
+    def stats(self) -> HubStats:
+        """Safe to call from another thread (a metrics exporter's): it only copies."""
+        subscribers: dict[str, int] = {}
+        for run in list(self._runs.values()):
+            for sub in list(run.subscribers):
+                subscribers[sub.consumer] = subscribers.get(sub.consumer, 0) + 1
+        return HubStats(self._active, self._started, self._accepted, subscribers)
 
     def run(self, run_id: str) -> Run:
         """The in-memory run (for sources and tests); RunNotFound if not loaded."""

@@ -13,6 +13,8 @@ import time
 from collections.abc import Callable, Mapping
 from typing import TYPE_CHECKING, Any, Protocol
 
+from opentelemetry.sdk.metrics import MeterProvider
+from opentelemetry.sdk.metrics.export import MetricReader, PeriodicExportingMetricReader
 from opentelemetry.sdk.resources import Resource
 from opentelemetry.sdk.trace import SpanProcessor
 from opentelemetry.sdk.trace.sampling import (
@@ -27,6 +29,7 @@ from contracts.contract import is_terminal_completion
 from contracts.envelope import Envelope
 from gateway.settings import Settings
 from gateway.telemetry.book import TraceBook
+from gateway.telemetry.metrics import hub_meters
 from gateway.telemetry.spans import (
     DEFAULT_SAMPLER,
     SpanWriter,
@@ -92,16 +95,17 @@ class Telemetry:
         loop_provider_name: str = "unknown",
         owns_processor: bool = False,
         sampler: Sampler = DEFAULT_SAMPLER,
+        metric_reader: MetricReader | None = None,
     ) -> None:
         self.ids = TraceIds(sampler=sampler)
+        self.resource = resource or Resource.create({"service.name": DEFAULT_SERVICE_NAME})
+        # Metrics of the hub this is attached to, read by metric_reader (e.g. the OTLP one).
+        self.metric_reader = metric_reader
+        self.meters: MeterProvider | None = None
         if sink is None:
             if processor is None:
                 raise TypeError("Telemetry needs a span processor or a sink")
-            writer = SpanWriter(
-                processor,
-                resource or Resource.create({"service.name": DEFAULT_SERVICE_NAME}),
-                self.ids,
-            )
+            writer = SpanWriter(processor, self.resource, self.ids)
             sink = TraceBook(
                 writer,
                 content=content,
@@ -126,10 +130,16 @@ class Telemetry:
         hub.run_observers.append(self.run_started)
         hub.subscription_observers.append(self.subscription)
         hub.services.append(self.sink.pump)
+        if self.metric_reader is not None:
+            self.meters = hub_meters(hub, self.metric_reader, self.resource)
 
     def shutdown(self) -> None:
-        """Flush and stop exporting (blocking, bounded by the exporter's timeout)."""
+        """Flush and stop exporting (blocking, bounded by the exporters' timeouts)."""
         self.sink.close()
+        if self.meters is not None:
+            self.meters.shutdown()
+        elif self.metric_reader is not None:  # never attached: stop its thread all the same
+            self.metric_reader.shutdown()
 
     # --- hub hooks ----------------------------------------------------------------------
 
@@ -264,18 +274,37 @@ def _name(value: Any) -> str | None:
 def traces_endpoint(settings: Settings, env: Mapping[str, str]) -> str | None:
     """The OTLP/HTTP traces URL: the setting or OTEL_EXPORTER_OTLP_ENDPOINT are base URLs
     (``/v1/traces`` is appended), OTEL_EXPORTER_OTLP_TRACES_ENDPOINT is used as given."""
+    return _endpoint(settings, env, "traces")
+
+
+def metrics_endpoint(settings: Settings, env: Mapping[str, str]) -> str | None:
+    """The OTLP/HTTP metrics URL, found as :func:`traces_endpoint` is (``/v1/metrics``,
+    OTEL_EXPORTER_OTLP_METRICS_ENDPOINT) — only when asked for, by that variable or
+    OTEL_METRICS_EXPORTER=otlp: the usual trace backends (Jaeger, Phoenix, Langfuse) take
+    no metrics, and every export would fail."""
+    exporter = env.get("OTEL_METRICS_EXPORTER", "").strip().lower()
+    own = env.get("OTEL_EXPORTER_OTLP_METRICS_ENDPOINT", "").strip()
+    if exporter == "none" or not (own or exporter == "otlp"):
+        return None
+    return _endpoint(settings, env, "metrics")
+
+
+def _endpoint(settings: Settings, env: Mapping[str, str], signal: str) -> str | None:
     if settings.otel_endpoint:
-        return _signal_url(settings.otel_endpoint)
-    if env.get("OTEL_EXPORTER_OTLP_TRACES_ENDPOINT", "").strip():
-        return env["OTEL_EXPORTER_OTLP_TRACES_ENDPOINT"].strip()
+        return _signal_url(settings.otel_endpoint, signal)
+    own = env.get(f"OTEL_EXPORTER_OTLP_{signal.upper()}_ENDPOINT", "").strip()
+    if own:
+        return own
     if env.get("OTEL_EXPORTER_OTLP_ENDPOINT", "").strip():
-        return _signal_url(env["OTEL_EXPORTER_OTLP_ENDPOINT"].strip())
+        return _signal_url(env["OTEL_EXPORTER_OTLP_ENDPOINT"].strip(), signal)
     return None
 
 
-def _signal_url(base: str) -> str:
+def _signal_url(base: str, signal: str) -> str:
     base = base.rstrip("/")
-    return base if base.endswith("/v1/traces") else f"{base}/v1/traces"
+    for known in ("/v1/traces", "/v1/metrics"):
+        base = base.removesuffix(known)
+    return f"{base}/v1/{signal}"
 
 
 def service_name(settings: Settings, env: Mapping[str, str]) -> str:
@@ -356,13 +385,23 @@ def build_telemetry(settings: Settings, env: Mapping[str, str]) -> Telemetry | N
         "loop_provider_name": loop_provider_name(settings),
         "sampler": sampler_from_env(env),
     }
+    options["resource"] = Resource.create({"service.name": spec.service_name})
+    options["metric_reader"] = metric_reader(settings, env)
     if settings.trace_worker:
         return Telemetry(sink=WorkerSink(spec, max_queued=settings.trace_queue_max), **options)
     processor = build_processor(spec)
     assert processor is not None  # the spec names an exporter
-    return Telemetry(
-        processor,
-        resource=Resource.create({"service.name": spec.service_name}),
-        owns_processor=True,
-        **options,
+    return Telemetry(processor, owns_processor=True, **options)
+
+
+def metric_reader(settings: Settings, env: Mapping[str, str]) -> MetricReader | None:
+    """OTLP/HTTP metrics next to the traces, every OTEL_METRIC_EXPORT_INTERVAL ms (60 s)."""
+    endpoint = metrics_endpoint(settings, env)
+    if endpoint is None:
+        return None
+    from opentelemetry.exporter.otlp.proto.http.metric_exporter import OTLPMetricExporter
+
+    exporter = OTLPMetricExporter(endpoint=endpoint, timeout=settings.otel_export_timeout_s)
+    return PeriodicExportingMetricReader(
+        exporter, export_timeout_millis=settings.otel_export_timeout_s * 1000
     )

@@ -1,7 +1,7 @@
-"""A minimal OTLP/HTTP trace receiver: ``POST /v1/traces`` with a protobuf body.
+"""A minimal OTLP/HTTP receiver: ``POST /v1/traces`` and ``/v1/metrics``, protobuf bodies.
 
 Decodes each request with the ``opentelemetry-proto`` package (the collector's own message
-types) and keeps the spans, flattened, for assertions. Serve it with
+types) and keeps the spans and metric points, flattened, for assertions. Serve it with
 :func:`tests.fakes.servers.serve_app`.
 """
 
@@ -13,6 +13,10 @@ import zlib
 from typing import Any
 
 from google.protobuf.message import DecodeError
+from opentelemetry.proto.collector.metrics.v1.metrics_service_pb2 import (
+    ExportMetricsServiceRequest,
+    ExportMetricsServiceResponse,
+)
 from opentelemetry.proto.collector.trace.v1.trace_service_pb2 import (
     ExportTraceServiceRequest,
     ExportTraceServiceResponse,
@@ -55,27 +59,75 @@ class ReceivedSpan:
         return f"<ReceivedSpan {self.name} trace={self.trace_id}>"
 
 
+class ReceivedPoint:
+    """One data point of a metric (sum or gauge), with its resource."""
+
+    def __init__(self, name: str, point: Any, resource: dict[str, Any]) -> None:
+        self.name = name
+        self.value = point.as_int if point.HasField("as_int") else point.as_double
+        self.attributes = {kv.key: any_value(kv.value) for kv in point.attributes}
+        self.resource = resource
+
+    def __repr__(self) -> str:  # pragma: no cover - debugging aid
+        return f"<ReceivedPoint {self.name}={self.value} {self.attributes}>"
+
+
+async def parse_into(request: Request, message: Any) -> Response | None:
+    """Fill ``message`` from the request's protobuf body; the error response if it is not."""
+    body = await request.body()
+    encoding = request.headers.get("content-encoding", "")
+    if encoding == "gzip":
+        body = gzip.decompress(body)
+    elif encoding == "deflate":
+        body = zlib.decompress(body)
+    if request.headers.get("content-type") != PROTOBUF:
+        return Response(b"expected application/x-protobuf", 415)
+    try:
+        message.ParseFromString(body)
+    except DecodeError:
+        return Response(f"not an {type(message).__name__}".encode(), 400)
+    return None
+
+
 class OtlpReceiver:
     def __init__(self) -> None:
         self.spans: list[ReceivedSpan] = []
+        self.points: list[ReceivedPoint] = []
         self.requests = 0
         self._lock = threading.Lock()
-        self.app = Starlette(routes=[Route("/v1/traces", self.traces, methods=["POST"])])
+        self.app = Starlette(
+            routes=[
+                Route("/v1/traces", self.traces, methods=["POST"]),
+                Route("/v1/metrics", self.metrics, methods=["POST"]),
+            ]
+        )
+
+    async def metrics(self, request: Request) -> Response:
+        message = ExportMetricsServiceRequest()
+        refused = await parse_into(request, message)
+        if refused is not None:
+            return refused
+        received = []
+        for resource_metrics in message.resource_metrics:
+            resource = {kv.key: any_value(kv.value) for kv in resource_metrics.resource.attributes}
+            for scope_metrics in resource_metrics.scope_metrics:
+                for metric in scope_metrics.metrics:
+                    data = getattr(metric, metric.WhichOneof("data"))
+                    for point in data.data_points:
+                        received.append(ReceivedPoint(metric.name, point, resource))
+        with self._lock:
+            self.points.extend(received)
+        return Response(ExportMetricsServiceResponse().SerializeToString(), media_type=PROTOBUF)
+
+    def points_of(self, name: str) -> list[ReceivedPoint]:
+        with self._lock:
+            return [p for p in self.points if p.name == name]
 
     async def traces(self, request: Request) -> Response:
-        body = await request.body()
-        encoding = request.headers.get("content-encoding", "")
-        if encoding == "gzip":
-            body = gzip.decompress(body)
-        elif encoding == "deflate":
-            body = zlib.decompress(body)
-        if request.headers.get("content-type") != PROTOBUF:
-            return Response(b"expected application/x-protobuf", 415)
         message = ExportTraceServiceRequest()
-        try:
-            message.ParseFromString(body)
-        except DecodeError:
-            return Response(b"not an ExportTraceServiceRequest", 400)
+        refused = await parse_into(request, message)
+        if refused is not None:
+            return refused
         received = []
         for resource_spans in message.resource_spans:
             resource = {kv.key: any_value(kv.value) for kv in resource_spans.resource.attributes}
