@@ -45,6 +45,20 @@ def build_hub(
     return hub
 
 
+@asynccontextmanager
+async def traced_hub(settings: Settings) -> AsyncIterator[Hub]:
+    """A running hub with the telemetry the settings and OTEL_* variables ask for (none by
+    default), flushed when it stops: what the stdio commands serve from."""
+    telemetry = build_telemetry(settings, os.environ)
+    try:
+        async with build_hub(settings, telemetry=telemetry) as hub:
+            yield hub
+    finally:
+        if telemetry is not None:
+            with anyio.CancelScope(shield=True):
+                await anyio.to_thread.run_sync(telemetry.shutdown)
+
+
 def endpoint_limits(settings: Settings) -> EndpointLimits:
     return EndpointLimits(
         max_body_bytes=settings.max_body_bytes,

@@ -105,12 +105,12 @@ async def _serve(args: argparse.Namespace, settings: Any, protocol_fd: int, toke
         async with RemoteService(args.server, token=token) as service:
             await serve_connection(AcpAgent(service, AgentOptions(**options)), transport)
         return
-    from gateway.app import build_hub
+    from gateway.app import traced_hub
     from gateway.loop.tools import DemoTools
 
     tools = DemoTools(Path(settings.workspace))
     options["tool_kinds"] = {spec.name: tools.kind(spec.name) for spec in tools.specs()}
-    async with build_hub(settings) as hub:
+    async with traced_hub(settings) as hub:
         await serve_connection(AcpAgent(hub, AgentOptions(**options)), transport)
 
 

@@ -91,7 +91,7 @@ async def serve(settings: Any, limits: Any, stdin: BinaryIO, stdout: BinaryIO) -
 
     from adapters.jsonrpc.dispatch import Dispatcher
     from adapters.jsonrpc.stdio import serve_lines
-    from gateway.app import build_hub
+    from gateway.app import traced_hub
 
     reader = anyio.wrap_file(stdin)
 
@@ -102,5 +102,5 @@ async def serve(settings: Any, limits: Any, stdin: BinaryIO, stdout: BinaryIO) -
     async def write(data: bytes) -> None:
         await anyio.to_thread.run_sync(write_all, data)
 
-    async with build_hub(settings) as hub:
+    async with traced_hub(settings) as hub:
         await serve_lines(Dispatcher(hub, limits), reader.read1, write)

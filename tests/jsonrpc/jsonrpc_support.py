@@ -150,7 +150,8 @@ def events_of(messages: list[Any]) -> list[dict[str, Any]]:
 class RpcProcess:
     """``loopgate rpc`` spawned the way an editor or a script would: JSON lines on its pipes."""
 
-    def __init__(self, *args: str) -> None:
+    def __init__(self, *args: str, env: dict[str, str] | None = None) -> None:
+        import os
         import queue
         import subprocess
         import sys
@@ -164,6 +165,7 @@ class RpcProcess:
             stdin=subprocess.PIPE,
             stdout=subprocess.PIPE,
             stderr=subprocess.PIPE,
+            env={**os.environ, **(env or {})},
         )
         self.lines: queue.Queue[bytes] = queue.Queue()
         self.stderr = b""

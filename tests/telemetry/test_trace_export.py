@@ -9,6 +9,8 @@ from collections.abc import Callable, Iterator
 from contextlib import contextmanager
 from typing import Any
 
+import acp
+import anyio
 import httpx
 import pytest
 import uvicorn
@@ -20,10 +22,12 @@ from gateway.server import GatewayServer
 from gateway.settings import Settings, load_settings
 from gateway.telemetry import Telemetry
 from gateway.telemetry.telemetry import build_telemetry, traces_endpoint
+from tests.acp.support import RecordingClient, agent_env, open_session, spawned
 from tests.fakes.otlp_receiver import OtlpReceiver, ReceivedSpan
 from tests.fakes.servers import serve_app
 from tests.gateway.harness import free_port, gateway_process
 from tests.gateway.sse_client import envelopes, read_stream
+from tests.jsonrpc.jsonrpc_support import RpcProcess
 
 PARENT_TRACE = "4bf92f3577b34da6a3ce929d0e0e4736"
 PARENT_SPAN = "00f067aa0ba902b7"
@@ -205,3 +209,42 @@ def test_runs_complete_when_the_collector_is_down() -> None:
     log = proc.stderr.read().decode()
     assert "Traceback" not in log, log[-3000:]
     assert time.monotonic() - started < 20
+
+
+def test_loopgate_rpc_over_stdio_traces_under_the_callers_meta_context() -> None:
+    """The stdio commands trace too (same variables), and `params._meta` parents the run."""
+    receiver = OtlpReceiver()
+    with serve_app(receiver.app) as collector:
+        env = {"OTEL_EXPORTER_OTLP_ENDPOINT": collector, "LOOPGATE_SCRIPTED_DELAY_S": "0"}
+        with RpcProcess(env=env) as rpc:
+            meta = {"traceparent": f"00-{PARENT_TRACE}-{PARENT_SPAN}-01", "tracestate": "k=v"}
+            rpc.call("run.start", {"input": "plain", "subscribe": True, "_meta": meta})
+            while rpc.recv().get("method") != "run.end":
+                pass
+            assert rpc.finish() == 0  # exiting flushes the spans
+        spans = wait_for(lambda: run_spans(receiver, PARENT_TRACE))
+    root = next(s for s in spans if s.name == "invoke_agent loopgate")
+    assert root.parent_span_id == PARENT_SPAN
+    assert any(s.name.startswith("chat ") for s in spans)
+
+
+@pytest.mark.anyio
+async def test_loopgate_acp_over_stdio_traces_under_the_prompts_meta_context() -> None:
+    receiver = OtlpReceiver()
+    with serve_app(receiver.app) as collector:
+        client = RecordingClient()
+        env = agent_env(OTEL_EXPORTER_OTLP_ENDPOINT=collector, OTEL_BSP_SCHEDULE_DELAY="100")
+        async with spawned(client, env=env) as conn:
+            session = await open_session(conn)
+            answer = await conn.prompt(
+                session_id=session,
+                prompt=[acp.text_block("plain")],
+                traceparent=f"00-{PARENT_TRACE}-{PARENT_SPAN}-01",
+            )
+            assert answer.stop_reason == "end_turn"
+            spans = await anyio.to_thread.run_sync(
+                lambda: wait_for(lambda: run_spans(receiver, PARENT_TRACE))
+            )
+    root = next(s for s in spans if s.name == "invoke_agent loopgate")
+    assert root.parent_span_id == PARENT_SPAN
+    assert root.attributes["gen_ai.conversation.id"] == session
