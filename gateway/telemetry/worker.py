@@ -194,7 +194,7 @@ class WorkerSink:
 
     async def pump(self) -> None:
         """Flush every ``flush_interval_s``, a batch at a time (the loop stays responsive)."""
-        while not self._dead:
+        while not (self._dead or self._closed):
             await anyio.sleep(self.flush_interval_s)
             while self.flush_batch():
                 await anyio.lowlevel.checkpoint()
@@ -225,7 +225,7 @@ class WorkerSink:
 
     def close(self, timeout_s: float | None = None) -> None:
         """Send what is queued, close the pipe and wait for the worker to flush its exports
-        (bounded: the export timeout plus a margin; then it is killed). Blocking."""
+        (each bounded by the export timeout plus a margin; then it is killed). Blocking."""
         if self._closed:
             return
         self._closed = True
@@ -247,7 +247,7 @@ class WorkerSink:
             assert self.process.stdin is not None
             self.process.stdin.close()
         try:
-            self.process.wait(max(deadline - time.monotonic(), 0.1))
+            self.process.wait(timeout)
         except subprocess.TimeoutExpired:
             log.warning("the trace worker did not finish in %.0f s; stopping it", timeout)
             self.process.kill()
