@@ -14,6 +14,10 @@ import msgspec
 from contracts.envelope import Envelope, LoopEvent
 from contracts.messages import Message, ToolSpec
 
+# A tracestate (W3C trace-context: at most 32 list members) longer than this is dropped, not
+# cut, by the hub and by telemetry alike.
+MAX_TRACESTATE_CHARS = 8_192
+
 RunSource = Literal["loop", "ingest", "replay"]
 RunState = Literal["running", "finished"]
 

@@ -17,6 +17,7 @@ from contracts.contract import is_terminal_completion
 from contracts.envelope import Envelope, LoopEvent
 from contracts.messages import Message
 from contracts.ports import (
+    MAX_TRACESTATE_CHARS,
     CommandResult,
     CutOff,
     LimitReached,
@@ -33,7 +34,6 @@ from gateway.journal.base import Journal
 from gateway.settings import Settings
 from gateway.sources.ingest import IngestProducer
 
-MAX_TRACESTATE_CHARS = 8_192
 log = logging.getLogger("loopgate.hub")
 
 # How often (in events) a run checks its subscribers' lag: cheap enough for the hot path,

@@ -35,6 +35,7 @@ from opentelemetry.trace import (
 )
 from opentelemetry.trace.propagation.tracecontext import TraceContextTextMapPropagator
 
+from contracts.ports import MAX_TRACESTATE_CHARS
 from gateway.telemetry.projector import RUN, Attributes, Record, SpanEnd, SpanEvent, SpanStart
 from gateway.telemetry.wire import SpanRef
 
@@ -48,8 +49,6 @@ _SAMPLED = TraceFlags(TraceFlags.SAMPLED)
 _NOT_SAMPLED = TraceFlags(TraceFlags.DEFAULT)
 # What the SDK's TracerProvider does without OTEL_TRACES_SAMPLER: follow the caller's decision.
 DEFAULT_SAMPLER: Sampler = ParentBased(ALWAYS_ON)
-# W3C trace-context: the header is at most 512 list members of at most 256 characters.
-MAX_TRACESTATE_CHARS = 8_192
 _propagator = TraceContextTextMapPropagator()
 # All-zero ids are invalid (W3C trace-context).
 _ZERO_TRACE_ID = "0" * 32
