@@ -268,22 +268,21 @@ class WorkerSink:
         )
 
     def _encode(self, batch: list[Any]) -> bytes:
-        return self._encode_each(self._encoder, self._relay.prepare(batch))[0]
-
-    def _encode_each(self, encoder: FrameEncoder, batch: list[Any]) -> tuple[bytes, list[Any]]:
-        """The frame, and the messages in it."""
+        """The frame of a prepared batch."""
+        batch = self._relay.prepare(batch)
+        encode = self._encoder.encode
         try:
-            return encoder.encode(batch), batch
+            return encode(batch)
         except (TypeError, ValueError, OverflowError):
             # One unencodable payload (an integer beyond 64 bits, say) costs only itself.
             kept = []
             for message in batch:
                 try:
-                    encoder.encode([message])
+                    encode([message])
                     kept.append(message)
                 except (TypeError, ValueError, OverflowError):
                     self._drop(1)
-            return encoder.encode(kept), kept
+            return encode(kept)
 
     def _overflowed(self) -> None:
         self.overflows += 1
