@@ -243,19 +243,10 @@ class _Turn:
 
     async def _finish(self, status: str, reason: str, **extra: Any) -> None:
         self.done = True
-        data: dict[str, Any] = {
-            "status": status,
-            "reason": reason,
-            "round": self.round,
-            "finishReason": self.finish_reason,
-            "textLength": self.text_length,
-            "toolCalls": list(self.tool_names),
-            "toolCallCount": len(self.tool_names),
-            "toolErrorCount": self.tool_error_count,
-            "promptTokens": self.prompt_tokens,
-            "completionTokens": self.completion_tokens,
-            "elapsedMs": self._elapsed_ms(),
-        }
+        data = self._summary(status, reason)
+        data["promptTokens"] = self.prompt_tokens
+        data["completionTokens"] = self.completion_tokens
+        data["elapsedMs"] = self._elapsed_ms()
         if data["finishReason"] is None:
             del data["finishReason"]
         data.update(extra)
@@ -651,9 +642,13 @@ class _Turn:
         return False
 
     async def _finish_round(self) -> None:
-        data = {
-            "status": "executing",
-            "reason": "tool_calls",
+        await self.emit("completion", self._summary("executing", "tool_calls"))
+
+    def _summary(self, status: str, reason: str) -> dict[str, Any]:
+        """A ``completion`` payload: the turn's (or, while executing, the round's) counts."""
+        return {
+            "status": status,
+            "reason": reason,
             "round": self.round,
             "finishReason": self.finish_reason,
             "textLength": self.text_length,
@@ -661,7 +656,6 @@ class _Turn:
             "toolCallCount": len(self.tool_names),
             "toolErrorCount": self.tool_error_count,
         }
-        await self.emit("completion", data)
 
     async def _run_tools(self, parsed: list[_Parsed]) -> tuple[int, int, tuple[str, str] | None]:
         """Resolve, run and report ``parsed`` in call order; returns (failed, deduped, suspend)."""
