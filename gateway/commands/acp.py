@@ -18,6 +18,7 @@ from typing import Any
 
 import anyio
 
+from gateway.commands.flags import add_log_level, add_loop_flags
 from gateway.settings import load_settings
 
 SETTING_FLAGS = ("provider", "scripted_delay_s", "journal", "workspace", "max_line_bytes")
@@ -34,13 +35,7 @@ def register(sub: argparse._SubParsersAction) -> None:  # type: ignore[type-arg]
     )
     p.add_argument("--server", help="attach to a running gateway, e.g. http://127.0.0.1:8000")
     p.add_argument("--token", help="bearer token for --server (default: LOOPGATE_TOKEN)")
-    p.add_argument("--provider", choices=["scripted", "openai"], help="model provider")
-    p.add_argument(
-        "--scripted-delay",
-        dest="scripted_delay_s",
-        type=float,
-        help="seconds between scripted deltas (default 0.02)",
-    )
+    add_loop_flags(p)
     p.add_argument(
         "--journal", help="'memory' (default) or 'sqlite:PATH' (sessions survive restarts)"
     )
@@ -51,11 +46,7 @@ def register(sub: argparse._SubParsersAction) -> None:  # type: ignore[type-arg]
         type=int,
         help="the model's context window in tokens; enables usage_update notifications",
     )
-    p.add_argument(
-        "--log-level",
-        default="warning",
-        choices=["critical", "error", "warning", "info", "debug"],
-    )
+    add_log_level(p, "warning")
     p.set_defaults(func=main)
 
 

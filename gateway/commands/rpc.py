@@ -13,6 +13,8 @@ import os
 import sys
 from typing import Any, BinaryIO
 
+from gateway.commands.flags import add_log_level, add_loop_flags
+
 SETTING_FLAGS = (
     "provider",
     "scripted_delay_s",
@@ -30,13 +32,7 @@ def register(sub: argparse._SubParsersAction) -> None:  # type: ignore[type-arg]
         description="Serve the JSON-RPC API (docs/jsonrpc.md) on stdin/stdout with an "
         "in-process gateway. Every flag also reads LOOPGATE_<NAME>; flags win.",
     )
-    p.add_argument("--provider", choices=["scripted", "openai"], help="model provider")
-    p.add_argument(
-        "--scripted-delay",
-        dest="scripted_delay_s",
-        type=float,
-        help="seconds between scripted deltas (default 0.02)",
-    )
+    add_loop_flags(p)
     p.add_argument("--journal", help="'memory' (default) or 'sqlite:PATH'")
     p.add_argument("--workspace", help="directory the demo file tools may read and write")
     p.add_argument("--max-active-runs", type=int)
@@ -44,9 +40,7 @@ def register(sub: argparse._SubParsersAction) -> None:  # type: ignore[type-arg]
         "--max-body-bytes", type=int, help="largest message (one line) in bytes (default 1 MiB)"
     )
     p.add_argument("--max-batch", type=int, help="most items in one batch (default 100)")
-    p.add_argument(
-        "--log-level", default="warning", choices=["critical", "error", "warning", "info", "debug"]
-    )
+    add_log_level(p, "warning")
     p.set_defaults(func=main)
 
 

@@ -6,6 +6,7 @@ import argparse
 import os
 import sys
 
+from gateway.commands.flags import add_log_level, add_loop_flags
 from gateway.settings import load_settings
 
 
@@ -25,15 +26,9 @@ def register(sub: argparse._SubParsersAction) -> None:  # type: ignore[type-arg]
         action="append",
         help="an Origin allowed to open WebSockets (repeatable; default: loopback origins)",
     )
-    p.add_argument("--provider", choices=["scripted", "openai"], help="model provider")
+    add_loop_flags(p)
     p.add_argument("--openai-base-url", help="OpenAI-compatible base URL, e.g. http://host/v1")
     p.add_argument("--openai-model", help="model name for the openai provider")
-    p.add_argument(
-        "--scripted-delay",
-        dest="scripted_delay_s",
-        type=float,
-        help="seconds between scripted deltas (default 0.02)",
-    )
     p.add_argument("--journal", help="'memory' (default) or 'sqlite:PATH'")
     p.add_argument("--workspace", help="directory the demo file tools may read and write")
     p.add_argument(
@@ -76,9 +71,7 @@ def register(sub: argparse._SubParsersAction) -> None:  # type: ignore[type-arg]
         default=None,
         help="record message content (text, tool arguments and results) on spans",
     )
-    p.add_argument(
-        "--log-level", default="info", choices=["critical", "error", "warning", "info", "debug"]
-    )
+    add_log_level(p, "info")
     p.set_defaults(func=main)
 
 
