@@ -11,6 +11,7 @@ from pathlib import Path
 from typing import Any
 
 import acp
+import anyio
 from acp import schema
 from acp.connection import StreamDirection, StreamEvent
 
@@ -129,3 +130,27 @@ async def spawned(
 async def open_session(conn: Any, cwd: str = "/tmp") -> str:
     await conn.initialize(protocol_version=acp.PROTOCOL_VERSION)
     return (await conn.new_session(cwd=cwd, mcp_servers=[])).session_id
+
+
+async def prompt_cancelled_mid_tool(
+    conn: Any, client: RecordingClient, session_id: str, text: str
+) -> Any:
+    """Prompt, and cancel as soon as the first tool call shows up; the prompt's answer."""
+    started = anyio.Event()
+
+    async def on_update(update: Any) -> None:
+        if getattr(update, "session_update", None) == "tool_call":
+            started.set()
+
+    client.on_update = on_update
+    result: dict[str, Any] = {}
+
+    async def run_prompt() -> None:
+        result["answer"] = await conn.prompt(session_id=session_id, prompt=[acp.text_block(text)])
+
+    async with anyio.create_task_group() as tg:
+        tg.start_soon(run_prompt)
+        with anyio.fail_after(10):
+            await started.wait()
+        await conn.cancel(session_id=session_id)
+    return result["answer"]

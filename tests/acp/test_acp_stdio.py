@@ -14,6 +14,7 @@ from tests.acp.support import (
     check_strict,
     dump,
     open_session,
+    prompt_cancelled_mid_tool,
     spawned,
 )
 
@@ -136,28 +137,10 @@ async def test_cancel_mid_prompt_answers_cancelled() -> None:
     client = RecordingClient()
     async with spawned(client) as conn:
         session_id = await open_session(conn)
-        started = anyio.Event()
-
-        async def on_update(update: object) -> None:
-            if getattr(update, "session_update", None) == "tool_call":
-                started.set()
-
-        client.on_update = on_update
-        result: dict[str, object] = {}
-
-        async def run_prompt() -> None:
-            result["answer"] = await conn.prompt(
-                session_id=session_id, prompt=[text_block("slow tool please")]
-            )
-
-        async with anyio.create_task_group() as tg:
-            tg.start_soon(run_prompt)
-            with anyio.fail_after(10):
-                await started.wait()
-            await conn.cancel(session_id=session_id)
+        cancelled = await prompt_cancelled_mid_tool(conn, client, session_id, "slow tool please")
         # The session is usable again right after the cancelled answer.
         again = await conn.prompt(session_id=session_id, prompt=[text_block("plain again")])
-    assert result["answer"].stop_reason == "cancelled"
+    assert cancelled.stop_reason == "cancelled"
     assert again.stop_reason == "end_turn"
     closing = [u for _, u in client.updates if u.session_update == "tool_call_update"]
     assert closing[0].status == "failed" and closing[0].content[0].content.text == "cancelled"

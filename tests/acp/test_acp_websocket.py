@@ -7,14 +7,13 @@ from collections.abc import AsyncIterator
 from contextlib import asynccontextmanager
 from typing import Any
 
-import anyio
 import httpx
 import pytest
 import websockets
 from acp import PROTOCOL_VERSION, connect_to_agent, text_block
 from acp.ws import create_websocket_stream
 
-from tests.acp.support import RecordingClient
+from tests.acp.support import RecordingClient, prompt_cancelled_mid_tool
 from tests.gateway.harness import running_gateway
 
 pytestmark = pytest.mark.anyio
@@ -48,29 +47,10 @@ async def test_prompt_permission_and_cancel_over_websocket(gateway: str) -> None
         session_id = (await conn.new_session(cwd="/tmp", mcp_servers=[])).session_id
         answer = await conn.prompt(session_id=session_id, prompt=[text_block("one tool: 6 and 7")])
         rejected = await conn.prompt(session_id=session_id, prompt=[text_block("write note ws")])
-
-        started = anyio.Event()
-
-        async def on_update(update: Any) -> None:
-            if update.session_update == "tool_call":
-                started.set()
-
-        client.on_update = on_update
-        result: dict[str, Any] = {}
-
-        async def slow() -> None:
-            result["answer"] = await conn.prompt(
-                session_id=session_id, prompt=[text_block("slow tool now")]
-            )
-
-        async with anyio.create_task_group() as tg:
-            tg.start_soon(slow)
-            with anyio.fail_after(10):
-                await started.wait()
-            await conn.cancel(session_id=session_id)
+        cancelled = await prompt_cancelled_mid_tool(conn, client, session_id, "slow tool now")
     assert init.agent_capabilities.load_session is True
     assert answer.stop_reason == rejected.stop_reason == "end_turn"
-    assert result["answer"].stop_reason == "cancelled"
+    assert cancelled.stop_reason == "cancelled"
     assert len(client.permission_requests) == 1
     client.check_all_updates()
     # The session is a thread of the gateway: its runs are visible to every other protocol.
