@@ -41,6 +41,9 @@ class StartRun(msgspec.Struct, kw_only=True, omit_defaults=True):
     replay_pace: Literal["recorded", "fast"] = "fast"
     # Which tool calls wait for a client's approval: those the tool marks (auto), all, or none.
     approval: Literal["auto", "always", "never"] = "auto"
+    # MCP servers the client asked the agent to use (ACP session/new ``mcpServers``), handed
+    # to the loop (the reference loop connects them for the thread).
+    mcp_servers: list[dict[str, Any]] = msgspec.field(default_factory=list)
 
 
 class RunInfo(msgspec.Struct, kw_only=True):

@@ -5,6 +5,7 @@ from __future__ import annotations
 import os
 from collections.abc import AsyncIterator
 from contextlib import asynccontextmanager
+from typing import Any
 
 import anyio
 from starlette.applications import Starlette
@@ -20,10 +21,11 @@ from gateway.auth import OriginGuard, TokenAuth
 from gateway.hub import Hub
 from gateway.journal import open_journal
 from gateway.loop.types import ModelProvider
+from gateway.loops.build import build_loop, guards_from
+from gateway.loops.source import LoopSource
 from gateway.registry import load_adapters
 from gateway.settings import Settings
 from gateway.sources.ingest import IngestSource
-from gateway.sources.loop import LoopSource
 from gateway.sources.replay import ReplaySource
 from gateway.telemetry import Telemetry, build_telemetry
 
@@ -33,25 +35,28 @@ def build_hub(
     provider: ModelProvider | None = None,
     *,
     telemetry: Telemetry | None = None,
+    loop: Any = None,
 ) -> Hub:
+    """``loop`` plugs a Python loop in (docs/loops.md) in place of the one the settings name."""
+    agent_loop = build_loop(settings, provider, loop)
     sources = {
-        "loop": LoopSource(settings, provider),
+        "loop": LoopSource(agent_loop, guards_from(settings), settings.loop_config),
         "ingest": IngestSource(settings.ingest_idle_timeout_s),
         "replay": ReplaySource(settings.replay_dir, settings.replay_max_gap_s),
     }
-    hub = Hub(settings, open_journal(settings.journal), sources)
+    hub = Hub(settings, open_journal(settings.journal), sources, loop=agent_loop)
     if telemetry is not None:
         telemetry.attach(hub)
     return hub
 
 
 @asynccontextmanager
-async def traced_hub(settings: Settings) -> AsyncIterator[Hub]:
+async def traced_hub(settings: Settings, *, loop: Any = None) -> AsyncIterator[Hub]:
     """A running hub with the telemetry the settings and OTEL_* variables ask for (none by
     default), flushed when it stops: what the stdio commands serve from."""
     telemetry = build_telemetry(settings, os.environ)
     try:
-        async with build_hub(settings, telemetry=telemetry) as hub:
+        async with build_hub(settings, telemetry=telemetry, loop=loop) as hub:
             yield hub
     finally:
         if telemetry is not None:
@@ -71,15 +76,20 @@ def endpoint_limits(settings: Settings) -> EndpointLimits:
 
 
 def create_app(
-    settings: Settings, *, hub: Hub | None = None, telemetry: Telemetry | None = None
+    settings: Settings,
+    *,
+    hub: Hub | None = None,
+    telemetry: Telemetry | None = None,
+    loop: Any = None,
 ) -> Starlette:
     """``telemetry`` (else one built from settings and OTEL_* variables) traces the hub built
-    here; a hub passed in keeps whatever telemetry its builder attached."""
+    here; a hub passed in keeps whatever telemetry its builder attached. ``loop`` is your own
+    loop (an async generator function taking the run context; docs/loops.md)."""
     owned: Telemetry | None = None
     if hub is None:
         if telemetry is None:
             telemetry = owned = build_telemetry(settings, os.environ)
-        hub = build_hub(settings, telemetry=telemetry)
+        hub = build_hub(settings, telemetry=telemetry, loop=loop)
     limits = endpoint_limits(settings)
     adapters = load_adapters()
 

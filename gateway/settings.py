@@ -31,6 +31,30 @@ class Settings(msgspec.Struct, kw_only=True, forbid_unknown_fields=True):
     workspace: str = "."
     loop_config: dict[str, Any] = msgspec.field(default_factory=dict)
 
+    # Bring your own loop (docs/loops.md): at most one of these; none runs the reference loop.
+    loop: str | None = None  # "package.module:attr": an in-process Python loop
+    loop_url: str | None = None  # an HTTP loop: the run request POSTed, NDJSON events back
+    loop_cmd: str | None = None  # a child process speaking JSON-RPC on stdio
+    loop_token: str | None = None  # bearer token sent to an HTTP loop
+    loop_connect_timeout_s: float = 10.0  # reaching the loop; writing to it
+    loop_first_event_timeout_s: float = 60.0  # a plugged loop's first event of a run
+    loop_idle_timeout_s: float = 300.0  # between events (not while asking for permission)
+    loop_cancel_grace_s: float = 5.0  # a cancelled loop's time to end its run itself
+    loop_restart_max_s: float = 30.0  # longest back-off before a stdio loop is started again
+
+    # The reference loop as an agent: its tools and prompt.
+    tools: list[str] = msgspec.field(default_factory=list)  # modules of Python functions
+    demo_tools: bool | None = None  # None: with the scripted model only
+    system_prompt: str | None = None
+    system_prompt_file: str | None = None
+    mcp: list[str] = msgspec.field(default_factory=list)  # MCP servers to spawn (stdio)
+    mcp_url: list[str] = msgspec.field(default_factory=list)  # MCP servers over HTTP
+    mcp_connect_timeout_s: float = 10.0
+    mcp_call_timeout_s: float = 300.0
+    # Whether ACP clients on the network (/acp) may have the gateway spawn their stdio MCP
+    # servers; `loopgate acp` on stdio always may (the IDE that starts it is trusted).
+    acp_remote_stdio_mcp: bool = False
+
     journal: str = "memory"  # or "sqlite:PATH"
     replay_dir: str = str(REPO_ROOT / "conformance" / "streams")
 
@@ -75,6 +99,11 @@ class Settings(msgspec.Struct, kw_only=True, forbid_unknown_fields=True):
             raise ValueError(f"port must be between 1 and 65535, got {self.port}")
         if self.journal != "memory" and not self.journal.startswith("sqlite:"):
             raise ValueError(f"journal must be 'memory' or 'sqlite:PATH', got {self.journal!r}")
+        plugs = [n for n in ("loop", "loop_url", "loop_cmd") if getattr(self, n)]
+        if len(plugs) > 1:
+            raise ValueError(f"give at most one of --loop, --loop-url, --loop-cmd (got {plugs})")
+        if self.system_prompt and self.system_prompt_file:
+            raise ValueError("give --system-prompt or --system-prompt-file, not both")
         if not is_loopback(self.host) and not self.token:
             raise ValueError(
                 f"listening on {self.host} (beyond loopback) requires a token: "
@@ -121,8 +150,11 @@ def _parse_env(name: str, raw: str) -> Any:
     field = next(f for f in msgspec.structs.fields(Settings) if f.name == name)
     if field.type in (str, str | None) or "Literal" in repr(field.type):
         return raw
-    if name == "allowed_origins":
+    if name in ("allowed_origins", "tools", "mcp_url"):
         return [o.strip() for o in raw.split(",") if o.strip()]
+    if name == "mcp":
+        # Commands contain spaces and commas: one per line.
+        return [line.strip() for line in raw.splitlines() if line.strip()]
     try:
         return msgspec.json.decode(raw)
     except msgspec.DecodeError:

@@ -46,10 +46,13 @@ def test_contracts_need_msgspec_only() -> None:
 RUNTIME_DISTRIBUTIONS = {
     "acp": "agent-client-protocol",
     "anyio": "anyio",
+    "docstring_parser": "docstring-parser",
+    "mcp": "mcp",
     "httpx": "httpx",
     "msgspec": "msgspec",
     "opentelemetry": "opentelemetry-sdk",
     "pydantic": "pydantic",
+    "pydantic_core": "pydantic",
     "starlette": "starlette",
     "uvicorn": "uvicorn",
     "websockets": "websockets",
@@ -69,6 +72,8 @@ def test_shipped_code_imports_only_runtime_dependencies() -> None:
     imported: dict[str, set[str]] = {}
     for layer in ours:
         for path in (ROOT / layer).rglob("*.py"):
+            if path.parent == ROOT / "gateway" / "integrations":
+                continue  # each needs its own extra (test_integrations_need_their_extra)
             for name in imported_packages(path) - ours - set(sys.stdlib_module_names):
                 imported.setdefault(name, set()).add(str(path.relative_to(ROOT)))
     undeclared = {
@@ -77,3 +82,29 @@ def test_shipped_code_imports_only_runtime_dependencies() -> None:
         if RUNTIME_DISTRIBUTIONS.get(name) not in declared
     }
     assert undeclared == {}
+
+
+def test_integrations_need_their_extra() -> None:
+    """gateway/integrations/NAME.py may import beyond the runtime dependencies only what the
+    extra of the same name (``pip install loopgate[NAME]``) installs."""
+    import sys
+    import tomllib
+
+    extras = tomllib.loads((ROOT / "pyproject.toml").read_text())["project"][
+        "optional-dependencies"
+    ]
+    offenders: dict[str, list[str]] = {}
+    for path in sorted((ROOT / "gateway" / "integrations").glob("*.py")):
+        if path.stem == "__init__":
+            continue
+        extra = extras.get(path.stem.replace("_", "-"), [])
+        allowed = {
+            dep.split(">")[0].split("=")[0].split("<")[0].strip().replace("-slim", "")
+            for dep in extra
+        }
+        foreign = imported_packages(path) - {"contracts", "adapters", "gateway"}
+        foreign -= set(sys.stdlib_module_names) | set(RUNTIME_DISTRIBUTIONS)
+        bad = sorted(n for n in foreign if n.replace("_", "-") not in allowed)
+        if bad:
+            offenders[str(path.relative_to(ROOT))] = bad
+    assert offenders == {}

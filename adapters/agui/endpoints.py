@@ -16,7 +16,8 @@ from adapters.agui.adapter import AguiAdapter
 from adapters.agui.encoder import KEEPALIVE
 from adapters.agui.events import Custom, RunError
 from adapters.agui.input import RunAgentInput, detached
-from adapters.agui.runs import start_run
+from adapters.agui.projector import AguiProjector
+from adapters.agui.runs import plan_run
 from adapters.shared.body import decode_json, read_body
 from adapters.shared.endpoint import guarded
 from adapters.shared.problem import problem_for
@@ -25,7 +26,6 @@ from adapters.shared.ws import origin_allowed, refuse
 from contracts.envelope import Envelope
 from contracts.limits import EndpointLimits
 from contracts.ports import CutOff, RunService, Subscription
-from contracts.projector import Projector
 
 CONSUMER = "agui"
 Emit = Callable[[list[Any]], Awaitable[None]]
@@ -36,10 +36,8 @@ def routes(adapter: AguiAdapter, service: RunService, limits: EndpointLimits) ->
     async def run_agent(request: Request) -> Response:
         body = decode_json(await read_body(request, limits.max_body_bytes), RunAgentInput)
         headers = request.headers
-        info, context = await start_run(
-            service, body, headers.get("traceparent"), headers.get("tracestate")
-        )
-        projector = adapter.projector(context)
+        plan = await plan_run(service, body, headers.get("traceparent"), headers.get("tracestate"))
+        projector = adapter.projector(plan.context)
 
         async def produce(subscription: Subscription, write: Write) -> None:
             async def emit(events: list[Any]) -> None:
@@ -51,13 +49,13 @@ def routes(adapter: AguiAdapter, service: RunService, limits: EndpointLimits) ->
             )
 
         async def cancel() -> None:
-            await service.cancel(info.id)
+            await service.cancel(plan.info.id)
 
         return StreamResponse(  # type: ignore[return-value]
-            lambda: service.subscribe(info.id, consumer=CONSUMER),
+            lambda: service.subscribe(plan.info.id, after=plan.after, consumer=CONSUMER),
             produce,
             media_type="text/event-stream",
-            on_disconnect=None if detached(body) else cancel,
+            on_disconnect=cancel if plan.drives and not detached(body) else None,
         )
 
     async def socket(websocket: WebSocket) -> None:
@@ -69,8 +67,12 @@ def routes(adapter: AguiAdapter, service: RunService, limits: EndpointLimits) ->
     ]
 
 
+class _StreamEnded(Exception):
+    """The projector sent its terminal event before the run's: an approval interrupt."""
+
+
 async def stream_run(
-    projector: Projector[Any],
+    projector: AguiProjector,
     subscription: Subscription,
     emit: Emit,
     limits: EndpointLimits,
@@ -80,7 +82,10 @@ async def stream_run(
 
     async def deliver(batch: list[Envelope]) -> None:
         feed = projector.feed
-        await emit([m for env in batch for m in feed(env)])
+        events = [m for env in batch for m in feed(env)]
+        await emit(events)
+        if projector.finished:
+            raise _StreamEnded
 
     await emit(projector.start())
     try:
@@ -91,6 +96,8 @@ async def stream_run(
             keepalive_s=limits.keepalive_s,
             write_timeout_s=limits.write_timeout_s,
         )
+    except _StreamEnded:
+        return
     except CutOff:
         # AG-UI has no resume: tell the client why its run ended, if it is still listening.
         with anyio.move_on_after(1.0):
@@ -153,7 +160,7 @@ class _Socket:
     async def run(self, body: RunAgentInput) -> None:
         try:
             try:
-                info, context = await start_run(self.service, body, None)
+                plan = await plan_run(self.service, body, None)
             except Exception as exc:
                 problem = problem_for(exc)
                 if problem is None:
@@ -161,9 +168,12 @@ class _Socket:
                 self.busy = False
                 await self.error(problem.detail, "invalid_input")
                 return
-            self.run_id, self.detached = info.id, detached(body)
-            projector = self.adapter.projector(context)
-            async with self.service.subscribe(info.id, consumer=CONSUMER) as subscription:
+            self.run_id = plan.info.id
+            self.detached = detached(body) or not plan.drives
+            projector = self.adapter.projector(plan.context)
+            async with self.service.subscribe(
+                plan.info.id, after=plan.after, consumer=CONSUMER
+            ) as subscription:
                 await stream_run(projector, subscription, self.emit, self.limits, None)
         except CutOff:
             pass

@@ -84,6 +84,9 @@ class Interrupt(_Part):
     reason: str
     message: str | UnsetType = UNSET
     tool_call_id: str | UnsetType = UNSET
+    # JSON Schema of the ``payload`` the client should resume with.
+    response_schema: dict[str, Any] | UnsetType = UNSET
+    metadata: dict[str, Any] | UnsetType = UNSET
 
 
 class _Outcome(_Part, tag_field="type"):

@@ -173,10 +173,25 @@ def client_tools(body: RunAgentInput) -> list[ToolSpec]:
     ]
 
 
+def loopgate_props(body: RunAgentInput) -> dict[str, Any]:
+    """``forwardedProps.loopgate``: loopgate's own options on an AG-UI request."""
+    props = body.forwarded_props
+    ours = props.get("loopgate") if isinstance(props, dict) else None
+    return ours if isinstance(ours, dict) else {}
+
+
 def detached(body: RunAgentInput) -> bool:
     """``forwardedProps.loopgate.detached``: the run goes on when the client disconnects."""
-    props = body.forwarded_props
-    if not isinstance(props, dict):
-        return False
-    ours = props.get("loopgate")
-    return isinstance(ours, dict) and ours.get("detached") is True
+    return loopgate_props(body).get("detached") is True
+
+
+def attach_cursor(body: RunAgentInput) -> int | None:
+    """``forwardedProps.loopgate.attach``: watch the existing run ``runId`` (after the seq
+    ``forwardedProps.loopgate.after``, default 0) instead of starting one; None otherwise."""
+    ours = loopgate_props(body)
+    if ours.get("attach") is not True:
+        return None
+    after = ours.get("after", 0)
+    if type(after) is not int or after < 0:
+        raise ValueError("forwardedProps.loopgate.after must be a non-negative integer")
+    return after

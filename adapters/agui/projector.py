@@ -51,8 +51,10 @@ from adapters.agui.events import (
     ToolCallResult,
     ToolCallStart,
 )
+from adapters.agui.interrupts import interrupt_id
 from contracts.contract import is_terminal_completion, load_contract
 from contracts.envelope import Envelope
+from contracts.gateway_events import DECISIONS
 from contracts.projector import ProjectorContext
 
 # The version loopgate speaks. Declared in RUN_STARTED instead of echoing the request: the client
@@ -161,6 +163,12 @@ class AguiProjector:
             # Ingested garbage in a known field: keep the event, as CUSTOM, and keep the run alive.
             out = None
         return out if out is not None else [self._custom(envelope, ts)]
+
+    @property
+    def finished(self) -> bool:
+        """True once a terminal event went out: the run's end, or an approval interrupt that
+        ends this stream while the run waits (the client resumes it with its answer)."""
+        return self._done
 
     def close(self, reason: str | None = None) -> list[AguiEvent]:
         if self._done:
@@ -366,6 +374,42 @@ class AguiProjector:
             self._last_error = message
         return None
 
+    def _on_permission(self, env: Envelope, ts: int) -> list[AguiEvent] | None:
+        """A tool waits for approval: a 1.0 client gets an interrupt, answered by resume."""
+        data = env.data
+        request_id, call = data.get("requestId"), data.get("toolCall")
+        if not self._v1 or type(request_id) is not str or not isinstance(call, dict):
+            return None
+        name = call.get("name")
+        options = data.get("options")
+        decisions = options if isinstance(options, list) and options else list(DECISIONS[:4])
+        out: list[AguiEvent] = []
+        self._close_segments(out, ts)
+        out.append(self._custom(env, ts))
+        self._close_step(out, ts)
+        self._done = True
+        interrupt = Interrupt(
+            id=interrupt_id(self._run_id, "permission", request_id),
+            reason="tool_approval",
+            message=f"Allow {name}?" if type(name) is str else "Allow this tool call?",
+            tool_call_id=_str_or_unset(call.get("id")),
+            response_schema={
+                "type": "object",
+                "properties": {"decision": {"type": "string", "enum": decisions}},
+                "required": ["decision"],
+            },
+        )
+        out.append(
+            RunFinished(
+                thread_id=self._thread_id,
+                run_id=self._run_id,
+                outcome=InterruptOutcome(interrupts=[interrupt]),
+                usage=self._usage_entries(),
+                timestamp=ts,
+            )
+        )
+        return out
+
     def _on_budget(self, env: Envelope, ts: int) -> list[AguiEvent] | None:
         self._last_budget = env.data
         return None
@@ -454,13 +498,13 @@ class AguiProjector:
         listed = data.get("interrupts")
         if isinstance(listed, list) and listed:
             interrupts = [
-                _interrupt(item, f"{self._run_id}:interrupt:{env.seq}:{i}", reason)
+                _interrupt(item, interrupt_id(self._run_id, "interrupt", env.seq, i), reason)
                 for i, item in enumerate(listed)
                 if isinstance(item, dict)
             ]
             if interrupts:
                 return interrupts
-        interrupt = _interrupt(data, f"{self._run_id}:interrupt:{env.seq}", reason)
+        interrupt = _interrupt(data, interrupt_id(self._run_id, "interrupt", env.seq), reason)
         if interrupt.message is UNSET and type(interrupt.tool_call_id) is str:
             # An ask_user-style tool suspended the turn: its arguments hold the question.
             args = self._started_calls.get(interrupt.tool_call_id)
@@ -516,4 +560,5 @@ _HANDLERS: dict[str, _Handler] = {
     "completion": AguiProjector._on_completion,
     "error": AguiProjector._on_error,
     "budget_exhausted": AguiProjector._on_budget,
+    "permission_request": AguiProjector._on_permission,
 }

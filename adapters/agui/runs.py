@@ -1,17 +1,122 @@
-"""Starting a loopgate run from a RunAgentInput, shared by the HTTP and WebSocket bindings."""
+"""What a RunAgentInput asks for, shared by the HTTP and WebSocket bindings: a new run, the
+continuation of a run that waited for a tool approval, or watching an existing run."""
 
 from __future__ import annotations
 
 import json
-from typing import Any
+from typing import Any, NamedTuple
 
-from adapters.agui.input import RunAgentInput, client_tools, to_history
+from adapters.agui.input import (
+    ResumeEntry,
+    RunAgentInput,
+    attach_cursor,
+    client_tools,
+    to_history,
+)
+from adapters.agui.interrupts import InterruptRef, parse_interrupt_id
 from adapters.shared.problem import HttpProblem
+from contracts.gateway_events import DECISIONS
 from contracts.messages import Message, ToolCall
-from contracts.ports import RunInfo, RunService, StartRun
+from contracts.ports import RunInfo, RunNotFound, RunService, StartRun
 from contracts.projector import ProjectorContext
 
-_INTERRUPT = ":interrupt:"
+ASKABLE = DECISIONS[:4]
+
+
+class RunPlan(NamedTuple):
+    info: RunInfo
+    context: ProjectorContext
+    after: int  # the stream carries the run's events after this seq
+    # The request drives the run (it started or continued it): unless detached, a client that
+    # disconnects cancels it. A client that only watches never does.
+    drives: bool
+
+
+async def plan_run(
+    service: RunService,
+    body: RunAgentInput,
+    traceparent: str | None,
+    tracestate: str | None = None,
+) -> RunPlan:
+    try:
+        after = attach_cursor(body)
+    except ValueError as exc:
+        raise HttpProblem(422, str(exc)) from None
+    refs = [(entry, parse_interrupt_id(entry.interrupt_id)) for entry in body.resume or []]
+    approvals = [
+        (entry, ref) for entry, ref in refs if ref is not None and ref.kind == "permission"
+    ]
+    if approvals:
+        if len(approvals) != len(refs) or after is not None:
+            raise HttpProblem(
+                422, "resume: answer tool approvals in a request of their own (no other resume)"
+            )
+        return await continue_after_approvals(service, body, approvals)
+    if after is not None:
+        if body.resume:
+            raise HttpProblem(422, "an attaching request takes no resume")
+        info = await service.get(body.run_id)
+        return RunPlan(info, projector_context(info, body), after, drives=False)
+    info, context = await start_run(service, body, traceparent, tracestate)
+    return RunPlan(info, context, 0, drives=True)
+
+
+def projector_context(info: RunInfo, body: RunAgentInput) -> ProjectorContext:
+    trace = {k: info.metadata[k] for k in ("trace_id", "traceparent") if k in info.metadata}
+    return ProjectorContext(
+        run_id=info.id,
+        thread_id=info.thread_id,
+        protocol_version=body.protocol_version,
+        # Only the run's own trace (telemetry on), not a caller's traceparent echoed back.
+        options=trace if "trace_id" in trace else {},
+    )
+
+
+async def continue_after_approvals(
+    service: RunService, body: RunAgentInput, approvals: list[tuple[ResumeEntry, InterruptRef]]
+) -> RunPlan:
+    """Answer the run's approval questions, then follow it on from the first of them."""
+    run_ids = {ref.run_id for _, ref in approvals}
+    if len(run_ids) > 1:
+        raise HttpProblem(422, "resume: answer the approvals of one run per request")
+    run_id = run_ids.pop()
+    try:
+        events = await service.history(run_id)
+    except RunNotFound:
+        raise HttpProblem(
+            422, f"resume: unknown interruptId {approvals[0][0].interrupt_id!r}"
+        ) from None
+    asked = {e.data.get("requestId"): e.seq for e in events if e.kind == "permission_request"}
+    seqs = []
+    for entry, ref in approvals:
+        seq = asked.get(ref.key)
+        if seq is None:
+            raise HttpProblem(422, f"resume: {entry.interrupt_id!r} is not an open interrupt")
+        seqs.append(seq)
+        # An approval already decided (another client, the timeout) is not an error: the
+        # stream shows what was decided.
+        await service.respond(run_id, ref.key, decision_of(entry))
+    info = await service.get(run_id)
+    return RunPlan(info, projector_context(info, body), min(seqs), drives=True)
+
+
+def decision_of(entry: ResumeEntry) -> str:
+    """An approval's answer: ``{"decision": "allow_once"}``, a decision string, or a boolean
+    (``{"approved": true}`` too); a cancelled interrupt rejects the call once."""
+    if entry.status == "cancelled":
+        return "reject_once"
+    payload = entry.payload
+    if isinstance(payload, dict):
+        payload = payload.get("decision", payload.get("approved"))
+    if isinstance(payload, bool):
+        return "allow_once" if payload else "reject_once"
+    if isinstance(payload, str) and payload in ASKABLE:
+        return payload
+    raise HttpProblem(
+        422,
+        f'resume: the payload for {entry.interrupt_id!r} must be {{"decision": one of '
+        f"{', '.join(ASKABLE)}}}",
+    )
 
 
 async def start_run(
@@ -37,15 +142,7 @@ async def start_run(
             tracestate=tracestate,
         )
     )
-    trace = {k: info.metadata[k] for k in ("trace_id", "traceparent") if k in info.metadata}
-    context = ProjectorContext(
-        run_id=info.id,
-        thread_id=info.thread_id,
-        protocol_version=body.protocol_version,
-        # Only the run's own trace (telemetry on), not a caller's traceparent echoed back.
-        options=trace if "trace_id" in trace else {},
-    )
-    return info, context
+    return info, projector_context(info, body)
 
 
 async def apply_resume(
@@ -53,15 +150,19 @@ async def apply_resume(
 ) -> None:
     """Put the answer to an interrupt into ``history`` as the suspended tool call's result.
 
-    Interrupt ids are ``<run id>:interrupt:<seq>`` (the projector makes them from the terminal
-    event), so the suspended call is found in that run's journal. The result the suspending
-    tool reported (its question) is replaced: the answer is the call's real result.
+    The interrupt id names the run and its terminal event (adapters/agui/interrupts.py), so the
+    suspended call is found in that run's journal. The result the suspending tool reported
+    (its question) is replaced: the answer is the call's real result.
     """
-    run_id, _, seq = interrupt_id.rpartition(_INTERRUPT)
-    if not run_id or not seq.isdigit():
+    ref = parse_interrupt_id(interrupt_id)
+    if ref is None or ref.kind != "interrupt":
         raise HttpProblem(422, f"resume: unknown interruptId {interrupt_id!r}")
-    events = await service.history(run_id)
-    terminal = events[int(seq) - 1] if 0 < int(seq) <= len(events) else None
+    try:
+        events = await service.history(ref.run_id)
+    except RunNotFound:
+        raise HttpProblem(422, f"resume: unknown interruptId {interrupt_id!r}") from None
+    seq = int(ref.key)
+    terminal = events[seq - 1] if 0 < seq <= len(events) else None
     if terminal is None or terminal.data.get("status") != "waiting_user":
         raise HttpProblem(422, f"resume: {interrupt_id!r} is not an open interrupt")
     answer = (

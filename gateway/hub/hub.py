@@ -15,6 +15,7 @@ from anyio.abc import TaskGroup
 
 from contracts.contract import is_terminal_completion
 from contracts.envelope import Envelope, LoopEvent
+from contracts.loop import AgentLoop
 from contracts.messages import Message
 from contracts.ports import (
     MAX_TRACESTATE_CHARS,
@@ -88,8 +89,11 @@ class Hub:
         sources: Mapping[str, Source],
         *,
         clock: Callable[[], int] = time.time_ns,
+        loop: AgentLoop | None = None,
     ) -> None:
         self.settings = settings
+        # The loop behind the ``loop`` source: started and closed with the hub.
+        self.loop = loop
         self.journal = journal
         self.sources = dict(sources)
         self.clock = clock
@@ -115,6 +119,8 @@ class Hub:
             self._runs[run.id] = run
             self._active += 1
             self.publish(run, "completion", {"status": "failed", "reason": "server_restarted"})
+        if self.loop is not None:
+            await self.loop.start()
         self._tg = anyio.create_task_group()
         await self._tg.__aenter__()
         self._tg.start_soon(self._housekeeping)
@@ -128,6 +134,8 @@ class Hub:
         self._tg.cancel_scope.cancel()
         await self._tg.__aexit__(None, None, None)
         with anyio.CancelScope(shield=True):
+            if self.loop is not None:
+                await self.loop.aclose()
             await self.journal.aclose()
 
     async def drain(self) -> None:
@@ -296,7 +304,7 @@ class Hub:
         return sorted(infos.values(), key=lambda i: i.created_at, reverse=True)[:limit]
 
     async def cancel(self, run_id: str) -> CommandResult:
-        def cancel(producer: Producer) -> str | None:
+        async def cancel(producer: Producer) -> str | None:
             producer.cancel()
             return None
 
@@ -307,22 +315,20 @@ class Hub:
             run_id,
             "steer",
             lambda producer: producer.steer(content),
-            "steering message queued for the next round",
+            "steering message delivered; the loop applies it at its next step",
         )
 
     async def respond(self, run_id: str, request_id: str, decision: str) -> CommandResult:
-        return await self._command(
-            run_id,
-            "answer",
-            lambda producer: producer.respond(request_id, decision),
-            f"{decision} recorded",
-        )
+        async def answer(producer: Producer) -> str | None:
+            return producer.respond(request_id, decision)
+
+        return await self._command(run_id, "answer", answer, f"{decision} recorded")
 
     async def _command(
         self,
         run_id: str,
         verb: str,
-        apply: Callable[[Producer], str | None],
+        apply: Callable[[Producer], Awaitable[str | None]],
         accepted: str,
     ) -> CommandResult:
         """A command to a live run's producer; on a finished run it is a no-op, not an error.
@@ -333,7 +339,7 @@ class Hub:
         if run.finished or run.producer is None:
             detail = f"run already finished ({run.record.status}); nothing to {verb}"
             return CommandResult(run_id=run_id, accepted=False, detail=detail)
-        refusal = apply(run.producer)
+        refusal = await apply(run.producer)
         return CommandResult(run_id=run_id, accepted=refusal is None, detail=refusal or accepted)
 
     async def push(self, run_id: str, event: LoopEvent) -> Envelope:

@@ -17,8 +17,10 @@ class Producer(Protocol):
 
     def cancel(self) -> None: ...
 
-    def steer(self, content: str) -> str | None:
-        """Queue a steering message; a string is the reason it cannot be steered."""
+    async def steer(self, content: str) -> str | None:
+        """Deliver a steering message; a string is the reason it was not taken.
+
+        ``ValueError`` for a message that is wrong in itself (the client's 422)."""
         ...
 
     def respond(self, request_id: str, decision: str) -> str | None:

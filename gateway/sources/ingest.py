@@ -72,5 +72,5 @@ class IngestProducer:
     def respond(self, request_id: str, decision: str) -> str | None:
         return "an external loop asks for permission itself; this run has no pending request"
 
-    def steer(self, content: str) -> str | None:
+    async def steer(self, content: str) -> str | None:
         return self._send({"command": "steer", "content": content})

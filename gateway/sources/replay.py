@@ -84,5 +84,5 @@ class ReplayProducer:
     def respond(self, request_id: str, decision: str) -> str | None:
         return "a replayed run has no pending permission requests"
 
-    def steer(self, content: str) -> str | None:
+    async def steer(self, content: str) -> str | None:
         return "a replayed run cannot be steered"

@@ -1,0 +1,153 @@
+"""The loop port: how the gateway runs a turn of any agent loop.
+
+Every run a front end starts goes through this port. The reference CoreLoop is one
+implementation; a user's loop plugs in the same way — in-process (an async generator), over
+HTTP (an NDJSON response) or as a stdio child (JSON-RPC). The gateway builds a
+:class:`LoopRequest`, hands the loop a :class:`RunContext` and takes the events it emits;
+cancel, steering and permission answers reach the loop while it runs.
+"""
+
+from __future__ import annotations
+
+from collections.abc import Callable, Mapping, Sequence
+from typing import Any, Literal, Protocol
+
+import msgspec
+
+from contracts.messages import Message, ToolSpec
+
+Approval = Literal["auto", "always", "never"]
+
+
+class LoopRequest(msgspec.Struct, kw_only=True):
+    """One turn to run. This is also the JSON body an HTTP loop receives and the params of a
+    stdio loop's ``run.start``.
+
+    ``messages`` is the thread so far; ``input`` is the new user message, split off the end of
+    the conversation (empty when the turn continues something else, e.g. a tool result).
+    """
+
+    run_id: str
+    thread_id: str
+    input: str = ""
+    messages: list[Message] = msgspec.field(default_factory=list)
+    # Tools the client declared and executes itself (AG-UI frontend tools): the loop emits the
+    # call and ends the turn waiting for the client (completion waiting_user, client_tool).
+    tools: list[ToolSpec] = msgspec.field(default_factory=list)
+    config: dict[str, Any] = msgspec.field(default_factory=dict)
+    metadata: dict[str, Any] = msgspec.field(default_factory=dict)
+    # Which tool calls should wait for a person: those the tool marks, all, or none.
+    approval: Approval = "auto"
+    # MCP servers the client asked the agent to use (ACP session/new ``mcpServers``).
+    mcp_servers: list[dict[str, Any]] = msgspec.field(default_factory=list)
+    # W3C trace context of the run's span (or the caller's), for the loop's own spans.
+    traceparent: str | None = None
+    tracestate: str | None = None
+
+
+# Called with each event the loop produces (kind, data). Never blocks.
+Emit = Callable[[str, dict[str, Any]], None]
+
+
+class LoopFault(Exception):
+    """A loop broke the port's contract or could not be reached.
+
+    ``reason`` becomes the run's ``completion.reason``; ``message`` is what clients read, so it
+    says what went wrong without internals (details go to the log).
+    """
+
+    def __init__(self, reason: str, message: str) -> None:
+        super().__init__(message)
+        self.reason = reason
+        self.message = message
+
+
+class RunContext(Protocol):
+    """What a loop sees of its run while it runs."""
+
+    @property
+    def request(self) -> LoopRequest: ...
+
+    @property
+    def run_id(self) -> str: ...
+
+    @property
+    def thread_id(self) -> str: ...
+
+    @property
+    def input(self) -> str: ...
+
+    @property
+    def messages(self) -> list[dict[str, Any]]:
+        """The thread so far as plain dicts: ``{role, content, tool_calls?, tool_call_id?}``."""
+        ...
+
+    @property
+    def tools(self) -> list[dict[str, Any]]:
+        """Client tools as plain dicts: ``{name, description, parameters}``."""
+        ...
+
+    @property
+    def config(self) -> dict[str, Any]: ...
+
+    @property
+    def cancelled(self) -> bool:
+        """A client asked the run to stop: emit ``completion{cancelled}`` and return."""
+        ...
+
+    async def wait_cancelled(self) -> None: ...
+
+    def take_steers(self) -> list[str]:
+        """Steering messages received since the last call (apply them, emit ``steer``)."""
+        ...
+
+    async def next_steer(self) -> str:
+        """Wait for the next steering message."""
+        ...
+
+    async def ask_permission(
+        self,
+        tool_call: Mapping[str, Any],
+        *,
+        options: Sequence[str] | None = None,
+        request_id: str | None = None,
+    ) -> str:
+        """Ask the run's clients whether ``tool_call`` (``{id, name, arguments, kind?}``) may
+        run; returns their decision (``allow_once``, ``allow_always``, ``reject_once``,
+        ``reject_always``), or ``reject_once`` when nobody answers in time.
+
+        The gateway publishes ``permission_request`` and ``permission_result`` itself."""
+        ...
+
+
+class LoopRun(Protocol):
+    """One turn of a loop, from start to its terminal completion."""
+
+    async def run(self, emit: Emit) -> None:
+        """Produce the turn's events; return after the terminal completion. Raise
+        :class:`LoopFault` when the loop breaks the contract or cannot be reached."""
+        ...
+
+    def cancel(self) -> None:
+        """Ask the turn to stop (returns at once); it should end with completion{cancelled}."""
+        ...
+
+    async def steer(self, content: str) -> str | None:
+        """Deliver a steering message; a string is the reason it was not taken."""
+        ...
+
+
+class AgentLoop(Protocol):
+    """A source of turns. Started once with the gateway, closed when it stops."""
+
+    # Shown in a run's metadata (``loop``) and in logs: "reference", "python:pkg.mod:attr", …
+    name: str
+    # Whether the gateway should guard the loop's events (payload checks, first-event and idle
+    # timeouts). False only for loops that are part of loopgate itself.
+    untrusted: bool
+
+    async def start(self) -> None: ...
+
+    async def aclose(self) -> None: ...
+
+    def open(self, ctx: RunContext) -> LoopRun: ...

@@ -1,0 +1,246 @@
+"""Runs of the configured agent loop: the hub's ``loop`` source, for every front end.
+
+The source turns a front end's :class:`contracts.ports.StartRun` into a
+:class:`contracts.loop.LoopRequest` and runs one turn of the loop under guards: events from a
+plugged loop are checked like ingested ones, a loop that goes quiet or breaks the contract ends
+its run with ``error`` + ``completion{failed, reason}``, and a cancelled loop that does not
+stop within a grace period is stopped by the gateway.
+"""
+
+from __future__ import annotations
+
+import logging
+import math
+import time
+from collections.abc import Mapping, Sequence
+from typing import TYPE_CHECKING, Any
+
+import anyio
+import msgspec
+
+from contracts.contract import is_terminal_completion
+from contracts.envelope import EnvelopeError, validate_event
+from contracts.loop import AgentLoop, LoopFault, LoopRequest, LoopRun
+from contracts.messages import Message
+from contracts.ports import LimitReached, RunFinished, StartRun
+from gateway.loops.context import GatewayRunContext
+from gateway.loops.permissions import PermissionBroker, RememberedDecisions
+
+if TYPE_CHECKING:
+    from gateway.hub import Hub, Run
+
+log = logging.getLogger("loopgate.loop")
+_encode = msgspec.json.Encoder().encode
+
+
+class LoopGuards(msgspec.Struct, frozen=True, kw_only=True):
+    """The bounds a plugged loop runs under (docs/loops.md)."""
+
+    first_event_timeout_s: float = 60.0
+    idle_timeout_s: float = 300.0
+    cancel_grace_s: float = 5.0
+    permission_timeout_s: float = 300.0
+    max_run_bytes: int = 256 << 20
+
+
+def split_input(messages: list[Message]) -> tuple[str, list[Message]]:
+    """The new user message off the end of a conversation, and the thread before it."""
+    if messages and messages[-1].role == "user" and not messages[-1].tool_calls:
+        return messages[-1].content, messages[:-1]
+    return "", messages
+
+
+class LoopSource:
+    """The hub's ``loop`` source: every run a front end starts goes through ``loop``."""
+
+    def __init__(self, loop: AgentLoop, guards: LoopGuards, loop_config: Mapping[str, Any]) -> None:
+        self.loop = loop
+        self.guards = guards
+        self.loop_config = dict(loop_config)
+        self.remembered = RememberedDecisions()
+
+    def prepare(self, request: StartRun) -> LoopRequest:
+        if request.input is None or request.input == "" or request.input == []:
+            raise ValueError("input is required: a prompt string or a list of messages")
+        history = (
+            [Message(role="user", content=request.input)]
+            if isinstance(request.input, str)
+            else list(request.input)
+        )
+        text, thread = split_input(history)
+        prepared = LoopRequest(
+            run_id="",  # the hub names the run after this check
+            thread_id="",
+            input=text,
+            messages=thread,
+            tools=list(request.client_tools),
+            config={**self.loop_config, **request.config},
+            metadata=dict(request.metadata),
+            approval=request.approval,
+            mcp_servers=list(request.mcp_servers),
+        )
+        check = getattr(self.loop, "check", None)
+        if check is not None:
+            check(prepared)  # ValueError: the client's 422
+        return prepared
+
+    def producer(self, hub: Hub, run: Run, prepared: LoopRequest) -> LoopProducer:
+        record = run.record
+        request = msgspec.structs.replace(
+            prepared,
+            run_id=run.id,
+            thread_id=record.thread_id,
+            metadata=record.metadata,
+            traceparent=record.metadata.get("traceparent"),
+            tracestate=record.metadata.get("tracestate"),
+        )
+        broker = PermissionBroker(
+            hub,
+            run,
+            self.guards.permission_timeout_s,
+            self.remembered.for_thread(record.thread_id),
+        )
+        return LoopProducer(hub, run, self.loop, request, broker, self.guards)
+
+
+class LoopProducer:
+    """One run of the loop under the hub: commands in, guarded events out."""
+
+    def __init__(
+        self,
+        hub: Hub,
+        run: Run,
+        loop: AgentLoop,
+        request: LoopRequest,
+        broker: PermissionBroker,
+        guards: LoopGuards,
+    ) -> None:
+        self.hub = hub
+        self.run_ = run
+        self.loop = loop
+        self.broker = broker
+        self.guards = guards
+        self.ctx = GatewayRunContext(request, self._ask, self._wake)
+        self.loop_run: LoopRun = loop.open(self.ctx)
+        self.events = 0
+        self.bytes = 0
+        self.last_event = self.started = time.monotonic()
+        self.cancel_at: float | None = None
+        self.fault: LoopFault | None = None
+        self._wakeup: anyio.Event | None = None
+
+    # --- the producer the hub drives -------------------------------------------------------
+
+    async def run(self) -> None:
+        emit = self._guarded_emit if self.loop.untrusted else self._emit
+        async with anyio.create_task_group() as tg:
+            tg.start_soon(self._watch, tg.cancel_scope)
+            try:
+                await self.loop_run.run(emit)
+            except LoopFault as fault:
+                self.fault = self.fault or fault
+            except (RunFinished, LimitReached):
+                pass  # the run ended (its terminal event, or a limit the hub enforced)
+            except Exception:
+                log.exception("loop %s failed in run %s", self.loop.name, self.run_.id)
+                self.fault = LoopFault("loop_error", "the loop failed with an internal error")
+            tg.cancel_scope.cancel()
+        self._conclude()
+
+    def cancel(self) -> None:
+        if self.cancel_at is None:
+            self.cancel_at = time.monotonic()
+            self.ctx.cancel()
+            self.loop_run.cancel()
+
+    async def steer(self, content: str) -> str | None:
+        self.ctx.check_steer(content)
+        return await self.loop_run.steer(content)
+
+    def respond(self, request_id: str, decision: str) -> str | None:
+        return self.broker.answer(request_id, decision)
+
+    # --- events ----------------------------------------------------------------------------
+
+    def _emit(self, kind: str, data: dict[str, Any]) -> None:
+        self.events += 1
+        self.last_event = time.monotonic()
+        self.hub.publish(self.run_, kind, data)
+
+    def _guarded_emit(self, kind: str, data: dict[str, Any]) -> None:
+        if type(kind) is not str or type(data) is not dict:
+            raise LoopFault(
+                "loop_invalid_event",
+                f"event {self.events + 1} is not an object with a string kind and a data object",
+            )
+        try:
+            validate_event(kind, data)
+        except EnvelopeError as exc:
+            raise LoopFault("loop_invalid_event", f"event {self.events + 1}: {exc}") from None
+        self.bytes += len(_encode(data))
+        if self.bytes > self.guards.max_run_bytes:
+            limit = self.guards.max_run_bytes
+            raise LoopFault("byte_limit", f"the loop sent more than {limit} bytes of events")
+        self._emit(kind, data)
+
+    def _conclude(self) -> None:
+        """Give the run its terminal event if the loop did not."""
+        run = self.run_
+        if run.finished:
+            return
+        fault = self.fault
+        if fault is None and self.cancel_at is not None:
+            self.hub.publish(run, "completion", {"status": "cancelled", "reason": "cancelled"})
+            return
+        if fault is None:
+            if not self.loop.untrusted:
+                return  # the hub marks a truncated run of our own loop
+            fault = LoopFault("loop_ended_early", "the loop stopped without a terminal completion")
+        log.warning("run %s of loop %s: %s", run.id, self.loop.name, fault.message)
+        self.hub.publish(run, "error", {"message": fault.message, "phase": "loop"})
+        self.hub.publish(
+            run,
+            "completion",
+            {"status": "failed", "reason": fault.reason, "message": fault.message},
+        )
+
+    # --- timeouts --------------------------------------------------------------------------
+
+    async def _ask(
+        self, tool_call: Mapping[str, Any], options: Sequence[str] | None, request_id: str | None
+    ) -> str:
+        return await self.broker.ask(tool_call, options, request_id)
+
+    def _wake(self) -> None:
+        waiter, self._wakeup = self._wakeup, None
+        if waiter is not None:
+            waiter.set()
+
+    def _deadline(self) -> tuple[float, LoopFault | None]:
+        g = self.guards
+        if self.cancel_at is not None:
+            return self.cancel_at + g.cancel_grace_s, None
+        if not self.loop.untrusted or self.ctx.asking:
+            return math.inf, None
+        if self.events == 0:
+            message = f"the loop sent no event within {g.first_event_timeout_s:g} s"
+            return self.started + g.first_event_timeout_s, LoopFault("loop_timeout", message)
+        message = f"the loop sent nothing for {g.idle_timeout_s:g} s"
+        return self.last_event + g.idle_timeout_s, LoopFault("loop_timeout", message)
+
+    async def _watch(self, scope: anyio.CancelScope) -> None:
+        """Ends the run when the loop misses a deadline (first event, idle, cancel grace)."""
+        while True:
+            deadline, fault = self._deadline()
+            remaining = deadline - time.monotonic()
+            if remaining <= 0:
+                self.fault = self.fault or fault
+                scope.cancel()
+                return
+            self._wakeup = waiter = anyio.Event()
+            with anyio.move_on_after(remaining):
+                await waiter.wait()
+
+
+def is_terminal(kind: str, data: dict[str, Any]) -> bool:
+    return kind == "completion" and is_terminal_completion(kind, data)
