@@ -133,9 +133,10 @@ class Hub:
         assert self._tg is not None
         self._tg.cancel_scope.cancel()
         await self._tg.__aexit__(None, None, None)
+        if self.loop is not None:
+            # Not in the shield below: a loop may leave a task group it entered in start().
+            await self.loop.aclose()
         with anyio.CancelScope(shield=True):
-            if self.loop is not None:
-                await self.loop.aclose()
             await self.journal.aclose()
 
     async def drain(self) -> None:

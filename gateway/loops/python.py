@@ -139,5 +139,5 @@ def _parts(item: Any, number: int) -> tuple[Any, Any]:
         return item.kind, item.data
     raise LoopFault(
         "loop_invalid_event",
-        f"event {number} is a {type(item).__name__}, not an object with a string kind",
+        f"event {number} is not an object with a string kind (got {type(item).__name__})",
     )

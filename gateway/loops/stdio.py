@@ -153,9 +153,11 @@ class StdioLoop:
         method = message.get("method")
         if method == "run.event":
             params = message.get("params")
-            run = self.runs.get(params.get("run_id")) if isinstance(params, dict) else None
+            if not isinstance(params, dict):
+                raise ValueError("run.event params must be an object")
+            run = self.runs.get(params.get("run_id"))  # type: ignore[arg-type]
             if run is not None:
-                run.deliver(params)  # type: ignore[arg-type]
+                run.deliver(params)
             return
         if method is None:
             # A response: to our run.start.

@@ -6,44 +6,19 @@ event is asserted here, because runAgent() resolves even when a stream ends with
 
 from __future__ import annotations
 
-import json
-import shutil
-import subprocess
 from collections.abc import Iterator
 from typing import Any
 
 import pytest
 
-from tests.gateway.harness import REPO, running_gateway
-
-NODE_DIR = REPO / "tests" / "node"
+from tests.agui.node_client import clean, run_script
+from tests.gateway.harness import running_gateway
 
 
 @pytest.fixture(scope="module")
 def seen() -> Iterator[dict[str, Any]]:
-    node = shutil.which("node")
-    assert node, "node (>= 20) is required for the real-client tests"
-    assert (NODE_DIR / "node_modules" / "@ag-ui" / "client").is_dir(), (
-        "run `npm ci` in tests/node (./scripts/test does)"
-    )
     with running_gateway(scripted_delay_s=0.005) as (base, _):
-        done = subprocess.run(
-            [node, str(NODE_DIR / "agui-live.mjs"), base],
-            capture_output=True,
-            text=True,
-            timeout=180,
-            cwd=NODE_DIR,
-        )
-    assert done.returncode == 0, done.stderr[-3000:]
-    yield json.loads(done.stdout)
-
-
-def clean(summary: dict[str, Any]) -> dict[str, Any]:
-    assert "crashed" not in summary, summary.get("crashed")
-    assert summary["failed"] is None, summary["failed"]
-    assert summary["problems"] == [], summary["problems"]
-    assert summary["types"][0] == "RUN_STARTED"
-    return summary
+        yield run_script("agui-live.mjs", base)
 
 
 def text_of(summary: dict[str, Any]) -> str:

@@ -6,58 +6,10 @@
 // event types, the terminal event (asserted by the Python side: runAgent() resolves even when
 // the stream ends without one), the agent's messages, and every error or console warning.
 
-import { HttpAgent } from "@ag-ui/client";
+import { main, newAgent as agentAt, run, runId, user } from "./agui-support.mjs";
 
 const base = process.argv[2];
-const TERMINAL = new Set(["RUN_FINISHED", "RUN_ERROR"]);
-
-function newAgent(threadId) {
-  return new HttpAgent({ url: `${base}/agui`, threadId });
-}
-
-function captureConsole(sink) {
-  const original = { warn: console.warn, error: console.error };
-  console.warn = (...args) => sink.push(`warn: ${args.map(String).join(" ")}`);
-  console.error = (...args) => sink.push(`error: ${args.map(String).join(" ")}`);
-  return () => Object.assign(console, original);
-}
-
-async function run(agent, params, { onEvent } = {}) {
-  const events = [];
-  const problems = [];
-  const restore = captureConsole(problems);
-  let failed = null;
-  try {
-    await agent.runAgent(params, {
-      onEvent: async ({ event }) => {
-        events.push(event);
-        if (onEvent) await onEvent(event);
-      },
-      onRunFailed: ({ error }) => {
-        failed = String(error?.message ?? error);
-      },
-    });
-  } catch (error) {
-    failed = String(error?.message ?? error);
-  } finally {
-    restore();
-  }
-  const terminal = events.filter((e) => TERMINAL.has(e.type)).at(-1) ?? null;
-  return {
-    types: events.map((e) => e.type),
-    terminal,
-    failed,
-    problems,
-    messages: structuredClone(agent.messages),
-  };
-}
-
-let counter = 0;
-const runId = (name) => `${name}-${process.pid}-${++counter}`;
-
-function user(text) {
-  return { id: `u-${++counter}`, role: "user", content: text };
-}
+const newAgent = (threadId) => agentAt(base, threadId);
 
 const scenarios = {
   async text() {
@@ -143,14 +95,4 @@ const scenarios = {
   },
 };
 
-const wanted = process.argv.slice(3);
-const out = {};
-for (const [name, scenario] of Object.entries(scenarios)) {
-  if (wanted.length && !wanted.includes(name)) continue;
-  try {
-    out[name] = await scenario();
-  } catch (error) {
-    out[name] = { crashed: String(error?.stack ?? error) };
-  }
-}
-process.stdout.write(JSON.stringify(out));
+await main(scenarios, process.argv.slice(3));
