@@ -18,10 +18,10 @@ from typing import Any
 
 import anyio
 
-from gateway.commands.flags import add_log_level, add_loop_flags
+from gateway.commands.flags import LOOP_SETTINGS, add_log_level, add_loop_flags
 from gateway.settings import load_settings
 
-SETTING_FLAGS = ("provider", "scripted_delay_s", "journal", "workspace", "max_line_bytes")
+SETTING_FLAGS = (*LOOP_SETTINGS, "journal", "workspace", "max_line_bytes")
 
 
 def register(sub: argparse._SubParsersAction) -> None:  # type: ignore[type-arg]

@@ -1,4 +1,4 @@
-"""Flags the commands that run the reference loop in-process share (`serve`, `rpc`, `acp`)."""
+"""Flags the commands that run loops in-process share (`serve`, `rpc`, `acp`)."""
 
 from __future__ import annotations
 
@@ -7,13 +7,77 @@ import argparse
 LOG_LEVELS = ["critical", "error", "warning", "info", "debug"]
 
 
+# The settings add_loop_flags fills (each command passes them to load_settings).
+LOOP_SETTINGS = (
+    "provider",
+    "scripted_delay_s",
+    "loop",
+    "loop_url",
+    "loop_cmd",
+    "tools",
+    "demo_tools",
+    "system_prompt",
+    "system_prompt_file",
+    "mcp",
+    "mcp_url",
+)
+
+
 def add_loop_flags(p: argparse.ArgumentParser) -> None:
-    p.add_argument("--provider", choices=["scripted", "openai"], help="model provider")
-    p.add_argument(
+    plug = p.add_argument_group(
+        "your own loop (docs/loops.md; at most one, default: the reference loop)"
+    )
+    plug.add_argument(
+        "--loop",
+        metavar="MODULE:ATTR",
+        help="a Python async generator function (or a factory of one) taking the run context",
+    )
+    plug.add_argument(
+        "--loop-url",
+        metavar="URL",
+        help="an HTTP endpoint: gets each run request POSTed, answers NDJSON LoopEvents",
+    )
+    plug.add_argument(
+        "--loop-cmd",
+        metavar="COMMAND",
+        help='a child process speaking JSON-RPC on stdio, e.g. "python my_loop.py"',
+    )
+    ref = p.add_argument_group("the reference loop")
+    ref.add_argument("--provider", choices=["scripted", "openai"], help="model provider")
+    ref.add_argument(
         "--scripted-delay",
         dest="scripted_delay_s",
         type=float,
         help="seconds between scripted deltas (default 0.02)",
+    )
+    ref.add_argument(
+        "--tools",
+        action="append",
+        metavar="MODULE",
+        help="a module whose functions become tools (type hints and docstring make the "
+        "schema; repeatable)",
+    )
+    ref.add_argument(
+        "--demo-tools",
+        action=argparse.BooleanOptionalAction,
+        default=None,
+        help="offer the demo tools (clock, calculate, read_file, …); default: only with the "
+        "scripted model",
+    )
+    ref.add_argument("--system-prompt", metavar="TEXT", help="the system message of every run")
+    ref.add_argument("--system-prompt-file", metavar="PATH", help="the system message, from a file")
+    ref.add_argument(
+        "--mcp",
+        action="append",
+        metavar="COMMAND",
+        help='an MCP server to start on stdio, its tools offered to the model, e.g. "npx -y '
+        '@modelcontextprotocol/server-filesystem ." (repeatable)',
+    )
+    ref.add_argument(
+        "--mcp-url",
+        action="append",
+        metavar="URL",
+        help="an MCP server over streamable HTTP (repeatable)",
     )
 
 

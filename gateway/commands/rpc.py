@@ -13,11 +13,10 @@ import os
 import sys
 from typing import Any, BinaryIO
 
-from gateway.commands.flags import add_log_level, add_loop_flags
+from gateway.commands.flags import LOOP_SETTINGS, add_log_level, add_loop_flags
 
 SETTING_FLAGS = (
-    "provider",
-    "scripted_delay_s",
+    *LOOP_SETTINGS,
     "journal",
     "workspace",
     "max_active_runs",

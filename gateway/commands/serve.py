@@ -6,7 +6,7 @@ import argparse
 import os
 import sys
 
-from gateway.commands.flags import add_log_level, add_loop_flags
+from gateway.commands.flags import LOOP_SETTINGS, add_log_level, add_loop_flags
 from gateway.settings import load_settings
 
 
@@ -76,14 +76,13 @@ def register(sub: argparse._SubParsersAction) -> None:  # type: ignore[type-arg]
 
 
 SETTING_FLAGS = (
+    *LOOP_SETTINGS,
     "host",
     "port",
     "token",
     "allowed_origins",
-    "provider",
     "openai_base_url",
     "openai_model",
-    "scripted_delay_s",
     "journal",
     "workspace",
     "keepalive_s",
