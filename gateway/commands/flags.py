@@ -14,6 +14,7 @@ LOOP_SETTINGS = (
     "loop",
     "loop_url",
     "loop_cmd",
+    "loop_token",
     "tools",
     "demo_tools",
     "system_prompt",
@@ -41,6 +42,11 @@ def add_loop_flags(p: argparse.ArgumentParser) -> None:
         "--loop-cmd",
         metavar="COMMAND",
         help='a child process speaking JSON-RPC on stdio, e.g. "python my_loop.py"',
+    )
+    plug.add_argument(
+        "--loop-token",
+        metavar="TOKEN",
+        help="sent to an HTTP loop as Authorization: Bearer TOKEN (or LOOPGATE_LOOP_TOKEN)",
     )
     ref = p.add_argument_group("the reference loop")
     ref.add_argument("--provider", choices=["scripted", "openai"], help="model provider")

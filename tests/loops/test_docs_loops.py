@@ -1,0 +1,51 @@
+"""The examples of docs/loops.md run as written."""
+
+from __future__ import annotations
+
+import json
+import re
+import sys
+import types
+from pathlib import Path
+from typing import Any
+
+import pytest
+from starlette.testclient import TestClient
+
+from tests.gateway.harness import REPO
+
+DOC = (REPO / "docs" / "loops.md").read_text()
+
+
+def python_blocks() -> list[str]:
+    return re.findall(r"```python\n(.*?)```", DOC, re.S)
+
+
+def stream(client: TestClient, prompt: str) -> list[dict[str, Any]]:
+    run = client.post("/v1/runs", json={"input": prompt}).json()
+    with client.stream("GET", f"/v1/runs/{run['id']}/events") as response:
+        return [
+            json.loads(line[len("data: ") :])
+            for line in response.iter_lines()
+            if line.startswith("data: ")
+        ]
+
+
+def test_the_echo_loop_and_the_embedding_example(
+    tmp_path: Path, monkeypatch: pytest.MonkeyPatch
+) -> None:
+    my_loop, _ask, embed = python_blocks()
+    assert my_loop.startswith("# my_loop.py")
+    (tmp_path / "my_loop.py").write_text(my_loop)
+    monkeypatch.syspath_prepend(str(tmp_path))
+    served: dict[str, Any] = {}
+    fake_uvicorn = types.ModuleType("uvicorn")
+    fake_uvicorn.run = lambda app, **kw: served.update(app=app, **kw)  # type: ignore[attr-defined]
+    monkeypatch.setitem(sys.modules, "uvicorn", fake_uvicorn)
+    exec(compile(embed, "docs/loops.md", "exec"), {})
+    assert (served["host"], served["port"]) == ("127.0.0.1", 8000)
+    with TestClient(served["app"]) as client:
+        events = stream(client, "hi there")
+    text = "".join(e["data"]["delta"] for e in events if e["kind"] == "content_delta")
+    assert text == "You said: hi there "
+    assert events[-1]["data"] == {"status": "completed", "reason": "stop"}
