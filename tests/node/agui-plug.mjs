@@ -1,6 +1,7 @@
 // Drives a plugged loop behind a live loopgate with the real @ag-ui/client HttpAgent.
 //
-//   node agui-plug.mjs http://127.0.0.1:PORT SCENARIO… [--decision allow_once] [--attach RUN_ID]
+//   node agui-plug.mjs http://127.0.0.1:PORT SCENARIO… [--prompt TEXT] [--decision allow_once]
+//                      [--attach RUN_ID] [--after SEQ]
 //
 // Prints {scenario: summary} (see agui-support.mjs); the Python side asserts on it.
 
@@ -14,6 +15,7 @@ const option = (name) => {
 const decision = option("decision") ?? "allow_once";
 const attach = option("attach");
 const after = Number(option("after") ?? 0);
+const prompt = option("prompt");
 
 async function once(prompt, name) {
   const agent = newAgent(base, `t-${name}-${process.pid}`);
@@ -31,7 +33,7 @@ async function post(path, body) {
 }
 
 const scenarios = {
-  text: () => once("hello from agui", "text"),
+  text: () => once(prompt ?? "hello from agui", "text"),
   tool: () => once("tool please", "tool"),
 
   // The loop asks before a tool: the stream ends with an interrupt, and the same agent

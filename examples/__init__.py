@@ -1,0 +1,1 @@
+"""Runnable examples: loops to plug into ``loopgate serve`` (docs/loops.md)."""

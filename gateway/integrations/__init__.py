@@ -1,0 +1,1 @@
+"""Adapters from agent frameworks to loopgate's loop port; each needs its own extra."""
