@@ -19,6 +19,9 @@ class EndpointLimits(msgspec.Struct, kw_only=True, frozen=True):
     # WebSocket upgrades from browsers must come from one of these origins (exact match);
     # empty = loopback origins only. Clients that send no Origin (non-browsers) are allowed.
     allowed_origins: tuple[str, ...] = ()
+    # Whether a client on the network may have the gateway start programs: the stdio MCP
+    # servers an ACP client names in session/new.
+    client_stdio_mcp: bool = False
 
     def origin_allowed(self, origin: str | None) -> bool:
         """Browsers always send Origin; other clients may not, and cannot be attacked

@@ -174,6 +174,11 @@ class RunService(Protocol):
         self, run_id: str, *, after: int = 0, limit: int | None = None
     ) -> list[Envelope]: ...
 
+    async def release_thread(self, thread_id: str) -> None:
+        """The client of ``thread_id`` is gone (an ACP session closed): the loop may let go of
+        what it holds for the thread (the reference loop: the session's MCP servers)."""
+        ...
+
     def subscribe(
         self, run_id: str, *, after: int = 0, consumer: str = "api"
     ) -> AbstractAsyncContextManager[Subscription]:

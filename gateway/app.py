@@ -72,6 +72,7 @@ def endpoint_limits(settings: Settings) -> EndpointLimits:
         keepalive_s=settings.keepalive_s,
         write_timeout_s=settings.write_timeout_s,
         allowed_origins=tuple(settings.allowed_origins),
+        client_stdio_mcp=settings.acp_remote_stdio_mcp,
     )
 
 

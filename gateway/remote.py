@@ -283,6 +283,9 @@ class RemoteService:
             f"(/v1/runs/{run_id}/ingest), not this client"
         )
 
+    async def release_thread(self, thread_id: str) -> None:
+        return None  # the gateway's own clients hold no thread resources over HTTP
+
     async def history(
         self, run_id: str, *, after: int = 0, limit: int | None = None
     ) -> list[Envelope]:

@@ -49,8 +49,10 @@ class Settings(msgspec.Struct, kw_only=True, forbid_unknown_fields=True):
     system_prompt_file: str | None = None
     mcp: list[str] = msgspec.field(default_factory=list)  # MCP servers to spawn (stdio)
     mcp_url: list[str] = msgspec.field(default_factory=list)  # MCP servers over HTTP
-    mcp_connect_timeout_s: float = 10.0
+    mcp_connect_timeout_s: float = 10.0  # start, initialize and list tools
     mcp_call_timeout_s: float = 300.0
+    mcp_max_threads: int = 64  # threads (ACP sessions) holding MCP servers; LRU closed beyond
+    mcp_idle_timeout_s: float = 1800.0  # a thread's MCP servers unused this long are closed
     # Whether ACP clients on the network (/acp) may have the gateway spawn their stdio MCP
     # servers; `loopgate acp` on stdio always may (the IDE that starts it is trusted).
     acp_remote_stdio_mcp: bool = False

@@ -92,6 +92,9 @@ class AgentOptions(msgspec.Struct, frozen=True, kw_only=True):
     list_scan_runs: int = 1000  # session/list looks at this many recent runs
     list_page_size: int = 100
     poll_s: float = 1.0
+    # The MCP transports of session/new ``mcpServers`` this agent takes: "stdio" has the
+    # gateway start a program, so it is for clients that started the gateway themselves.
+    mcp_transports: tuple[str, ...] = ("stdio", "http")
 
 
 class ActivePrompt:
@@ -110,6 +113,8 @@ class Session:
         self.approval: Approval = "auto"
         self.active: ActivePrompt | None = None
         self.history: list[Message] | None = None  # None: rebuild from the journal
+        # session/new ``mcpServers``, as ACP writes them: handed to every run of the session.
+        self.mcp_servers: list[dict[str, Any]] = []
 
 
 def not_found(session_id: str) -> AgentError:
@@ -143,15 +148,24 @@ class AcpAgent:
         self.background = background
 
     async def shutdown(self) -> None:
-        """The client went away: stop the runs it was waiting for."""
+        """The client went away: stop the runs it was waiting for, let go of its sessions'
+        MCP servers."""
         for session in list(self.sessions.values()):
             active = session.active
-            if active is not None and active.run_id is not None:
-                with anyio.CancelScope(shield=True):
+            with anyio.CancelScope(shield=True):
+                if active is not None and active.run_id is not None:
                     try:
                         await self.service.cancel(active.run_id)
                     except Exception:
                         log.warning("could not cancel run %s on disconnect", active.run_id)
+                await self._release(session)
+
+    async def _release(self, session: Session) -> None:
+        if session.mcp_servers:
+            try:
+                await self.service.release_thread(session.id)
+            except Exception:
+                log.warning("could not release the MCP servers of session %s", session.id)
 
     async def _notify(self, params: dict[str, Any]) -> None:
         assert self.peer is not None
@@ -174,7 +188,10 @@ class AcpAgent:
             "agentCapabilities": {
                 "loadSession": True,
                 "promptCapabilities": {"image": False, "audio": False, "embeddedContext": True},
-                "mcpCapabilities": {"http": False, "sse": False},
+                "mcpCapabilities": {
+                    "http": "http" in self.options.mcp_transports,
+                    "sse": False,
+                },
                 "sessionCapabilities": {"list": {}, "resume": {}, "close": {}},
             },
             "authMethods": [],
@@ -232,11 +249,39 @@ class AcpAgent:
             }
         ]
 
+    def mcp_servers(self, servers: Any) -> list[dict[str, Any]]:
+        """session/new ``mcpServers`` as plain ACP objects; -32602 for a transport this agent
+        does not take."""
+        taken: list[dict[str, Any]] = []
+        for i, server in enumerate(servers or []):
+            entry = (
+                server
+                if isinstance(server, dict)
+                else server.model_dump(mode="json", by_alias=True, exclude_none=True)
+            )
+            transport = entry.get("type", "stdio")
+            if transport not in self.options.mcp_transports:
+                why = (
+                    "this gateway starts no programs for clients on the network (its operator "
+                    "can allow it with --acp-remote-stdio-mcp); use an http MCP server"
+                    if transport == "stdio"
+                    else f"{transport} MCP servers are not supported"
+                )
+                raise AgentError(
+                    INVALID_PARAMS,
+                    f"Invalid params: mcpServers[{i}] ({entry.get('name')}): {why}",
+                    {"field": f"mcpServers[{i}]"},
+                )
+            taken.append(entry)
+        return taken
+
     async def new_session(
         self, cwd: str, mcp_servers: Any = None, additional_directories: Any = None, **_meta: Any
     ) -> dict[str, Any]:
+        servers = self.mcp_servers(mcp_servers)
         session = self._remember(Session(f"sess_{uuid.uuid4().hex}", cwd))
         session.history = []
+        session.mcp_servers = servers
         return {"sessionId": session.id, "configOptions": self.config_options(session)}
 
     async def load_session(
@@ -247,12 +292,14 @@ class AcpAgent:
         additional_directories: Any = None,
         **_meta: Any,
     ) -> dict[str, Any]:
+        servers = self.mcp_servers(mcp_servers)
         runs = await self._runs(session_id)
         session = self.sessions.get(session_id)
         if session is None:
             if not runs:
                 raise not_found(session_id)
             session = self._remember(Session(session_id, cwd))
+        session.mcp_servers = servers
         if session.active is not None:
             raise AgentError(
                 INVALID_REQUEST,
@@ -284,7 +331,9 @@ class AcpAgent:
         additional_directories: Any = None,
         **_meta: Any,
     ) -> dict[str, Any]:
+        servers = self.mcp_servers(mcp_servers)
         session = await self._session(session_id, cwd)
+        session.mcp_servers = servers
         if session.active is None:
             runs = await self.service.list(limit=1, thread_id=session_id)
             if runs and runs[0].state == "running":
@@ -298,6 +347,7 @@ class AcpAgent:
             return {}
         await self.cancel(session_id)
         self.sessions.pop(session_id, None)
+        await self._release(session)
         return {}
 
     async def list_sessions(
@@ -446,6 +496,7 @@ class AcpAgent:
             thread_id=session.id,
             approval=session.approval,
             metadata={"acp": {"cwd": session.cwd}},
+            mcp_servers=session.mcp_servers,
             traceparent=traceparent if isinstance(traceparent, str) else None,
             tracestate=tracestate if isinstance(tracestate, str) else None,
         )

@@ -27,7 +27,10 @@ def routes(
             return
         await websocket.accept()
         transport = WebSocketTransport(websocket, limits.max_frame_bytes, limits.write_timeout_s)
-        await serve_connection(AcpAgent(service, options), transport)
+        agent_options = options or AgentOptions(
+            mcp_transports=("stdio", "http") if limits.client_stdio_mcp else ("http",)
+        )
+        await serve_connection(AcpAgent(service, agent_options), transport)
         await transport.close()
 
     return [WebSocketRoute(PATH, acp_socket)]

@@ -93,6 +93,8 @@ async def _serve(args: argparse.Namespace, settings: Any, protocol_fd: int, toke
     if args.server:
         from gateway.remote import RemoteService
 
+        # The runs live in another gateway, which cannot start this machine's MCP servers.
+        options["mcp_transports"] = ()
         async with RemoteService(args.server, token=token) as service:
             await serve_connection(AcpAgent(service, AgentOptions(**options)), transport)
         return

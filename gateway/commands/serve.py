@@ -27,6 +27,14 @@ def register(sub: argparse._SubParsersAction) -> None:  # type: ignore[type-arg]
         help="an Origin allowed to open WebSockets (repeatable; default: loopback origins)",
     )
     add_loop_flags(p)
+    p.add_argument(
+        "--acp-remote-stdio-mcp",
+        dest="acp_remote_stdio_mcp",
+        action="store_true",
+        default=None,
+        help="let ACP clients on /acp have the gateway start the stdio MCP servers they name "
+        "(off: only http MCP servers)",
+    )
     p.add_argument("--openai-base-url", help="OpenAI-compatible base URL, e.g. http://host/v1")
     p.add_argument("--openai-model", help="model name for the openai provider")
     p.add_argument("--journal", help="'memory' (default) or 'sqlite:PATH'")
@@ -81,6 +89,7 @@ SETTING_FLAGS = (
     "port",
     "token",
     "allowed_origins",
+    "acp_remote_stdio_mcp",
     "openai_base_url",
     "openai_model",
     "journal",

@@ -379,6 +379,11 @@ class Hub:
             producer.commands = None
             send.close()
 
+    async def release_thread(self, thread_id: str) -> None:
+        release = getattr(self.loop, "release_thread", None)
+        if release is not None:
+            await release(thread_id)
+
     async def history(
         self, run_id: str, *, after: int = 0, limit: int | None = None
     ) -> list[Envelope]:

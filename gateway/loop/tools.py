@@ -34,6 +34,26 @@ class ToolMeta(msgspec.Struct, frozen=True, kw_only=True):
 Handler = Callable[[dict[str, Any]], Awaitable[ToolResult]]
 
 
+class ToolMetaLookup:
+    """What a front end asks of a tool set (ACP kind, ask first?, may overlap?), answered from
+    each tool's :class:`ToolMeta`; a tool set says how to find that in ``meta``."""
+
+    def meta(self, name: str) -> ToolMeta | None:
+        raise NotImplementedError
+
+    def kind(self, name: str) -> ToolKind:
+        meta = self.meta(name)
+        return meta.kind if meta else "other"
+
+    def needs_approval(self, call: ToolCall) -> bool:
+        meta = self.meta(call.name)
+        return bool(meta and meta.needs_approval)
+
+    def concurrency_safe(self, call: ToolCall) -> bool:
+        meta = self.meta(call.name)
+        return bool(meta and meta.concurrency_safe)
+
+
 # --- a small JSON Schema subset for our own tool schemas ---------------------------------------
 
 _JSON_TYPES: dict[str, tuple[type, ...]] = {
@@ -167,7 +187,7 @@ def _checked(value: Any) -> int | float:
 NOTE_NAME = r"[A-Za-z0-9][A-Za-z0-9_-]{0,63}"
 
 
-class DemoTools:
+class DemoTools(ToolMetaLookup):
     """A ``ToolExecutor`` with clock, calculate, read_file, sleep, ask_user, write_note and lorem.
 
     ``read_file`` and ``write_note`` are confined to ``workspace``; ``sleep`` is capped at
@@ -289,18 +309,6 @@ class DemoTools:
     def meta(self, name: str) -> ToolMeta | None:
         entry = self._tools.get(name)
         return entry[1] if entry else None
-
-    def kind(self, name: str) -> ToolKind:
-        meta = self.meta(name)
-        return meta.kind if meta else "other"
-
-    def needs_approval(self, call: ToolCall) -> bool:
-        meta = self.meta(call.name)
-        return bool(meta and meta.needs_approval)
-
-    def concurrency_safe(self, call: ToolCall) -> bool:
-        meta = self.meta(call.name)
-        return bool(meta and meta.concurrency_safe)
 
     async def execute(self, call: ToolCall, ctx: LoopContext) -> ToolResult:
         entry = self._tools.get(call.name)

@@ -5,16 +5,19 @@ from __future__ import annotations
 from pathlib import Path
 from typing import Any
 
-from contracts.loop import AgentLoop, LoopRequest
+from contracts.loop import AgentLoop, LoopFault, LoopRequest
 from gateway.loop.providers import make_provider
 from gateway.loop.tools import DemoTools
-from gateway.loop.types import ModelProvider
+from gateway.loop.types import ModelProvider, ToolExecutor
 from gateway.loops.http import HttpLoop
 from gateway.loops.python import load_object, python_loop
 from gateway.loops.reference import ReferenceLoop, ToolSet
 from gateway.loops.source import LoopGuards
 from gateway.loops.stdio import StdioLoop
 from gateway.settings import Settings
+from gateway.tools.functions import FunctionTools
+from gateway.tools.mcp import McpOptions, McpServerSpec, ToolSourceError
+from gateway.tools.sources import ToolSources
 
 
 def guards_from(settings: Settings) -> LoopGuards:
@@ -54,13 +57,51 @@ def build_loop(
 
 
 def reference_loop(settings: Settings, provider: ModelProvider | None = None) -> ReferenceLoop:
+    """The reference loop with the tools the settings name: the demo tools, function modules
+    (``--tools``), MCP servers (``--mcp``, ``--mcp-url``) and each thread's own MCP servers."""
     provider = provider or provider_from_settings(settings)
-    tools = DemoTools(Path(settings.workspace))
+    sources = tool_sources(settings)
 
     async def tools_for(request: LoopRequest) -> ToolSet:
-        return tools
+        try:
+            specs = [McpServerSpec.from_acp(entry) for entry in request.mcp_servers]
+            return await sources.for_thread(request.thread_id, specs)
+        except ValueError as exc:  # our own words: a bad entry, two tools with one name
+            raise LoopFault("tools_unavailable", str(exc)) from None
+        except ToolSourceError as exc:
+            raise LoopFault("tools_unavailable", exc.message) from None
 
-    return ReferenceLoop(provider, tools_for, system_prompt=system_prompt(settings))
+    return ReferenceLoop(
+        provider,
+        tools_for,
+        system_prompt=system_prompt(settings),
+        start=sources.start,
+        close=sources.aclose,
+        release_thread=sources.close_thread,
+    )
+
+
+def tool_sources(settings: Settings) -> ToolSources:
+    demo = settings.demo_tools
+    if demo is None:
+        # The scripted model plays scenarios with the demo tools; a real model gets them only
+        # when asked for.
+        demo = settings.provider == "scripted"
+    executors: list[ToolExecutor] = [DemoTools(Path(settings.workspace))] if demo else []
+    executors += [FunctionTools.from_module(module) for module in settings.tools]
+    servers = [McpServerSpec.from_command(c) for c in settings.mcp]
+    servers += [McpServerSpec.from_url(u) for u in settings.mcp_url]
+    options = McpOptions(
+        connect_timeout_s=settings.mcp_connect_timeout_s,
+        call_timeout_s=settings.mcp_call_timeout_s,
+    )
+    return ToolSources(
+        executors,
+        servers,
+        options,
+        max_threads=settings.mcp_max_threads,
+        idle_timeout_s=settings.mcp_idle_timeout_s,
+    )
 
 
 def system_prompt(settings: Settings) -> str | None:

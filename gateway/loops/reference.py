@@ -65,12 +65,14 @@ class ReferenceLoop:
         system_prompt: str | None = None,
         start: Callable[[], Awaitable[None]] | None = None,
         close: Callable[[], Awaitable[None]] | None = None,
+        release_thread: Callable[[str], Awaitable[None]] | None = None,
     ) -> None:
         self.provider = provider
         self.tools_for = tools_for
         self.system_prompt = system_prompt
         self._start = start
         self._close = close
+        self._release = release_thread
 
     async def start(self) -> None:
         if self._start is not None:
@@ -79,6 +81,11 @@ class ReferenceLoop:
     async def aclose(self) -> None:
         if self._close is not None:
             await self._close()
+
+    async def release_thread(self, thread_id: str) -> None:
+        """The thread's client is gone: close what its runs held (its MCP servers)."""
+        if self._release is not None:
+            await self._release(thread_id)
 
     def check(self, request: LoopRequest) -> None:
         LoopConfig.from_dict(request.config)

@@ -66,7 +66,9 @@ class _Wire:
         include_usage: bool,
         authorization: str,
         stall_s: float,
+        body: Any = None,
     ) -> None:
+        self.body = body if isinstance(body, dict) else {}
         self._send = send
         self._receive = receive
         self.model = model
@@ -364,7 +366,36 @@ async def _big(w: _Wire) -> None:
     await w.end()
 
 
+async def _agent(w: _Wire) -> None:
+    """A tiny tool-using model: ``use NAME {json}`` calls the tool NAME with those arguments;
+    once the tool answered, it says ``NAME said: <result>``. Anything else is echoed."""
+    messages = w.body.get("messages") or [{}]
+    last = messages[-1]
+    await w.start()
+    if last.get("role") == "tool":
+        calls = [c for m in messages for c in m.get("tool_calls") or []]
+        name = next(
+            (c["function"]["name"] for c in calls if c.get("id") == last.get("tool_call_id")), "?"
+        )
+        await w.chunk({"role": "assistant", "content": f"{name} said: "})
+        await w.chunk({"content": str(last.get("content"))})
+        await w.chunk({}, "stop")
+    elif str(last.get("content", "")).startswith("use "):
+        _, name, arguments = str(last["content"]).split(" ", 2)
+        call = {"index": 0, "id": "call_agent_1", "type": "function"}
+        call["function"] = {"name": name, "arguments": arguments}
+        await w.chunk({"role": "assistant", "content": None, "tool_calls": [call]})
+        await w.chunk({}, "tool_calls")
+    else:
+        await w.chunk({"role": "assistant", "content": f"echo: {last.get('content')}"})
+        await w.chunk({}, "stop")
+    await w.usage()
+    await w.done()
+    await w.end()
+
+
 SCENARIOS: dict[str, Script] = {
+    "agent": _agent,
     "text": _text,
     "reasoning": _reasoning,
     "reasoning-field": _reasoning_field,
@@ -443,6 +474,7 @@ class _Endpoint:
             include_usage=bool(include_usage),
             authorization=headers.get("authorization", ""),
             stall_s=self._fake.stall_s,
+            body=body,
         )
         script = SCENARIOS.get(str(name))
         if script is None:
