@@ -34,7 +34,7 @@ def stream(client: TestClient, prompt: str) -> list[dict[str, Any]]:
 def test_the_echo_loop_and_the_embedding_example(
     tmp_path: Path, monkeypatch: pytest.MonkeyPatch
 ) -> None:
-    my_loop, _ask, embed = python_blocks()
+    my_loop, _ask, embed, _tools = python_blocks()
     assert my_loop.startswith("# my_loop.py")
     (tmp_path / "my_loop.py").write_text(my_loop)
     monkeypatch.syspath_prepend(str(tmp_path))
@@ -49,3 +49,16 @@ def test_the_echo_loop_and_the_embedding_example(
     text = "".join(e["data"]["delta"] for e in events if e["kind"] == "content_delta")
     assert text == "You said: hi there "
     assert events[-1]["data"] == {"status": "completed", "reason": "stop"}
+
+
+def test_the_tools_module_example(tmp_path: Path, monkeypatch: pytest.MonkeyPatch) -> None:
+    from gateway.tools import FunctionTools
+
+    *_, my_tools = python_blocks()
+    assert my_tools.startswith("# my_tools.py")
+    (tmp_path / "my_tools.py").write_text(my_tools)
+    monkeypatch.syspath_prepend(str(tmp_path))
+    [spec] = FunctionTools.from_module("my_tools").specs()
+    assert spec.name == "forecast" and spec.description.startswith("The weather ahead.")
+    assert spec.parameters["properties"]["city"]["description"] == "Where."
+    assert spec.parameters["required"] == ["city"]
