@@ -16,6 +16,7 @@ import anyio
 import httpx
 
 from contracts.loop import Emit, LoopFault, RunContext
+from contracts.ports import LimitReached, RunFinished
 from gateway.loops.source import is_terminal
 from gateway.loops.wire import (
     LineSplitter,
@@ -111,6 +112,8 @@ class HttpRun:
                 await self._stream(emit, tg)
             except LoopFault as fault:
                 self.fault = self.fault or fault
+            except (RunFinished, LimitReached):
+                pass  # the hub ended the run (a limit); leaving the task group must not wrap it
             tg.cancel_scope.cancel()
         if self.fault is not None:
             raise self.fault

@@ -15,7 +15,7 @@ import pytest
 from tests.fakes.servers import serve_app
 from tests.gateway.harness import free_port, running_gateway
 from tests.gateway.sse_client import envelopes, read_stream
-from tests.loops.plugs import SAMPLE, stdio_command
+from tests.loops.plugs import SAMPLE, plug_settings, stdio_command
 from tests.loops.sample_http import sample_app
 from tests.loops.sample_loop import script_for
 
@@ -190,3 +190,23 @@ def test_python_loop_spec_errors_are_clear() -> None:
         load_object("not_a_module_anywhere:loop")
     with pytest.raises(ValueError, match="has no attribute 'missing'"):
         load_object(f"{SAMPLE.split(':')[0]}:missing")
+
+
+@pytest.mark.parametrize("plug", ["python", "http", "stdio"])
+def test_a_loop_over_the_event_limit_is_ended_by_the_hub(
+    plug: str, caplog: pytest.LogCaptureFixture
+) -> None:
+    with (
+        plug_settings(plug) as plugged,
+        running_gateway(
+            max_events_per_run=20,
+            **{k: v for k, v in plugged.items() if not k.startswith("_")},
+            **GUARDS,
+        ) as (base, _),
+    ):
+        events = run_to_end(base, "slow words")
+        assert_still_serving(base)
+    assert len(events) == 20
+    assert events[-1]["data"]["reason"] == "event_limit"
+    # An ordinary end of a run, not a loop that failed.
+    assert not [r for r in caplog.records if r.levelname == "ERROR"]
