@@ -14,18 +14,19 @@ from collections import deque
 from collections.abc import AsyncIterable, Awaitable, Callable, Iterable, Mapping, Sequence
 from typing import Any
 
-import anyio
 import msgspec
 
 from contracts import LoopEvent, is_terminal_completion, validate_event
 from contracts.loop import Approval, LoopRequest
+from gateway.loops.context import GatewayRunContext
 
 Loop = Callable[[Any], AsyncIterable[Any]]
 OnEvent = Callable[[LoopEvent], Awaitable[None] | None]
 
 
-class FakeRunContext:
-    """Implements :class:`contracts.loop.RunContext`."""
+class FakeRunContext(GatewayRunContext):
+    """The gateway's own run context (:class:`contracts.loop.RunContext`), with the test in the
+    gateway's place: it cancels, steers, and answers permission questions from ``decisions``."""
 
     def __init__(
         self,
@@ -40,7 +41,7 @@ class FakeRunContext:
         thread_id: str = "thread_1",
     ) -> None:
         # Through LoopRequest, so a test cannot hand a loop a thread the gateway would refuse.
-        self._request = msgspec.convert(
+        request = msgspec.convert(
             {
                 "run_id": run_id,
                 "thread_id": thread_id,
@@ -52,78 +53,18 @@ class FakeRunContext:
             },
             LoopRequest,
         )
-        self._cancelled = anyio.Event()
-        self._steers: deque[str] = deque()
-        self._steer_added = anyio.Event()
+        super().__init__(request, self._answer, lambda: None)
         self._decisions = deque(decisions)
         self.permission_requests: list[dict[str, Any]] = []
 
-    # --- the RunContext protocol -----------------------------------------------------------
-
-    @property
-    def request(self) -> LoopRequest:
-        return self._request
-
-    @property
-    def run_id(self) -> str:
-        return self._request.run_id
-
-    @property
-    def thread_id(self) -> str:
-        return self._request.thread_id
-
-    @property
-    def input(self) -> str:
-        return self._request.input
-
-    @property
-    def messages(self) -> list[dict[str, Any]]:
-        return msgspec.to_builtins(self._request.messages)  # type: ignore[no-any-return]
-
-    @property
-    def tools(self) -> list[dict[str, Any]]:
-        return msgspec.to_builtins(self._request.tools)  # type: ignore[no-any-return]
-
-    @property
-    def config(self) -> dict[str, Any]:
-        return self._request.config
-
-    @property
-    def cancelled(self) -> bool:
-        return self._cancelled.is_set()
-
-    async def wait_cancelled(self) -> None:
-        await self._cancelled.wait()
-
-    def take_steers(self) -> list[str]:
-        taken = list(self._steers)
-        self._steers.clear()
-        return taken
-
-    async def next_steer(self) -> str:
-        while not self._steers:
-            await self._steer_added.wait()
-            self._steer_added = anyio.Event()
-        return self._steers.popleft()
-
-    async def ask_permission(
-        self,
-        tool_call: Mapping[str, Any],
-        *,
-        options: Sequence[str] | None = None,
-        request_id: str | None = None,
+    async def _answer(
+        self, tool_call: Mapping[str, Any], options: Sequence[str] | None, request_id: str | None
     ) -> str:
         self.permission_requests.append(dict(tool_call))
         return self._decisions.popleft() if self._decisions else "reject_once"
 
-    # --- what the gateway does -------------------------------------------------------------
-
-    def cancel(self) -> None:
-        self._cancelled.set()
-
     def steer(self, content: str) -> None:
-        self._steers.append(content)
-        self._steer_added.set()
+        assert self.queue_steer(content) is None
 
 
 async def collect(
