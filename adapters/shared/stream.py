@@ -30,7 +30,10 @@ SSE_HEADERS = {
     # nginx buffers ~16 KB of a proxied response unless told not to.
     "x-accel-buffering": "no",
 }
-KEEPALIVE = b": keep-alive\n\n"
+# A comment line and no blank line after it: a blank line dispatches an event in parsers that
+# keep the last event id (httpx-sse hands out an empty event per keep-alive then); the WHATWG
+# parser ignores the comment either way.
+KEEPALIVE = b": keep-alive\n"
 
 
 class StreamResponse(Generic[T]):

@@ -13,6 +13,8 @@ import httpx
 import pytest
 import websockets.exceptions
 import websockets.sync.client as ws_client
+from httpx_sse import aconnect_sse
+from httpx_sse._decoders import SSEDecoder
 
 from tests.gateway.harness import running_gateway
 from tests.gateway.sse_client import aread_stream, envelopes, read_stream
@@ -84,15 +86,21 @@ def test_many_concurrent_subscribers_get_identical_streams(gateway: str) -> None
     results: list[list[str]] = []
 
     async def main() -> None:
+        # Live fan-out: every subscriber is attached before the first event. A stream's
+        # status line comes once its subscription exists, so entering aconnect_sse says so.
+        attached = anyio.Semaphore(0)
         async with httpx.AsyncClient(base_url=gateway, timeout=20) as client:
 
             async def watch() -> None:
-                results.append([e.data for e in await aread_stream(client, run_id)])
+                async with aconnect_sse(client, "GET", f"/v1/runs/{run_id}/events") as source:
+                    attached.release()
+                    results.append([e.data async for e in source.aiter_sse()])
 
             async with anyio.create_task_group() as tg:
                 for _ in range(25):
                     tg.start_soon(watch)
-                await anyio.sleep(0.3)
+                for _ in range(25):
+                    await attached.acquire()
                 for batch in range(5):
                     await client.post(
                         f"/v1/runs/{run_id}/events",
@@ -142,6 +150,23 @@ def test_keepalive_comment_on_an_idle_stream(gateway: str) -> None:
         assert next(lines) == ": keep-alive"
         assert 0.2 < time.monotonic() - started < 2
     push(gateway, run_id, [DONE])
+
+
+def test_keepalives_between_events_are_no_events_to_a_real_parser(gateway: str) -> None:
+    """httpx-sse dispatches an event at every blank line once it has seen an id; a keep-alive
+    between two events must not become one (keep-alives come every 0.3 s here)."""
+    run_id = start(gateway, {"source": "ingest"})["id"]
+    push(gateway, run_id, [delta("first")])
+    lines: list[str] = []
+    with httpx.stream("GET", f"{gateway}/v1/runs/{run_id}/events", timeout=10) as raw:
+        wire = raw.iter_lines()
+        while lines.count(": keep-alive") < 2:  # the wire shows when they came
+            lines.append(next(wire))
+        push(gateway, run_id, [DONE])
+        lines.extend(wire)
+    decoder = SSEDecoder()
+    events = [e for e in map(decoder.decode, lines) if e is not None]
+    assert [e.event for e in events] == ["content_delta", "completion"]
 
 
 def test_a_client_that_never_reads_is_cut_off_while_a_fast_one_finishes() -> None:

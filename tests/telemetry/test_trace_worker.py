@@ -229,12 +229,28 @@ def run_worker(stdin: bytes, *, interrupt: bool = False) -> subprocess.Completed
     )
     assert proc.stdin is not None
     if interrupt:
-        time.sleep(0.5)
+        # The signals must arrive once the worker ignores them (as in production, where it is
+        # in a session of its own and only a signal sent to it directly reaches it).
+        wait_until_ignored(proc.pid, signal.SIGINT, signal.SIGTERM)
         proc.send_signal(signal.SIGINT)
         proc.send_signal(signal.SIGTERM)
-        time.sleep(0.2)
     out, err = proc.communicate(stdin, timeout=30)
     return subprocess.CompletedProcess(proc.args, proc.returncode, out, err)
+
+
+def wait_until_ignored(pid: int, *signals: int, timeout_s: float = 30) -> None:
+    """Until the process ignores ``signals`` (its SigIgn mask in /proc shows them)."""
+    wanted = sum(1 << (sig - 1) for sig in signals)
+    deadline = time.monotonic() + timeout_s
+    while True:
+        status = Path(f"/proc/{pid}/status").read_text()
+        ignored = int(
+            next(x for x in status.splitlines() if x.startswith("SigIgn:")).split()[1], 16
+        )
+        if ignored & wanted == wanted:
+            return
+        assert time.monotonic() < deadline, "the worker never started ignoring the signals"
+        time.sleep(0.005)
 
 
 def one_run(run_id: str = "run_a") -> list[Any]:
