@@ -7,7 +7,8 @@ from typing import Any
 
 import msgspec
 
-from contracts.events import PayloadError, payload_view
+from contracts import json_input
+from contracts.client_errors import ClientError, describe_input_error
 
 
 class LoopEvent(msgspec.Struct, frozen=True):
@@ -27,8 +28,12 @@ class Envelope(msgspec.Struct, frozen=True):
     data: dict[str, Any]
 
 
-class EnvelopeError(ValueError):
-    """Input that is not a valid envelope or LoopEvent; the message says what was wrong."""
+class EnvelopeError(ClientError):
+    """Input that is not a valid envelope or LoopEvent; the message says what was wrong.
+
+    Only the envelope's own shape is checked (``kind`` a string of the allowed characters,
+    ``data`` an object): payload fields are the contract's tolerant part (contracts.oddities).
+    """
 
 
 _envelope_decoder = msgspec.json.Decoder(Envelope)
@@ -40,40 +45,40 @@ _encoder = msgspec.json.Encoder()
 _KIND = re.compile(r"[A-Za-z0-9_.:-]{1,64}")
 
 
-def _validated(kind: str, data: dict[str, Any]) -> None:
+def _validated(kind: str) -> None:
     if not _KIND.fullmatch(kind):
         raise EnvelopeError("kind must be 1-64 characters of letters, digits, '_', '.', ':' or '-'")
-    try:
-        payload_view(kind, data)
-    except PayloadError as exc:
-        raise EnvelopeError(str(exc)) from None
 
 
-def decode_envelope(raw: bytes | str) -> Envelope:
-    """Decode and validate one envelope; unknown kinds and payload keys are kept."""
+def decode_envelope(raw: bytes | str, *, max_depth: int = json_input.DEFAULT_MAX_DEPTH) -> Envelope:
+    """Decode one envelope, checking its shape; unknown kinds and payload keys are kept, and so
+    are known fields of a foreign type."""
     try:
-        env = _envelope_decoder.decode(raw)
+        env: Envelope = json_input.decode(raw, decoder=_envelope_decoder, max_depth=max_depth)
     except msgspec.DecodeError as exc:
         raise EnvelopeError(_describe(exc)) from None
     if env.seq < 1:
         raise EnvelopeError("seq must be >= 1")
-    _validated(env.kind, env.data)
+    _validated(env.kind)
     return env
 
 
-def decode_event(raw: bytes | str) -> LoopEvent:
-    """Decode and validate one LoopEvent (``{"kind", "data"}``) pushed by an external loop."""
+def decode_event(raw: bytes | str, *, max_depth: int = json_input.DEFAULT_MAX_DEPTH) -> LoopEvent:
+    """Decode one LoopEvent (``{"kind", "data"}``) pushed by an external loop, checking its
+    shape the same way."""
     try:
-        event = _event_decoder.decode(raw)
+        event: LoopEvent = json_input.decode(raw, decoder=_event_decoder, max_depth=max_depth)
     except msgspec.DecodeError as exc:
         raise EnvelopeError(_describe(exc)) from None
-    _validated(event.kind, event.data)
+    _validated(event.kind)
     return event
 
 
 def validate_event(kind: str, data: dict[str, Any]) -> LoopEvent:
-    """Validate an in-process event the same way a decoded one is."""
-    _validated(kind, data)
+    """Check an in-process event's shape the same way a decoded one is."""
+    if type(kind) is not str or type(data) is not dict:
+        raise EnvelopeError("an event is a string kind and a data object")
+    _validated(kind)
     return LoopEvent(kind, data)
 
 
@@ -82,10 +87,12 @@ def encode_envelope(env: Envelope) -> bytes:
 
 
 def _describe(exc: msgspec.DecodeError) -> str:
-    text = str(exc)
+    text = describe_input_error(exc, root="event")
+    if isinstance(exc, json_input.JsonTooDeep):
+        return text
     if text.startswith("JSON is malformed") or "truncated" in text:
         return f"malformed JSON ({text})"
-    return text.replace("$.", "")
+    return text
 
 
 def envelope_schema() -> dict[str, Any]:
@@ -101,9 +108,16 @@ def decode_recording(data: bytes, run_id: str, source: str) -> list[Envelope]:
     for number, line in enumerate(data.splitlines(), 1):
         if not line.strip():
             continue
-        raw = msgspec.json.decode(line)
-        if not isinstance(raw, dict) or not isinstance(raw.get("kind"), str):
-            raise ValueError(f"{source}:{number}: not an envelope")
+        try:
+            raw = json_input.decode(line)
+        except msgspec.DecodeError as exc:
+            raise EnvelopeError(f"{source}:{number}: {_describe(exc)}") from None
+        if (
+            not isinstance(raw, dict)
+            or not isinstance(raw.get("kind"), str)
+            or not isinstance(raw.get("data", {}), dict)
+        ):
+            raise EnvelopeError(f"{source}:{number}: not an envelope")
         envelopes.append(
             Envelope(
                 run_id=raw.get("run_id", run_id),

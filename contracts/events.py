@@ -1,7 +1,11 @@
 """Typed payloads for the 15 LoopEvent kinds.
 
 Payloads travel as plain dicts so unknown keys survive every hop unchanged; these Structs are a
-validating *view* of the known keys. Wire keys are camelCase as the reference runtime sends them.
+*view* of the known keys: what the reference runtime sends, in camelCase as it sends it. Only
+the envelope's own shape is enforced on input (``kind`` a string, ``data`` an object): a known
+field with a foreign type is an *oddity* (:mod:`contracts.oddities`), carried through unchanged
+and logged, never a refusal. Projectors read fields defensively and treat a foreign type as
+absent.
 """
 
 from __future__ import annotations
@@ -9,6 +13,8 @@ from __future__ import annotations
 from typing import Any, Literal
 
 import msgspec
+
+from contracts.client_errors import ClientError, describe_input_error
 
 CompletionStatus = Literal[
     "executing", "completed", "failed", "budget_exhausted", "cancelled", "waiting_user"
@@ -82,12 +88,17 @@ class StageComplete(Payload):
     completion_tokens: int | None = None
 
 
+BudgetKind = Literal["rounds", "tokens"]
+BUDGET_KINDS = ("rounds", "tokens")
+
+
 class BudgetExhausted(Payload):
-    # "kind" names the budget (rounds | tokens); one engine spells "used" as "budget".
-    kind: Literal["rounds", "tokens"]
+    # "kind" names the budget; seed 001's Rust engine spells that key "budget"
+    # ({"budget": "tokens", "used": 5000}), so either names it (see budget_kind).
+    kind: BudgetKind | None = None
     rounds: int | None = None
     used: int | None = None
-    budget: int | None = None
+    budget: BudgetKind | int | None = None
 
 
 class SoftTimeout(Payload):
@@ -147,7 +158,34 @@ PAYLOAD_TYPES: dict[str, type[Payload]] = {
 }
 
 
-class PayloadError(ValueError):
+def budget_kind(data: dict[str, Any]) -> BudgetKind | None:
+    """Which budget a ``budget_exhausted`` payload says ran out, under either spelling."""
+    for key in ("kind", "budget"):
+        value = data.get(key)
+        if value in BUDGET_KINDS:
+            return value  # type: ignore[no-any-return]
+    return None
+
+
+def tool_failed(kind: str, data: dict[str, Any]) -> bool:
+    """Whether a tool result reports a failure: ``tool_error``, ``success: false``, or an
+    ``error`` without a boolean ``success`` (a loop that sends no flag, or a foreign one)."""
+    success = data.get("success")
+    return (
+        kind == "tool_error"
+        or success is False
+        or (success is not True and data.get("error") is not None)
+    )
+
+
+def completion_status(data: dict[str, Any]) -> str:
+    """A completion's status as every consumer reads it: the string as sent (a status this
+    code does not know is carried through), ``failed`` when it is absent or not a string."""
+    status = data.get("status")
+    return status if type(status) is str else "failed"
+
+
+class PayloadError(ClientError):
     """A known kind whose payload has a wrong or missing known field."""
 
     def __init__(self, kind: str, detail: str) -> None:
@@ -157,7 +195,10 @@ class PayloadError(ValueError):
 
 
 def payload_view(kind: str, data: dict[str, Any]) -> Payload | None:
-    """Validate the known keys of ``data``; ``None`` for an unknown kind (kept, never an error)."""
+    """The known keys of ``data`` as their typed view; ``None`` for an unknown kind.
+
+    :class:`PayloadError` when a known field has a foreign type: for code that wants the strict
+    view (the gateway's input paths do not: see :func:`contracts.oddities.oddities`)."""
     typ = PAYLOAD_TYPES.get(kind)
     if typ is None:
         return None
@@ -165,4 +206,5 @@ def payload_view(kind: str, data: dict[str, Any]) -> Payload | None:
         return msgspec.convert(data, typ, strict=True)
     except msgspec.ValidationError as exc:
         # msgspec names the path, e.g. "Expected `str`, got `int` - at `$.delta`".
-        raise PayloadError(kind, str(exc).replace("$.", "data.")) from None
+        detail = describe_input_error(exc, root="data", field_prefix="data.")
+        raise PayloadError(kind, detail) from None

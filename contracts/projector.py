@@ -11,6 +11,7 @@ from typing import Any, Literal, Protocol, TypeVar
 
 import msgspec
 
+from contracts.contract import is_terminal_completion
 from contracts.envelope import Envelope
 from contracts.limits import EndpointLimits
 from contracts.ports import RunService
@@ -91,3 +92,20 @@ def project_run(
         messages.extend(projector.feed(envelope))
     messages.extend(projector.close(close_reason))
     return messages
+
+
+def as_served(envelopes: Iterable[Envelope]) -> list[Envelope]:
+    """The events a live subscriber of a recorded run gets: the hub accepts nothing after a
+    terminal completion, and gives a stream that stops without one the terminal event it
+    synthesises, ``completion{failed, truncated}`` (here with the last event's ts, so that
+    replayed output is stable)."""
+    served: list[Envelope] = []
+    for env in envelopes:
+        served.append(env)
+        if is_terminal_completion(env.kind, env.data):
+            return served
+    if served:
+        last = served[-1]
+        ended = {"status": "failed", "reason": "truncated"}
+        served.append(Envelope(last.run_id, last.seq + 1, last.ts, "completion", ended))
+    return served

@@ -31,6 +31,8 @@ REQUIRED = {
     "truncated",
     "waiting-user",
     "client-tool",
+    "tolerant-payloads",
+    "seed-engine-budget",
 }
 
 

@@ -14,6 +14,7 @@ from typing import Any
 import msgspec
 
 from contracts.envelope import Envelope
+from contracts.events import budget_kind, completion_status, tool_failed
 from contracts.gateway_events import PERMISSION_REQUEST, PERMISSION_RESULT
 from contracts.projector import ProjectorContext
 
@@ -91,7 +92,7 @@ def tool_kind(name: str, data: dict[str, Any], known: dict[str, str]) -> str:
         return kind
     for key in ("kind", "kindHint"):
         hint = data.get(key)
-        if hint in TOOL_KINDS:
+        if isinstance(hint, str) and hint in TOOL_KINDS:
             return hint
     low = name.lower()
     for words, guess in _NAME_HINTS:
@@ -238,7 +239,7 @@ class AcpProjector:
             meta["durationMs"] = data["durationMs"]
         if data.get("deduplicated") is True:
             meta["deduplicated"] = True
-        if data.get("success") is True:
+        if not tool_failed("tool_call_result", data):
             preview = data.get("resultPreview")
             text = preview if isinstance(preview, str) else ""
             output = data.get("result", text)
@@ -291,7 +292,8 @@ class AcpProjector:
         if not isinstance(call_id, str) or not isinstance(name, str):
             return []
         options = data.get("options")
-        decisions = [o for o in (options or OPTION_NAMES) if o in OPTION_NAMES]
+        offered = options if isinstance(options, list) and options else list(OPTION_NAMES)
+        decisions = [o for o in offered if isinstance(o, str) and o in OPTION_NAMES]
         arguments = call.get("arguments")
         return [
             PermissionAsk(
@@ -353,8 +355,8 @@ class AcpProjector:
         return [self._update(update)]
 
     def _budget(self, data: dict[str, Any]) -> list[AcpItem]:
-        kind = data.get("kind")
-        if isinstance(kind, str):
+        kind = budget_kind(data)  # "kind", or "budget" as seed 001's engine spells it
+        if kind is not None:
             self.budget_kind = kind
         return []
 
@@ -367,19 +369,21 @@ class AcpProjector:
     # --- the end of the turn ------------------------------------------------------------
 
     def _completion(self, data: dict[str, Any]) -> list[AcpItem]:
-        status = data.get("status")
-        if status == "executing":
+        if data.get("status") == "executing":
             return []
+        status = completion_status(data)
         reason = data.get("reason") if isinstance(data.get("reason"), str) else None
-        if status in ("completed", "waiting_user"):
-            stop = "end_turn"
-        elif status == "cancelled":
+        if status == "failed":
+            return self._fail(reason or "failed", self.last_error)
+        if status == "cancelled":
             stop = "cancelled"
         elif status == "budget_exhausted":
             kind = self.budget_kind or ("tokens" if reason and "token" in reason else "rounds")
             stop = "max_tokens" if kind == "tokens" else "max_turn_requests"
         else:
-            return self._fail(reason or "failed", self.last_error)
+            # completed, waiting_user, and statuses newer than this code: the turn ended;
+            # _meta.loopgate.status carries the status as sent.
+            stop = "end_turn"
         items: list[AcpItem] = self._close_calls("cancelled" if stop == "cancelled" else None)
         meta: dict[str, Any] = {"runId": self.context.run_id, "status": status}
         if reason:

@@ -6,12 +6,16 @@ any stream opens. Unknown fields are ignored, as the protocol's own models allow
 
 from __future__ import annotations
 
-import json
 from typing import Any, Literal
 
 import msgspec
 
+from contracts import json_input
+from contracts.client_errors import ClientError
 from contracts.messages import Message, ToolCall, ToolSpec
+
+# A seq: what every 64-bit integer and the SQLite journal hold.
+MAX_CURSOR = (1 << 63) - 1
 
 
 class _Base(msgspec.Struct, rename="camel", kw_only=True, tag_field="role"):
@@ -131,8 +135,9 @@ def text_of(content: Content) -> str:
 
 def parse_arguments(raw: str) -> dict[str, Any]:
     try:
-        value = json.loads(raw) if raw else {}
-    except ValueError:
+        # Bounded like the body it came in: json.loads would recurse without limit.
+        value = json_input.decode(raw) if raw else {}
+    except ValueError:  # malformed or too deep: kept as the text it was
         return {"_raw": raw}
     return value if isinstance(value, dict) else {"_value": value}
 
@@ -192,6 +197,8 @@ def attach_cursor(body: RunAgentInput) -> int | None:
     if ours.get("attach") is not True:
         return None
     after = ours.get("after", 0)
-    if type(after) is not int or after < 0:
-        raise ValueError("forwardedProps.loopgate.after must be a non-negative integer")
+    if type(after) is not int or not 0 <= after <= MAX_CURSOR:
+        raise ClientError(
+            f"forwardedProps.loopgate.after must be an integer from 0 to {MAX_CURSOR}"
+        )
     return after

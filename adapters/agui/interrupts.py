@@ -42,4 +42,5 @@ def parse_interrupt_id(value: str) -> InterruptRef | None:
 
 
 def _digits(text: str) -> bool:
-    return text.isascii() and text.isdigit()
+    # A seq or an index: ASCII, and short enough for int() (4,300 digits raise there).
+    return 0 < len(text) <= 19 and text.isascii() and text.isdigit()

@@ -54,6 +54,7 @@ from adapters.agui.events import (
 from adapters.agui.interrupts import interrupt_id
 from contracts.contract import is_terminal_completion, load_contract
 from contracts.envelope import Envelope
+from contracts.events import completion_status, tool_failed
 from contracts.gateway_events import DECISIONS
 from contracts.projector import ProjectorContext
 
@@ -259,15 +260,17 @@ class AguiProjector:
     def _on_tool_start(self, env: Envelope, ts: int) -> list[AguiEvent] | None:
         data = env.data
         call_id, name = data.get("id"), data.get("name")
-        args = data.get("arguments", {})
+        args = data.get("arguments")
         if type(call_id) is not str or type(name) is not str:
             return None
         if isinstance(args, str):
             delta = args  # already JSON text (some loops stream it that way)
-        elif isinstance(args, dict):
-            delta = _json.encode(args).decode()
+        elif args is None:
+            delta = "{}"
         else:
-            return None
+            # An object as the contract says, or a foreign JSON value: the call is real either
+            # way, so it is shown with that value as its arguments' JSON text.
+            delta = _json.encode(args).decode()
         out = self._enter_round(ts)
         parent = self._assistant_id
         if parent is None:
@@ -290,14 +293,8 @@ class AguiProjector:
         if type(call_id) is not str or call_id in self._answered_calls:
             # A second answer to one call would mint a second tool message; keep it as CUSTOM.
             return None
-        error, success = data.get("error"), data.get("success")
-        # tool_error, success=false, or an error with no success flag at all (ingested loops).
-        failed = (
-            env.kind == "tool_error"
-            or success is False
-            or (success is not True and error is not None)
-        )
-        if failed:
+        error = data.get("error")
+        if tool_failed(env.kind, data):
             detail = error if error is not None else data.get("resultPreview")
             content = f"error: {_text(detail) if detail is not None else 'tool failed'}"
         else:
@@ -429,7 +426,7 @@ class AguiProjector:
     # -- terminal mapping --------------------------------------------------------------------
 
     def _terminal(self, data: dict[str, Any], env: Envelope, ts: int) -> AguiEvent:
-        status = data.get("status")
+        status = completion_status(data)
         reason = data.get("reason")
         usage = self._usage_entries()
         if status == "failed":
@@ -479,7 +476,7 @@ class AguiProjector:
         # budget_exhausted, and statuses newer than this code: finished, and the result says how.
         finished.result = _without_none(
             {
-                "status": status if type(status) is str else "unknown",
+                "status": status,
                 "reason": reason,
                 "budget": self._last_budget if status == "budget_exhausted" else None,
             }

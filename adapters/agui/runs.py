@@ -15,6 +15,7 @@ from adapters.agui.input import (
 )
 from adapters.agui.interrupts import InterruptRef, parse_interrupt_id
 from adapters.shared.problem import HttpProblem
+from contracts.client_errors import ClientError
 from contracts.gateway_events import DECISIONS
 from contracts.messages import Message, ToolCall
 from contracts.ports import RunInfo, RunNotFound, RunService, StartRun
@@ -40,8 +41,8 @@ async def plan_run(
 ) -> RunPlan:
     try:
         after = attach_cursor(body)
-    except ValueError as exc:
-        raise HttpProblem(422, str(exc)) from None
+    except ClientError as exc:
+        raise HttpProblem(422, exc.message) from None
     refs = [(entry, parse_interrupt_id(entry.interrupt_id)) for entry in body.resume or []]
     approvals = [
         (entry, ref) for entry, ref in refs if ref is not None and ref.kind == "permission"

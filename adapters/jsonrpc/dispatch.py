@@ -13,11 +13,14 @@ from typing import Any
 
 from adapters.jsonrpc.errors import (
     INTERNAL_ERROR,
+    INVALID_PARAMS,
     INVALID_REQUEST,
     LIMIT_REACHED,
     METHOD_NOT_FOUND,
+    RESPONSE_LIMIT,
     RUN_EXISTS,
     RUN_FINISHED,
+    RUN_GONE,
     RUN_NOT_FOUND,
     TOO_LARGE,
     RpcError,
@@ -39,7 +42,15 @@ from adapters.jsonrpc.protocol import (
     parse,
     parse_error,
 )
-from contracts.ports import LimitReached, RunExists, RunFinished, RunNotFound, RunService
+from contracts.client_errors import ClientError, client_message
+from contracts.ports import (
+    LimitReached,
+    RunExists,
+    RunFinished,
+    RunGone,
+    RunNotFound,
+    RunService,
+)
 
 log = logging.getLogger("loopgate.jsonrpc")
 
@@ -55,6 +66,8 @@ def error_for(exc: Exception) -> dict[str, Any] | None:
     """The error object for a port exception, or None if it is not one of ours."""
     if isinstance(exc, RpcError):
         return exc.error_object()
+    if isinstance(exc, RunGone):
+        return error_object(RUN_GONE, client_message(exc), runId=exc.run_id)
     if isinstance(exc, RunNotFound):
         return error_object(RUN_NOT_FOUND, f"no run with id {exc.run_id!r}", runId=exc.run_id)
     if isinstance(exc, RunFinished):
@@ -70,6 +83,10 @@ def error_for(exc: Exception) -> dict[str, Any] | None:
         return error_object(
             RUN_EXISTS, f"a run with id {exc.run_id!r} already exists", runId=exc.run_id
         )
+    if isinstance(exc, ClientError):
+        # The run service refusing what the call asked (a steering message over the limit…):
+        # the params' fault, in our words. Any other exception stays a plain -32603.
+        return error_object(INVALID_PARAMS, exc.message)
     return None
 
 
@@ -102,7 +119,7 @@ class Dispatcher:
                 f"message is {size} bytes; the limit is {self.limits.max_message_bytes}"
             )
         try:
-            doc = parse(raw)
+            doc = parse(raw, self.limits.max_json_depth)
         except ParseFailure as exc:
             return parse_error(exc.detail)
         if isinstance(doc, list):
@@ -112,16 +129,39 @@ class Dispatcher:
                 return too_large(
                     f"batch has {len(doc)} items; the limit is {self.limits.max_batch}"
                 )
-            answers = []
-            for item in doc:
-                answer = await self.item(item, streams, on_reply, trace)
-                if answer is not None:
-                    answers.append(answer)
-            return encode(answers) if answers else None
-        answer = await self.item(doc, streams, on_reply, trace)
+            return await self.batch(doc, streams, on_reply, trace)
+        limit = self.limits.max_batch_response_bytes
+        answer = await self.item(doc, streams, on_reply, trace, limit)
         return None if answer is None else encode(answer)
 
-    async def item(
+    async def batch(
+        self,
+        items: list[Any],
+        streams: Streams | None,
+        on_reply: ReplyHandler | None,
+        trace: Trace,
+    ) -> bytes | None:
+        """The batch's response, its items answered in order and encoded as they come.
+
+        Once the response holds ``max_batch_response_bytes``, the calls left are not run at
+        all: each gets a -32009 naming the limit. Notifications still run (they add nothing to
+        the response, and their effect was asked for)."""
+        limit = self.limits.max_batch_response_bytes
+        parts: list[bytes] = []
+        used = 2  # the brackets
+        for item in items:
+            if used < limit:
+                answer = await self.item(item, streams, on_reply, trace, limit - used)
+            else:
+                answer = await self.past_limit(item, streams, on_reply, trace)
+            if answer is not None:
+                part = encode(answer)
+                parts.append(part)
+                used += len(part) + 1
+        # Byte for byte what encode(list_of_answers) gives.
+        return b"[" + b",".join(parts) + b"]" if parts else None
+
+    async def past_limit(
         self,
         item: Any,
         streams: Streams | None,
@@ -129,8 +169,26 @@ class Dispatcher:
         trace: Trace,
     ) -> Success | Failure | None:
         kind = classify(item)
+        if isinstance(kind, Call) and not kind.notification:
+            limit = self.limits.max_batch_response_bytes
+            detail = (
+                f"the batch's response reached its limit of {limit} bytes before this item, "
+                "so it was not run; send it again in another request"
+            )
+            return Failure(error=error_object(RESPONSE_LIMIT, detail, limit=limit), id=kind.id)
+        return await self.item(item, streams, on_reply, trace, 0)
+
+    async def item(
+        self,
+        item: Any,
+        streams: Streams | None,
+        on_reply: ReplyHandler | None,
+        trace: Trace,
+        max_result_bytes: int,
+    ) -> Success | Failure | None:
+        kind = classify(item)
         if isinstance(kind, Call):
-            return await self.call(kind, streams, trace)
+            return await self.call(kind, streams, trace, max_result_bytes)
         if isinstance(kind, Reply):
             if on_reply is not None:
                 await on_reply(kind)
@@ -143,7 +201,7 @@ class Dispatcher:
         return invalid(kind)
 
     async def call(
-        self, call: Call, streams: Streams | None, trace: Trace
+        self, call: Call, streams: Streams | None, trace: Trace, max_result_bytes: int
     ) -> Success | Failure | None:
         method = self.methods.get(call.method)
         try:
@@ -154,7 +212,7 @@ class Dispatcher:
                 )
             params, meta_trace = bind(method, call.params)
             # The call's own context, else the transport's (HTTP headers); never a mix.
-            ctx = CallContext(self.service, streams, meta_trace or trace)
+            ctx = CallContext(self.service, streams, meta_trace or trace, max_result_bytes)
             result = await method.handler(ctx, params)
         except Exception as exc:
             error = error_for(exc)

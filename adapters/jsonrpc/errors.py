@@ -24,6 +24,8 @@ STREAMING_REQUIRED = -32004
 SUBSCRIPTION_NOT_FOUND = -32005
 TOO_LARGE = -32006
 NOT_ACCEPTED = -32007
+RUN_GONE = -32008
+RESPONSE_LIMIT = -32009
 
 MESSAGES: dict[int, str] = {
     PARSE_ERROR: "Parse error",
@@ -39,6 +41,8 @@ MESSAGES: dict[int, str] = {
     SUBSCRIPTION_NOT_FOUND: "Subscription not found",
     TOO_LARGE: "Request too large",
     NOT_ACCEPTED: "Not accepted",
+    RUN_GONE: "Run gone",
+    RESPONSE_LIMIT: "Response limit reached",
 }
 
 # What each server code means, for docs/jsonrpc.md and the rpc.discover document.
@@ -54,6 +58,10 @@ SERVER_CODES: dict[int, str] = {
     TOO_LARGE: "the message or batch is larger than the configured limit",
     NOT_ACCEPTED: "the run is live but refused the command (e.g. no such pending "
     "permission request)",
+    RUN_GONE: "the run existed but has finished and was dropped to keep the gateway within its "
+    "memory or retention bounds (the memory journal); data.detail says which",
+    RESPONSE_LIMIT: "the batch's response reached its size limit before this item: it was not "
+    "run; send it again in a request of its own",
 }
 
 

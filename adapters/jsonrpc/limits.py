@@ -4,6 +4,7 @@ from __future__ import annotations
 
 import msgspec
 
+from contracts.json_input import DEFAULT_MAX_DEPTH
 from contracts.limits import EndpointLimits
 
 
@@ -18,6 +19,11 @@ class RpcLimits(msgspec.Struct, frozen=True, kw_only=True):
     max_pending_requests: int = 256
     # A streaming client that accepts no bytes for this long is disconnected (it can resume).
     write_timeout_s: float = 30.0
+    # JSON nested deeper than this is a -32700 (contracts.json_input).
+    max_json_depth: int = DEFAULT_MAX_DEPTH
+    # One response's bytes: a batch's items past it are not run (each gets -32009), and a page
+    # of run.events ends before it. 13 KB of batched run.events must not build a gigabyte.
+    max_batch_response_bytes: int = 8 << 20
 
     def __post_init__(self) -> None:
         for name in self.__struct_fields__:
@@ -29,6 +35,8 @@ class RpcLimits(msgspec.Struct, frozen=True, kw_only=True):
         values: dict[str, int | float] = {
             "max_message_bytes": min(limits.max_body_bytes, limits.max_frame_bytes),
             "write_timeout_s": limits.write_timeout_s,
+            "max_json_depth": limits.max_json_depth,
+            "max_batch_response_bytes": limits.max_batch_response_bytes,
         }
         values.update(overrides)
         return cls(**values)  # type: ignore[arg-type]

@@ -27,15 +27,19 @@ from adapters.jsonrpc.errors import (
     RpcError,
     invalid_params,
 )
+from contracts.client_errors import ClientError, describe_input_error
 from contracts.contract import contract_bytes
-from contracts.envelope import Envelope
+from contracts.envelope import Envelope, encode_envelope
 from contracts.gateway_events import Decision
 from contracts.messages import Message
 from contracts.ports import CommandResult, RunInfo, RunService, StartRun
 
 RunId = Annotated[str, msgspec.Meta(pattern=r"^[A-Za-z0-9_.:-]{1,128}$")]
 PageSize = Annotated[int, msgspec.Meta(ge=1, le=1000)]
-Cursor = Annotated[int, msgspec.Meta(ge=0)]
+# A seq: at most what every 64-bit integer (and the SQLite journal) holds.
+Cursor = Annotated[int, msgspec.Meta(ge=0, le=(1 << 63) - 1)]
+# What a result may add to a response when nothing bounds it (a call outside a batch).
+UNBOUNDED = 1 << 62
 _TRACEPARENT = re.compile(r"[0-9a-f]{2}-[0-9a-f]{32}-[0-9a-f]{16}-[0-9a-f]{2}")
 
 
@@ -60,12 +64,20 @@ NO_TRACE = Trace()
 
 
 class CallContext:
-    __slots__ = ("service", "streams", "trace")
+    __slots__ = ("max_result_bytes", "service", "streams", "trace")
 
-    def __init__(self, service: RunService, streams: Streams | None, trace: Trace) -> None:
+    def __init__(
+        self,
+        service: RunService,
+        streams: Streams | None,
+        trace: Trace,
+        max_result_bytes: int = UNBOUNDED,
+    ) -> None:
         self.service = service
         self.streams = streams
         self.trace = trace
+        # The bytes left in this response: methods that page (run.events) stop before them.
+        self.max_result_bytes = max_result_bytes
 
     def need_streams(self, method: str) -> Streams:
         if self.streams is None:
@@ -80,8 +92,9 @@ class CallContext:
 # --- parameters -------------------------------------------------------------------------
 
 
-class Params(msgspec.Struct, kw_only=True, forbid_unknown_fields=True, rename="camel"):
-    pass
+class Params(msgspec.Struct, kw_only=True, rename="camel"):
+    """Unknown params are ignored, not refused: a newer client may send more than this server
+    knows (and a typo in a required param is still a missing param)."""
 
 
 class NoParams(Params):
@@ -223,9 +236,9 @@ async def run_start(ctx: CallContext, p: StartParams) -> StartResult:
     )
     try:
         info = await ctx.service.start(request)
-    except ValueError as exc:
-        # The hub's ValueErrors are its user-facing validation messages (config, input, replay).
-        raise invalid_params(None, str(exc)) from None
+    except ClientError as exc:
+        # The hub's validation messages, in our words (config, input, replay).
+        raise invalid_params(None, exc.message) from None
     result = StartResult(run_id=info.id, thread_id=info.thread_id)
     if streams is not None:
         result.subscription = await streams.subscribe(info.id, 0)
@@ -242,12 +255,25 @@ async def run_list(ctx: CallContext, p: ListParams) -> RunList:
 
 
 async def run_events(ctx: CallContext, p: EventsParams) -> EventsPage:
-    events = await ctx.service.history(p.run_id, after=p.after, limit=p.limit)
+    events = bounded_page(
+        await ctx.service.history(p.run_id, after=p.after, limit=p.limit), ctx.max_result_bytes
+    )
     info = await ctx.service.get(p.run_id)
     cursor = events[-1].seq if events else p.after
     return EventsPage(
         events=events, cursor=cursor, done=info.state == "finished" and cursor >= info.last_seq
     )
+
+
+def bounded_page(events: list[Envelope], max_bytes: int) -> list[Envelope]:
+    """The first events that fit in ``max_bytes`` encoded (always at least one: a page must
+    move the cursor); the client pages on from the cursor for the rest."""
+    used = 0
+    for count, env in enumerate(events):
+        used += len(encode_envelope(env)) + 1
+        if used > max_bytes and count:
+            return events[:count]
+    return events
 
 
 async def run_cancel(ctx: CallContext, p: RunParams) -> CommandView:
@@ -417,7 +443,8 @@ METHODS: Mapping[str, Method] = method_table(
 
 # --- binding ----------------------------------------------------------------------------
 
-_AT_PATH = re.compile(r"at `\$\.([^.`\[]+)")
+# After normalising: "… - at `runId`" names the param; "at `params`" is the whole object.
+_AT_PATH = re.compile(r"at `(?!params[`\[])([^.`\[]+)")
 _FIELD = re.compile(r"field `([^`]+)`")
 
 
@@ -465,9 +492,9 @@ def meta_trace(meta: Any) -> Trace | None:
 
 
 def describe(exc: msgspec.ValidationError) -> RpcError:
-    text = str(exc)
-    match = _AT_PATH.search(text) or _FIELD.search(text)
-    detail = text.replace("`$.", "`").replace("`$[", "`params[").replace(" - at `$`", "")
-    if text.startswith("Expected `object`") and " - at " not in text:
+    raw = describe_input_error(exc, root="params")
+    match = _AT_PATH.search(raw) or _FIELD.search(raw)
+    detail = raw.replace(" - at `params`", "")
+    if raw.startswith("Expected `object`") and " - at " not in detail:
         detail = "params must be an object or an array"
     return invalid_params(match.group(1) if match else None, detail)

@@ -13,6 +13,8 @@ from typing import Any, Literal
 import msgspec
 
 from adapters.jsonrpc.errors import INVALID_REQUEST, PARSE_ERROR, error_object
+from contracts import json_input
+from contracts.client_errors import describe_input_error
 
 JSONRPC = "2.0"
 Id = str | int | float | None
@@ -81,20 +83,19 @@ class ParseFailure(Exception):
         self.detail = detail
 
 
-_decode = msgspec.json.Decoder().decode
 encode = msgspec.json.Encoder().encode
 
 
-def parse(raw: bytes | str) -> Any:
-    """The JSON value of a message; :class:`ParseFailure` says why it is not JSON."""
+def parse(raw: bytes | str, max_depth: int = json_input.DEFAULT_MAX_DEPTH) -> Any:
+    """The JSON value of a message; :class:`ParseFailure` says why it is not JSON (or nested
+    deeper than ``max_depth``)."""
     try:
-        return _decode(raw)
-    except RecursionError:
-        raise ParseFailure("JSON is nested too deeply") from None
+        return json_input.decode(raw, max_depth=max_depth)
+    except json_input.JsonTooDeep as exc:
+        raise ParseFailure(describe_input_error(exc)) from None
     except msgspec.DecodeError as exc:
         # msgspec's text describes the input (position, character), never our internals.
-        text = str(exc).replace("`$[...]`", "a number").replace("$", "")
-        raise ParseFailure(f"not valid JSON: {text}") from None
+        raise ParseFailure(f"not valid JSON: {describe_input_error(exc, root='message')}") from None
 
 
 def valid_id(value: Any) -> bool:

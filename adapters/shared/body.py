@@ -8,15 +8,18 @@ from typing import TypeVar
 import msgspec
 from starlette.requests import Request
 
+from adapters.shared.numbers import ascii_int
 from adapters.shared.problem import HttpProblem
+from contracts import json_input
+from contracts.client_errors import describe_input_error
 
 T = TypeVar("T")
 
 
 async def read_body(request: Request, limit: int) -> bytes:
     """The whole body, or 413 as soon as it passes ``limit`` bytes (never buffered past it)."""
-    declared = request.headers.get("content-length")
-    if declared is not None and declared.isdigit() and int(declared) > limit:
+    declared = ascii_int(request.headers.get("content-length"))
+    if declared is not None and declared > limit:
         raise HttpProblem(413, f"request body is larger than the limit of {limit} bytes")
     chunks: list[bytes] = []
     size = 0
@@ -28,21 +31,25 @@ async def read_body(request: Request, limit: int) -> bytes:
     return b"".join(chunks)
 
 
-def decode_json(raw: bytes, typ: type[T], *, status: int = 422) -> T:
-    """Decode ``raw`` as ``typ``: 400 for malformed JSON, ``status`` for a wrong shape."""
+def decode_json(
+    raw: bytes,
+    typ: type[T],
+    *,
+    status: int = 422,
+    max_depth: int = json_input.DEFAULT_MAX_DEPTH,
+) -> T:
+    """Decode ``raw`` as ``typ``: 400 for malformed or too deeply nested JSON, ``status`` for a
+    wrong shape."""
     if not raw.strip():
         raise HttpProblem(400, "request body is empty; expected a JSON object")
     try:
-        return msgspec.json.decode(raw, type=typ)
+        value: T = json_input.decode(raw, typ, max_depth=max_depth)
     except msgspec.ValidationError as exc:
-        raise HttpProblem(status, f"invalid request body: {_field_message(exc)}") from None
+        # msgspec says "... - at `$.config.max_rounds`"; the "$." means nothing to users.
+        raise HttpProblem(status, f"invalid request body: {describe_input_error(exc)}") from None
     except msgspec.DecodeError as exc:
-        raise HttpProblem(400, f"malformed JSON: {exc}") from None
-
-
-def _field_message(exc: msgspec.ValidationError) -> str:
-    # msgspec says "... - at `$.config.max_rounds`"; the "$." prefix means nothing to users.
-    return str(exc).replace("`$.", "`").replace("`$`", "`body`")
+        raise HttpProblem(400, f"malformed JSON: {describe_input_error(exc)}") from None
+    return value
 
 
 async def iter_lines(request: Request, max_line: int) -> AsyncIterator[tuple[int, bytes]]:

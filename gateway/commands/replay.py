@@ -3,6 +3,7 @@
 from __future__ import annotations
 
 import argparse
+import os
 import sys
 from pathlib import Path
 
@@ -10,7 +11,8 @@ import httpx
 import msgspec
 
 from contracts.envelope import Envelope
-from contracts.projector import project_run
+from contracts.projector import as_served, project_run
+from gateway.commands.flags import add_client_token_flags, client_token
 from gateway.registry import load_adapters
 from gateway.sources.replay import read_recording
 
@@ -39,13 +41,13 @@ def register(sub: argparse._SubParsersAction) -> None:  # type: ignore[type-arg]
         action="store_true",
         help="one JSON message per line instead of the wire bytes (the conformance golden format)",
     )
-    p.add_argument("--token", help="bearer token for --server")
+    add_client_token_flags(p)
     p.set_defaults(func=main)
 
 
 def protocol_version(raw: str | None) -> str | int | None:
     """ACP versions are integers, AG-UI's strings: digits alone mean an integer."""
-    return int(raw) if raw is not None and raw.isdigit() else raw
+    return int(raw) if raw is not None and raw.isascii() and raw.isdigit() else raw
 
 
 def main(args: argparse.Namespace) -> int:
@@ -62,7 +64,12 @@ def main(args: argparse.Namespace) -> int:
         print(f"loopgate replay: {exc}", file=sys.stderr)
         return 2
     if args.server:
-        return push_to_server(args.server, envelopes, args.token)
+        try:
+            token = client_token(args, os.environ)
+        except ValueError as exc:
+            print(f"loopgate replay: {exc}", file=sys.stderr)
+            return 2
+        return push_to_server(args.server, envelopes, token)
     adapter = adapters.get(args.adapter)
     if adapter is None:
         print(
@@ -71,7 +78,7 @@ def main(args: argparse.Namespace) -> int:
         )
         return 2
     messages = project_run(
-        adapter, envelopes, protocol_version=protocol_version(args.protocol_version)
+        adapter, as_served(envelopes), protocol_version=protocol_version(args.protocol_version)
     )
     if args.messages:
         encode = msgspec.json.Encoder().encode

@@ -6,6 +6,8 @@ import dataclasses
 from dataclasses import dataclass
 from typing import Any
 
+from contracts.client_errors import ClientError
+
 # Field name → the JSON-ish type names it accepts (for error messages and validation).
 _INT_LIMITS = (
     "max_rounds",
@@ -55,31 +57,38 @@ class LoopConfig:
         for name in _BOOLS:
             value = getattr(self, name)
             if not isinstance(value, bool):
-                raise ValueError(f"{name} must be a boolean, got {_type_name(value)}")
+                raise ClientError(f"{name} must be a boolean, got {_type_name(value)}")
         if not isinstance(self.steer_mode, str):
-            raise ValueError(f"steer_mode must be a string, got {_type_name(self.steer_mode)}")
+            raise ClientError(f"steer_mode must be a string, got {_type_name(self.steer_mode)}")
         if self.steer_mode not in STEER_MODES:
-            raise ValueError(
+            raise ClientError(
                 f"steer_mode must be 'boundary' (steering is applied at round boundaries), "
                 f"got {self.steer_mode!r}"
             )
         t = self.temperature
         if t is not None:
             if isinstance(t, bool) or not isinstance(t, int | float):
-                raise ValueError(f"temperature must be a number or null, got {_type_name(t)}")
+                raise ClientError(f"temperature must be a number or null, got {_type_name(t)}")
             if not 0 <= t <= 2:
-                raise ValueError(f"temperature must be between 0 and 2, got {t}")
+                raise ClientError(f"temperature must be between 0 and 2, got {t}")
 
     @classmethod
     def from_dict(cls, data: dict[str, Any]) -> LoopConfig:
-        """Build from a JSON-shaped mapping; unknown keys are an error, not silently dropped."""
+        """Build from a JSON-shaped mapping. Keys this loop does not know (another engine's,
+        e.g. ``wrap_up_keeps_tools``) are left out, not refused (:meth:`unknown_keys` names
+        them); a known key with a bad value is an error naming it."""
         if not isinstance(data, dict):
-            raise ValueError(f"loop config must be an object, got {_type_name(data)}")
+            raise ClientError(f"loop config must be an object, got {_type_name(data)}")
         known = cls.field_names()
-        for key in data:
-            if key not in known:
-                raise ValueError(f"unknown loop config key {key!r}")
-        return cls(**data)
+        return cls(**{key: value for key, value in data.items() if key in known})
+
+    @classmethod
+    def unknown_keys(cls, data: dict[str, Any]) -> list[str]:
+        """The keys of ``data`` that are not LoopConfig fields (at most 16, for a log line)."""
+        if not isinstance(data, dict):
+            return []
+        known = cls.field_names()
+        return [str(key)[:64] for key in data if key not in known][:16]
 
     @classmethod
     def field_names(cls) -> tuple[str, ...]:
@@ -106,6 +115,6 @@ def _check_int(name: str, value: Any, *, optional: bool) -> None:
     # bool is an int subclass; `max_rounds=True` is a mistake, not 1.
     if isinstance(value, bool) or not isinstance(value, int):
         expected = "a positive integer or null" if optional else "a positive integer"
-        raise ValueError(f"{name} must be {expected}, got {_type_name(value)}")
+        raise ClientError(f"{name} must be {expected}, got {_type_name(value)}")
     if value <= 0:
-        raise ValueError(f"{name} must be positive, got {value}")
+        raise ClientError(f"{name} must be positive, got {value}")

@@ -4,6 +4,8 @@ from __future__ import annotations
 
 import anyio
 
+from contracts.client_errors import ClientError
+
 DEFAULT_MAX_STEER_CHARS = 32_000
 
 
@@ -41,9 +43,9 @@ class TurnControl:
     def steer(self, text: str) -> None:
         """Queue a steering message; the loop appends it as a user message at the next round."""
         if not isinstance(text, str) or not text.strip():
-            raise ValueError("steering message must be a non-empty string")
+            raise ClientError("steering message must be a non-empty string")
         if len(text) > self.max_steer_chars:
-            raise ValueError(
+            raise ClientError(
                 f"steering message is {len(text)} characters; the limit is {self.max_steer_chars}"
             )
         self._steers.append(text)

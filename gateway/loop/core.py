@@ -16,6 +16,8 @@ from typing import Any
 import anyio
 import msgspec
 
+from contracts import json_input
+from contracts.client_errors import ClientError, describe_input_error
 from contracts.messages import Message, ToolCall, ToolSpec
 from gateway.loop.config import LoopConfig
 from gateway.loop.control import TurnControl
@@ -81,7 +83,7 @@ class CoreLoop:
         server_names = {spec.name for spec in executor.specs()}
         clash = sorted(server_names & {spec.name for spec in self.client_tools})
         if clash:
-            raise ValueError(f"client tools clash with executor tools: {', '.join(clash)}")
+            raise ClientError(f"client tools clash with executor tools: {', '.join(clash)}")
 
     def tool_specs(self) -> list[ToolSpec]:
         return [*self.executor.specs(), *self.client_tools]
@@ -102,7 +104,8 @@ class CoreLoop:
 
 class _HookError(Exception):
     def __init__(self, hook: str, detail: str) -> None:
-        super().__init__(f"hook {hook} {detail}")
+        self.message = f"hook {hook} {detail}"
+        super().__init__(self.message)
         self.hook = hook
 
 
@@ -195,7 +198,7 @@ class _Turn:
             raise
         except _HookError as exc:
             self._salvage()
-            await self.emit("error", {"message": str(exc), "round": self.round, "phase": "hook"})
+            await self.emit("error", {"message": exc.message, "round": self.round, "phase": "hook"})
             await self._finish("failed", "hook_error")
         except BaseException:
             if not self.done:
@@ -555,9 +558,10 @@ class _Turn:
             error = "the tool call has no name"
         else:
             try:
-                decoded = _args_decoder.decode(raw) if raw.strip() else {}
+                # A model's output, bounded like a client's input.
+                decoded = json_input.decode(raw, decoder=_args_decoder) if raw.strip() else {}
             except msgspec.DecodeError as exc:
-                error = f"invalid JSON arguments: {exc}"
+                error = f"invalid JSON arguments: {describe_input_error(exc, root='arguments')}"
             else:
                 if isinstance(decoded, dict):
                     arguments = decoded

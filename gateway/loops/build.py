@@ -2,9 +2,11 @@
 
 from __future__ import annotations
 
+import logging
 from pathlib import Path
 from typing import Any
 
+from contracts.client_errors import client_message
 from contracts.loop import AgentLoop, LoopFault, LoopRequest
 from gateway.loop.providers import make_provider
 from gateway.loop.tools import DemoTools
@@ -18,6 +20,8 @@ from gateway.settings import Settings
 from gateway.tools.functions import FunctionTools
 from gateway.tools.mcp import McpOptions, McpServerSpec, ToolSourceError
 from gateway.tools.sources import ToolSources
+
+log = logging.getLogger("loopgate.loop")
 
 
 def guards_from(settings: Settings) -> LoopGuards:
@@ -67,7 +71,12 @@ def reference_loop(settings: Settings, provider: ModelProvider | None = None) ->
             specs = [McpServerSpec.from_acp(entry) for entry in request.mcp_servers]
             return await sources.for_thread(request.thread_id, specs)
         except ValueError as exc:  # our own words: a bad entry, two tools with one name
-            raise LoopFault("tools_unavailable", str(exc)) from None
+            message = client_message(exc)
+            if message is None:
+                log.warning("the tools of run %s failed", request.run_id, exc_info=True)
+            raise LoopFault(
+                "tools_unavailable", message or "the run's tools could not be opened"
+            ) from None
         except ToolSourceError as exc:
             raise LoopFault("tools_unavailable", exc.message) from None
 

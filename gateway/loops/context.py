@@ -9,6 +9,7 @@ from typing import Any
 import anyio
 import msgspec
 
+from contracts.client_errors import ClientError
 from contracts.loop import LoopRequest
 
 DEFAULT_MAX_STEER_CHARS = 32_000
@@ -116,9 +117,9 @@ class GatewayRunContext:
     def check_steer(self, content: str) -> None:
         """``ValueError`` (the client's 422) for a message no loop should be handed."""
         if not isinstance(content, str) or not content.strip():
-            raise ValueError("steering message must be a non-empty string")
+            raise ClientError("steering message must be a non-empty string")
         if len(content) > self.max_steer_chars:
-            raise ValueError(
+            raise ClientError(
                 f"steering message is {len(content)} characters; the limit is "
                 f"{self.max_steer_chars}"
             )

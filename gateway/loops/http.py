@@ -15,6 +15,7 @@ from typing import Any
 import anyio
 import httpx
 
+from contracts.client_errors import client_message
 from contracts.loop import Emit, LoopFault, RunContext
 from contracts.ports import LimitReached, RunFinished
 from gateway.loops.source import is_terminal
@@ -168,7 +169,8 @@ class HttpRun:
         try:
             value = decode(line)
         except ValueError as exc:
-            raise LoopFault("loop_invalid_event", f"event {number}: {exc}") from None
+            detail = client_message(exc) or "not JSON"
+            raise LoopFault("loop_invalid_event", f"event {number}: {detail}") from None
         kind, data = event_parts(value, number)
         if kind == "permission_request":
             tg.start_soon(self._ask, data, tg.cancel_scope)

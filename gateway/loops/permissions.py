@@ -14,6 +14,7 @@ from typing import TYPE_CHECKING, Any
 
 import anyio
 
+from contracts.client_errors import ClientError
 from contracts.gateway_events import DECISIONS, PERMISSION_REQUEST, PERMISSION_RESULT, Decision
 
 if TYPE_CHECKING:
@@ -105,7 +106,7 @@ class PermissionBroker:
     def answer(self, request_id: str, decision: str) -> str | None:
         """Record a client's answer; a string is the reason it was not taken."""
         if decision not in DECISIONS:
-            raise ValueError(f"decision must be one of {', '.join(DECISIONS)}; got {decision!r}")
+            raise ClientError(f"decision must be one of {', '.join(DECISIONS)}; got {decision!r}")
         pending = self.pending.get(request_id)
         if pending is None or pending.answered.is_set():
             return f"no pending permission request {request_id!r} in this run"
@@ -116,13 +117,13 @@ class PermissionBroker:
 
 def _tool_call(raw: Mapping[str, Any]) -> dict[str, Any]:
     if not isinstance(raw, Mapping):
-        raise ValueError("a permission request needs a toolCall object")
+        raise ClientError("a permission request needs a toolCall object")
     call_id, name = raw.get("id"), raw.get("name")
     if not isinstance(call_id, str) or not call_id or not isinstance(name, str) or not name:
-        raise ValueError("a permission request's toolCall needs a string id and name")
+        raise ClientError("a permission request's toolCall needs a string id and name")
     arguments = raw.get("arguments", {})
     if not isinstance(arguments, dict):
-        raise ValueError("a permission request's toolCall.arguments must be an object")
+        raise ClientError("a permission request's toolCall.arguments must be an object")
     kind = raw.get("kind")
     return {
         "id": call_id,
@@ -137,5 +138,5 @@ def _options(options: Sequence[str] | None) -> list[str]:
         return list(ASKABLE)
     offered = [o for o in options if o in ASKABLE]
     if not offered or not any(o.startswith("allow") for o in offered):
-        raise ValueError(f"permission options must include an allow decision from {ASKABLE}")
+        raise ClientError(f"permission options must include an allow decision from {ASKABLE}")
     return offered

@@ -2,15 +2,19 @@
 
 from __future__ import annotations
 
+import logging
 from collections.abc import Awaitable, Callable
 from typing import Any, Protocol
 
+from contracts.client_errors import client_message
 from contracts.loop import Emit, LoopFault, LoopRequest, RunContext
 from contracts.messages import Message, ToolCall
 from gateway.loop.config import LoopConfig
 from gateway.loop.control import TurnControl
 from gateway.loop.core import CoreLoop
 from gateway.loop.types import ModelProvider, PermissionDecision, ToolExecutor
+
+log = logging.getLogger("loopgate.loop")
 
 
 class ToolSet(ToolExecutor, Protocol):
@@ -99,6 +103,14 @@ class ReferenceRun:
         self.loop = loop
         self.ctx = ctx
         self.config = LoopConfig.from_dict(ctx.config)
+        unknown = LoopConfig.unknown_keys(ctx.config)
+        if unknown:
+            # Another engine's keys (a client configuring several loops): not refused, said once.
+            log.info(
+                "run %s: loop config keys %s are not the reference loop's; ignored",
+                ctx.run_id,
+                ", ".join(map(repr, unknown)),
+            )
         self.control = TurnControl(self.config.max_steer_chars)
 
     async def run(self, emit: Emit) -> None:
@@ -118,7 +130,8 @@ class ReferenceRun:
                 client_tools=request.tools,
             )
         except ValueError as exc:  # client tools named like the loop's own: our own words
-            raise LoopFault("invalid_request", str(exc)) from None
+            message = client_message(exc) or "the run's tools could not be set up"
+            raise LoopFault("invalid_request", message) from None
 
         async def sink(kind: str, data: dict[str, Any]) -> None:
             emit(kind, data)

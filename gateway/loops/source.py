@@ -18,10 +18,13 @@ from typing import TYPE_CHECKING, Any
 import anyio
 import msgspec
 
+from contracts.client_errors import ClientError
 from contracts.contract import is_terminal_completion
 from contracts.envelope import EnvelopeError, validate_event
+from contracts.json_input import DEFAULT_MAX_DEPTH, JsonTooDeep, check_depth
 from contracts.loop import AgentLoop, LoopFault, LoopRequest, LoopRun
 from contracts.messages import Message
+from contracts.oddities import OddityLog
 from contracts.ports import LimitReached, RunFinished, StartRun
 from gateway.loops.context import GatewayRunContext
 from gateway.loops.permissions import PermissionBroker, RememberedDecisions
@@ -61,7 +64,7 @@ class LoopSource:
 
     def prepare(self, request: StartRun) -> LoopRequest:
         if request.input is None or request.input == "" or request.input == []:
-            raise ValueError("input is required: a prompt string or a list of messages")
+            raise ClientError("input is required: a prompt string or a list of messages")
         history = (
             [Message(role="user", content=request.input)]
             if isinstance(request.input, str)
@@ -128,6 +131,8 @@ class LoopProducer:
         self.cancel_at: float | None = None
         self.fault: LoopFault | None = None
         self._wakeup: anyio.Event | None = None
+        # Odd payload fields of this run's events, each logged once (the run is the unit).
+        self.oddities = OddityLog(log, max_runs=1)
 
     # --- the producer the hub drives -------------------------------------------------------
 
@@ -168,6 +173,9 @@ class LoopProducer:
         self.hub.publish(self.run_, kind, data)
 
     def _guarded_emit(self, kind: str, data: dict[str, Any]) -> None:
+        """Ingest's rule for a plugged loop's events: only the envelope is strict (a string
+        kind of the allowed characters, a data object, JSON no deeper than ingest allows);
+        odd payload fields are carried through and logged once per run."""
         if type(kind) is not str or type(data) is not dict:
             raise LoopFault(
                 "loop_invalid_event",
@@ -175,9 +183,24 @@ class LoopProducer:
             )
         try:
             validate_event(kind, data)
+            encoded = _encode(data)
+            check_depth(encoded, DEFAULT_MAX_DEPTH)
         except EnvelopeError as exc:
-            raise LoopFault("loop_invalid_event", f"event {self.events + 1}: {exc}") from None
-        self.bytes += len(_encode(data))
+            raise LoopFault(
+                "loop_invalid_event", f"event {self.events + 1}: {exc.message}"
+            ) from None
+        except (JsonTooDeep, RecursionError):
+            raise LoopFault(
+                "loop_invalid_event",
+                f"event {self.events + 1}: data is nested deeper than {DEFAULT_MAX_DEPTH} levels",
+            ) from None
+        except TypeError:
+            # An in-process loop may hand over values JSON has no form for (a set, an object).
+            raise LoopFault(
+                "loop_invalid_event", f"event {self.events + 1}: data is not JSON-serialisable"
+            ) from None
+        self.oddities.note(self.run_.id, kind, data)
+        self.bytes += len(encoded)
         if self.bytes > self.guards.max_run_bytes:
             limit = self.guards.max_run_bytes
             raise LoopFault("byte_limit", f"the loop sent more than {limit} bytes of events")

@@ -7,10 +7,11 @@ from typing import Any
 
 import msgspec
 
+from contracts import json_input
+from contracts.client_errors import ClientError, client_message, describe_input_error
 from contracts.loop import LoopFault, LoopRequest, RunContext
 
 _encoder = msgspec.json.Encoder()
-_decoder = msgspec.json.Decoder()
 
 
 def encode_request(request: LoopRequest) -> bytes:
@@ -21,14 +22,15 @@ def encode(value: Any) -> bytes:
     return _encoder.encode(value)
 
 
-def decode(line: bytes) -> Any:
-    """One JSON value; ``ValueError`` with a short reason for malformed or too-deep input."""
+def decode(line: bytes, max_depth: int = json_input.DEFAULT_MAX_DEPTH) -> Any:
+    """One JSON value; a ``ClientError`` (a ``ValueError``) with a short reason for malformed
+    or too deeply nested input (the loop's fault, said in its run's completion)."""
     try:
-        return _decoder.decode(line)
+        return json_input.decode(line, max_depth=max_depth)
+    except json_input.JsonTooDeep as exc:
+        raise ClientError(describe_input_error(exc)) from None
     except msgspec.DecodeError as exc:
-        raise ValueError(f"malformed JSON ({exc})") from None
-    except RecursionError:
-        raise ValueError("JSON nested too deeply") from None
+        raise ClientError(f"malformed JSON ({describe_input_error(exc)})") from None
 
 
 class LineSplitter:
@@ -98,7 +100,8 @@ async def relay_permission(
             request_id=request_id if isinstance(request_id, str) else None,
         )
     except ValueError as exc:
-        raise LoopFault("loop_invalid_event", f"permission_request: {exc}") from None
+        detail = client_message(exc) or "not a valid request"
+        raise LoopFault("loop_invalid_event", f"permission_request: {detail}") from None
     await answer(
         {
             "request_id": request_id,

@@ -7,6 +7,7 @@ from typing import TYPE_CHECKING
 
 import anyio
 
+from contracts.client_errors import ClientError
 from contracts.ports import StartRun
 
 if TYPE_CHECKING:
@@ -21,7 +22,7 @@ class IngestSource:
 
     def prepare(self, request: StartRun) -> None:
         if request.input is not None:
-            raise ValueError("an ingest run takes no input: its events come from your loop")
+            raise ClientError("an ingest run takes no input: its events come from your loop")
 
     def producer(self, hub: Hub, run: Run, prepared: None) -> IngestProducer:
         return IngestProducer(hub, run, self.idle_timeout_s)

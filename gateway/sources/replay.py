@@ -8,6 +8,7 @@ from typing import TYPE_CHECKING
 import anyio
 import anyio.lowlevel
 
+from contracts.client_errors import ClientError
 from contracts.envelope import Envelope, EnvelopeError, decode_envelope
 from contracts.ports import StartRun
 
@@ -25,7 +26,7 @@ def read_recording(path: Path) -> list[Envelope]:
             try:
                 envelopes.append(decode_envelope(line))
             except EnvelopeError as exc:
-                raise ValueError(f"{path.name} line {number}: {exc}") from None
+                raise ClientError(f"{path.name} line {number}: {exc.message}") from None
     return envelopes
 
 
@@ -41,10 +42,10 @@ class ReplaySource:
         name = request.replay or ""
         # Only bare names: a path would let a client read any .jsonl file on the host.
         if not name or "/" in name or "\\" in name or name.startswith("."):
-            raise ValueError(f"replay must name a recording, one of: {', '.join(self.names())}")
+            raise ClientError(f"replay must name a recording, one of: {', '.join(self.names())}")
         path = self.directory / f"{name.removesuffix('.jsonl')}.jsonl"
         if not path.is_file():
-            raise ValueError(f"no recording named {name!r}; available: {', '.join(self.names())}")
+            raise ClientError(f"no recording named {name!r}; available: {', '.join(self.names())}")
         return read_recording(path), request.replay_pace == "recorded"
 
     def producer(self, hub: Hub, run: Run, prepared: tuple[list[Envelope], bool]) -> ReplayProducer:

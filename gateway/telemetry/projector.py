@@ -19,6 +19,7 @@ import msgspec
 
 from contracts.contract import is_terminal_completion
 from contracts.envelope import Envelope
+from contracts.events import completion_status, tool_failed
 from contracts.messages import Message
 
 AttrValue = str | bool | int | float | list[str]
@@ -65,6 +66,7 @@ CONTENT_FIELDS: dict[str, tuple[str, ...]] = {
 # Span events (point-in-time annotations on the run span) for these kinds.
 ANNOTATED = ("error", "hook_action", "steer", "soft_timeout", "budget_exhausted")
 
+INT64_MAX = (1 << 63) - 1
 _json = msgspec.json.Encoder()
 _CAMEL = re.compile(r"(?<=[a-z0-9])(?=[A-Z])")
 
@@ -274,7 +276,7 @@ class TraceProjector:
             ("reasoningTokens", REASONING_TOKENS),
         ):
             value = data.get(src)
-            if type(value) is int and value >= 0:
+            if type(value) is int and 0 <= value <= INT64_MAX:
                 attrs[dst] = value
                 self._usage_seen = True
                 if dst == INPUT_TOKENS:
@@ -341,7 +343,7 @@ class TraceProjector:
         if env.kind == "tool_error":
             attrs[ERROR_TYPE] = "tool_error"
             message = _text(data.get("error")) or "the tool raised an error"
-        elif data.get("success") is False:
+        elif tool_failed(env.kind, data):
             attrs[ERROR_TYPE] = "tool_failed"
             message = _text(data.get("error")) or "the tool reported a failure"
         if self.content:
@@ -405,7 +407,7 @@ class TraceProjector:
 
     def _complete(self, ts: int, seq: int, data: dict[str, Any]) -> list[Record]:
         self.ended = True
-        status = _text(data.get("status")) or "failed"
+        status = completion_status(data)
         reason = _text(data.get("reason"))
         out: list[Record] = []
         # Whatever is still open ends with the run: a tool that waits for the user is pending,
@@ -460,7 +462,7 @@ class TraceProjector:
             key = f"loopgate.{_snake(name)}"
             if isinstance(value, str):
                 attrs[key] = self._clip(value)
-            elif isinstance(value, bool | int | float):
+            elif isinstance(value, bool | float) or _int64(value):
                 attrs[key] = value
         if env.kind == "error" and isinstance(data.get("message"), str):
             self._last_error = data["message"]
@@ -515,9 +517,14 @@ def _text(value: Any) -> str:
     return value if isinstance(value, str) else ""
 
 
+def _int64(value: Any) -> bool:
+    # OTLP carries 64-bit integers: a bigger one would fail the whole export batch.
+    return type(value) is int and -INT64_MAX - 1 <= value <= INT64_MAX
+
+
 def _copy_int(data: dict[str, Any], src: str, attrs: Attributes, dst: str) -> None:
     value = data.get(src)
-    if type(value) is int:
+    if _int64(value):
         attrs[dst] = value
 
 

@@ -28,6 +28,7 @@ from mcp.client.stdio import stdio_client
 from mcp.client.streamable_http import streamable_http_client
 from mcp.shared._httpx_utils import create_mcp_http_client
 
+from contracts.client_errors import ClientError
 from contracts.messages import ToolCall, ToolSpec
 from gateway.loop.tools import ToolMeta, ToolMetaLookup
 from gateway.loop.types import LoopContext, ToolResult
@@ -73,19 +74,19 @@ class McpServerSpec(msgspec.Struct, frozen=True, kw_only=True, omit_defaults=Tru
 
     def __post_init__(self) -> None:
         if not self.name:
-            raise ValueError("an MCP server needs a name")
+            raise ClientError("an MCP server needs a name")
         if (self.command is None) == (self.url is None):
-            raise ValueError(f"MCP server {self.name!r}: give either a command or a url")
+            raise ClientError(f"MCP server {self.name!r}: give either a command or a url")
         if self.command is not None and not self.command.strip():
-            raise ValueError(f"MCP server {self.name!r}: the command is empty")
+            raise ClientError(f"MCP server {self.name!r}: the command is empty")
         if self.url is not None:
             parts = urlsplit(self.url)
             if parts.scheme not in ("http", "https") or not parts.netloc:
-                raise ValueError(f"MCP server {self.name!r}: not an http(s) URL: {self.url!r}")
+                raise ClientError(f"MCP server {self.name!r}: not an http(s) URL: {self.url!r}")
             if self.env or self.args or self.cwd:
-                raise ValueError(f"MCP server {self.name!r}: args, env and cwd need a command")
+                raise ClientError(f"MCP server {self.name!r}: args, env and cwd need a command")
         elif self.headers:
-            raise ValueError(f"MCP server {self.name!r}: headers need a url")
+            raise ClientError(f"MCP server {self.name!r}: headers need a url")
 
     @property
     def transport(self) -> Literal["stdio", "http"]:
@@ -97,9 +98,9 @@ class McpServerSpec(msgspec.Struct, frozen=True, kw_only=True, omit_defaults=Tru
         try:
             argv = shlex.split(command_line)
         except ValueError as exc:
-            raise ValueError(f"cannot parse MCP server command {command_line!r}: {exc}") from None
+            raise ClientError(f"cannot parse MCP server command {command_line!r}: {exc}") from None
         if not argv:
-            raise ValueError("the MCP server command is empty")
+            raise ClientError("the MCP server command is empty")
         return cls(name=name or _name_from_argv(argv), command=argv[0], args=argv[1:])
 
     @classmethod
@@ -112,26 +113,26 @@ class McpServerSpec(msgspec.Struct, frozen=True, kw_only=True, omit_defaults=Tru
     def from_acp(cls, entry: Mapping[str, Any]) -> McpServerSpec:
         """One entry of ACP ``session/new`` ``mcpServers``."""
         if not isinstance(entry, Mapping):
-            raise ValueError("an mcpServers entry must be an object")
+            raise ClientError("an mcpServers entry must be an object")
         kind = entry.get("type", "stdio")
         name = entry.get("name")
         if not isinstance(name, str) or not name:
-            raise ValueError("an mcpServers entry needs a name")
+            raise ClientError("an mcpServers entry needs a name")
         if kind == "sse":
-            raise ValueError("sse MCP servers are not supported")
+            raise ClientError("sse MCP servers are not supported")
         if kind == "http":
             url = entry.get("url")
             if not isinstance(url, str):
-                raise ValueError(f"MCP server {name!r}: url must be a string")
+                raise ClientError(f"MCP server {name!r}: url must be a string")
             return cls(name=name, url=url, headers=_pairs(entry.get("headers"), name, "headers"))
         if kind != "stdio":
-            raise ValueError(f"MCP server {name!r}: unknown transport type {kind!r}")
+            raise ClientError(f"MCP server {name!r}: unknown transport type {kind!r}")
         command = entry.get("command")
         args = entry.get("args", [])
         if not isinstance(command, str):
-            raise ValueError(f"MCP server {name!r}: command must be a string")
+            raise ClientError(f"MCP server {name!r}: command must be a string")
         if not isinstance(args, list) or not all(isinstance(a, str) for a in args):
-            raise ValueError(f"MCP server {name!r}: args must be a list of strings")
+            raise ClientError(f"MCP server {name!r}: args must be a list of strings")
         return cls(name=name, command=command, args=args, env=_pairs(entry.get("env"), name, "env"))
 
 
@@ -476,7 +477,7 @@ def _pairs(value: Any, server: str, field: str) -> dict[str, str]:
     if value is None:
         return {}
     if not isinstance(value, list):
-        raise ValueError(f"MCP server {server!r}: {field} must be a list of {{name, value}}")
+        raise ClientError(f"MCP server {server!r}: {field} must be a list of {{name, value}}")
     out: dict[str, str] = {}
     for item in value:
         if (
@@ -484,7 +485,7 @@ def _pairs(value: Any, server: str, field: str) -> dict[str, str]:
             or not isinstance(item.get("name"), str)
             or not isinstance(item.get("value"), str)
         ):
-            raise ValueError(f"MCP server {server!r}: {field} must be a list of {{name, value}}")
+            raise ClientError(f"MCP server {server!r}: {field} must be a list of {{name, value}}")
         out[item["name"]] = item["value"]
     return out
 

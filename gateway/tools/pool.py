@@ -16,6 +16,7 @@ from typing import TextIO
 import anyio
 from anyio.abc import TaskGroup
 
+from contracts.client_errors import ClientError
 from gateway.tools.mcp import McpOptions, McpServerSpec, McpTools, ToolSourceError, start_all
 
 log = logging.getLogger("loopgate.tools")
@@ -87,7 +88,7 @@ class ThreadMcpPool:
         names = [spec.name for spec in wanted]
         dupes = sorted({name for name in names if names.count(name) > 1})
         if dupes:
-            raise ValueError(f"two MCP servers are named {dupes[0]!r}")
+            raise ClientError(f"two MCP servers are named {dupes[0]!r}")
         while True:
             if self._closed:
                 raise ToolSourceError("MCP connections are closing")

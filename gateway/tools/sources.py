@@ -19,6 +19,7 @@ from typing import TextIO
 import anyio
 from anyio.abc import TaskGroup
 
+from contracts.client_errors import ClientError
 from gateway.loop.types import ToolExecutor
 from gateway.tools.mcp import McpOptions, McpServerSpec, ToolSourceError
 from gateway.tools.pool import ThreadMcpPool
@@ -44,7 +45,7 @@ class ToolSources:
         names = [spec.name for spec in servers]
         dupes = sorted({name for name in names if names.count(name) > 1})
         if dupes:
-            raise ValueError(f"two MCP servers are named {dupes[0]!r}")
+            raise ClientError(f"two MCP servers are named {dupes[0]!r}")
         self.options = options if options is not None else McpOptions()
         self._executors = list(executors)
         self._servers = tuple(servers)

@@ -5,6 +5,7 @@ from __future__ import annotations
 from collections.abc import Sequence
 from typing import Any
 
+from contracts.client_errors import ClientError
 from contracts.messages import ToolCall, ToolSpec
 from gateway.loop.tools import ToolKind, ToolMeta
 from gateway.loop.types import LoopContext, ToolExecutor, ToolResult
@@ -32,7 +33,7 @@ class ToolBox:
                 if other is not None:
                     first, second = source_name(other), source_name(executor)
                     where = f"both {first} and {second}" if first != second else f"{first} twice"
-                    raise ValueError(f"tool {spec.name!r} is defined by {where}")
+                    raise ClientError(f"tool {spec.name!r} is defined by {where}")
                 self._owner[spec.name] = executor
                 self._specs.append(spec)
 

@@ -52,7 +52,7 @@ def test_errors_are_clear(tmp_path: Path) -> None:
     missing = replay(str(tmp_path / "nope.jsonl"), "--adapter", "sse")
     assert missing.returncode == 2 and "No such file" in missing.stderr
     bad = tmp_path / "bad.jsonl"
-    bad.write_text('{"run_id":"r","seq":1,"ts":1,"kind":"content_delta","data":{"delta":1}}\n')
+    bad.write_text('{"run_id":"r","seq":1,"ts":1,"kind":"content_delta","data":[1]}\n')
     broken = replay(str(bad), "--adapter", "sse")
     assert broken.returncode == 2 and "bad.jsonl line 1" in broken.stderr
     unknown = replay(str(RECORDING), "--adapter", "carrier-pigeon")

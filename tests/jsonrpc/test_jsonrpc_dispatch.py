@@ -153,7 +153,6 @@ async def test_size_limits() -> None:
         ("run.get", {}, "runId"),
         ("run.get", {"runId": 5}, "runId"),
         ("run.get", [5], "runId"),
-        ("run.get", {"runId": "x", "runid": "y"}, "runid"),
         ("run.list", {"limit": 0}, "limit"),
         ("run.list", [5000], "limit"),
         ("run.list", {"limit": "10"}, "limit"),

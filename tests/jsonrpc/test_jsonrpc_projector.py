@@ -14,13 +14,13 @@ import pytest
 from adapters.jsonrpc import ADAPTER, JsonRpcProjector
 from conformance.runner import EXPECTED, encode_lines, load_stream, project_stream, stream_paths
 from contracts.envelope import Envelope
-from contracts.projector import ProjectorContext
+from contracts.projector import ProjectorContext, as_served
 
 GOLDENS = EXPECTED / "jsonrpc"
 
 
 def golden_bytes(stream: Path) -> bytes:
-    return encode_lines(project_stream(ADAPTER, load_stream(stream)))
+    return encode_lines(project_stream(ADAPTER, as_served(load_stream(stream))))
 
 
 @pytest.mark.parametrize("stream", stream_paths(), ids=lambda p: p.stem)

@@ -59,9 +59,12 @@ def test_wrong_types_named(field: str, value, expected: str):
         LoopConfig.from_dict({field: value})
 
 
-def test_unknown_key_named():
-    with pytest.raises(ValueError, match="unknown loop config key 'max_round'"):
-        LoopConfig.from_dict({"max_round": 3})
+def test_unknown_keys_are_left_out_and_named():
+    # Another engine's keys are not refused (issue 13): the reference loop leaves them out,
+    # and names them for its log line.
+    config = LoopConfig.from_dict({"max_round": 3, "wrap_up_keeps_tools": True})
+    assert config == LoopConfig()
+    assert LoopConfig.unknown_keys({"max_round": 3, "max_rounds": 2}) == ["max_round"]
 
 
 def test_steer_mode_only_boundary():
