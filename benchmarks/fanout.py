@@ -208,6 +208,9 @@ def main() -> None:
         "warning",
         "--max-subscribers-per-run",
         "2000",
+        # 1,000 idle subscribers and the requests beside them: past the default cap of 1,000.
+        "--max-connections",
+        "4000",
         "--max-body-bytes",
         str(64 << 20),
     ]

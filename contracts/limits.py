@@ -6,6 +6,8 @@ from urllib.parse import urlsplit
 
 import msgspec
 
+from contracts.json_input import DEFAULT_MAX_DEPTH
+
 _LOOPBACK_HOSTS = frozenset({"localhost", "127.0.0.1", "::1"})
 
 
@@ -16,6 +18,10 @@ class EndpointLimits(msgspec.Struct, kw_only=True, frozen=True):
     keepalive_s: float = 15.0
     # A client that takes longer than this to accept one write is cut off (it can resume).
     write_timeout_s: float = 30.0
+    # JSON nested deeper than this is refused where it enters (contracts.json_input).
+    max_json_depth: int = DEFAULT_MAX_DEPTH
+    # A JSON-RPC response (a batch's, a page of run.events) stops growing past this.
+    max_batch_response_bytes: int = 8 << 20
     # WebSocket upgrades from browsers must come from one of these origins (exact match);
     # empty = loopback origins only. Clients that send no Origin (non-browsers) are allowed.
     allowed_origins: tuple[str, ...] = ()

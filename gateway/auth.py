@@ -1,17 +1,90 @@
-"""Request guards as pure ASGI middleware (streams pass through untouched): the bearer token
-on every endpoint but ``/healthz``, and the Origin check on state-changing requests."""
+"""Request guards as pure ASGI middleware (streams pass through untouched): the Host check
+against DNS rebinding, the bearer token on every endpoint but ``/healthz``, and the Origin check
+on state-changing requests."""
 
 from __future__ import annotations
 
 import hmac
+import ipaddress
+from collections.abc import Iterable
 from urllib.parse import parse_qs
 
 from starlette.types import ASGIApp, Receive, Scope, Send
 
-from adapters.shared.problem import problem_response
+from adapters.shared.problem import problem_body, problem_response
 from contracts.limits import EndpointLimits
 
 OPEN_PATHS = frozenset({"/healthz"})
+LOOPBACK_NAMES = frozenset({"localhost"})
+
+
+class HostGuard:
+    """Answers 421 to requests whose ``Host`` is not this machine or an allowed name.
+
+    DNS rebinding: a page on attacker.example re-resolves its own name to 127.0.0.1, and the
+    browser then lets it read the gateway's answers as same-origin — but the request still says
+    ``Host: attacker.example``. Loopback names and addresses (any port) are always allowed,
+    plus ``allowed`` (``name`` for any port, ``name:port`` for one). Requests without a Host
+    (HTTP/1.0 tools) pass: browsers always send one. WebSocket upgrades get the same 421 when
+    the server can send a denial response, a refused upgrade (403) otherwise.
+    """
+
+    def __init__(self, app: ASGIApp, allowed: Iterable[str] = ()) -> None:
+        self.app = app
+        self.allowed = frozenset(a.strip().lower().rstrip(".") for a in allowed if a.strip())
+
+    async def __call__(self, scope: Scope, receive: Receive, send: Send) -> None:
+        if scope["type"] not in ("http", "websocket"):
+            await self.app(scope, receive, send)
+            return
+        host = next((v.decode("latin-1") for k, v in scope["headers"] if k == b"host"), None)
+        if host is None or self.host_allowed(host):
+            await self.app(scope, receive, send)
+            return
+        detail = (
+            f"requests for host {host[:100]!r} are not served here; a name that points at this "
+            "server can be allowed with --allowed-host"
+        )
+        if scope["type"] == "http":
+            await problem_response(421, detail)(scope, receive, send)
+        elif "websocket.http.response" in scope.get("extensions", {}):
+            await send(
+                {
+                    "type": "websocket.http.response.start",
+                    "status": 421,
+                    "headers": [(b"content-type", b"application/problem+json")],
+                }
+            )
+            await send({"type": "websocket.http.response.body", "body": problem_body(421, detail)})
+        else:
+            await send({"type": "websocket.close", "code": 1008, "reason": "host not allowed"})
+
+    def host_allowed(self, host: str) -> bool:
+        host = host.strip().lower()
+        name = _hostname(host)
+        if name is None:
+            return False
+        if name in LOOPBACK_NAMES or name in self.allowed or host.rstrip(".") in self.allowed:
+            return True
+        if "*" in self.allowed:
+            return True
+        try:
+            return ipaddress.ip_address(name).is_loopback
+        except ValueError:
+            return False
+
+
+def _hostname(host: str) -> str | None:
+    """The name of a Host header value without its port; None if it is malformed."""
+    if host.startswith("["):
+        end = host.find("]")
+        if end < 0 or (host[end + 1 :] and not host[end + 1 :].startswith(":")):
+            return None
+        return host[1:end]
+    name, _, port = host.partition(":")
+    if port and not port.isdigit():
+        return None
+    return name.rstrip(".")
 
 
 class TokenAuth:

@@ -31,6 +31,7 @@ from adapters.acp.projector import (
     SessionUpdate,
     user_message,
 )
+from contracts.client_errors import ClientError
 from contracts.envelope import Envelope
 from contracts.history import last_user_text, messages_from_events
 from contracts.messages import Message
@@ -370,7 +371,11 @@ class AcpAgent:
             listed = [s for s in listed if s["cwd"] == cwd]
         start = 0
         if cursor is not None:
-            if not cursor.isdigit() or int(cursor) > len(listed):
+            if (
+                not (cursor.isascii() and cursor.isdigit())
+                or len(cursor) > 19
+                or int(cursor) > len(listed)
+            ):
                 raise AgentError(
                     INVALID_PARAMS, "Invalid params: cursor: not a cursor this agent gave out"
                 )
@@ -508,8 +513,8 @@ class AcpAgent:
                 f"the gateway is busy: {exc.detail}",
                 {"retryAfter": exc.retry_after},
             ) from None
-        except ValueError as exc:
-            raise AgentError(INVALID_PARAMS, f"Invalid params: {exc}") from None
+        except ClientError as exc:
+            raise AgentError(INVALID_PARAMS, f"Invalid params: {exc.message}") from None
 
     async def _follow(
         self,

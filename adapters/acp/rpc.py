@@ -14,25 +14,35 @@ import contextlib
 import logging
 from typing import Any
 
+import anyio
 import msgspec
+
+from adapters.shared.ws import CLOSE_TIMEOUT_S, report_cut_off
+from contracts import json_input
+from contracts.client_errors import describe_input_error
 
 log = logging.getLogger("loopgate.acp")
 
 PARSE_ERROR = -32700
 INVALID_REQUEST = -32600
+SERVER_BUSY = -32000
 
 _encode = msgspec.json.Encoder().encode
-_decode = msgspec.json.Decoder().decode
 
 
 def error_response(request_id: Any, code: int, message: str) -> dict[str, Any]:
     return {"jsonrpc": "2.0", "id": request_id, "error": {"code": code, "message": message}}
 
 
-def classify(raw: bytes | str) -> tuple[dict[str, Any] | None, dict[str, Any] | None]:
+def classify(
+    raw: bytes | str, max_depth: int = json_input.DEFAULT_MAX_DEPTH
+) -> tuple[dict[str, Any] | None, dict[str, Any] | None]:
     """(message to dispatch, None) or (None, error response to send back)."""
     try:
-        message = _decode(raw)
+        # Bounded before the SDK's pydantic models (and msgspec) recurse into it.
+        message = json_input.decode(raw, max_depth=max_depth)
+    except json_input.JsonTooDeep as exc:
+        return None, error_response(None, PARSE_ERROR, f"Parse error: {describe_input_error(exc)}")
     except msgspec.DecodeError:
         return None, error_response(None, PARSE_ERROR, "Parse error: the message is not JSON")
     if isinstance(message, list):
@@ -73,12 +83,19 @@ def classify(raw: bytes | str) -> tuple[dict[str, Any] | None, dict[str, Any] | 
     )
 
 
+class PeerGone(ConnectionError):
+    """The client can no longer be written to: it left, or stopped reading and was cut off.
+    Expected, so never logged with a traceback (the transport logged the cut-off once)."""
+
+
 def too_large(what: str, limit: int) -> dict[str, Any]:
     return error_response(None, INVALID_REQUEST, f"Invalid request: {what} {limit} bytes")
 
 
 class _Answering:
     """What both transports do with a raw message: pass it on, or answer its error here."""
+
+    max_depth = json_input.DEFAULT_MAX_DEPTH
 
     async def send(self, message: dict[str, Any]) -> None:
         raise NotImplementedError
@@ -88,7 +105,7 @@ class _Answering:
             await self.send(error)
 
     async def _accept(self, raw: bytes | str) -> dict[str, Any] | None:
-        message, error = classify(raw)
+        message, error = classify(raw, self.max_depth)
         if error is not None:
             await self._answer(error)
         return message
@@ -102,8 +119,14 @@ class NdjsonTransport(_Answering):
     """
 
     def __init__(
-        self, reader: asyncio.StreamReader, writer: asyncio.StreamWriter, max_line_bytes: int
+        self,
+        reader: asyncio.StreamReader,
+        writer: asyncio.StreamWriter,
+        max_line_bytes: int,
+        *,
+        max_depth: int = json_input.DEFAULT_MAX_DEPTH,
     ) -> None:
+        self.max_depth = max_depth
         self.reader = reader
         self.writer = writer
         self.max_line_bytes = max_line_bytes
@@ -114,9 +137,14 @@ class NdjsonTransport(_Answering):
         data = _encode(message) + b"\n"
         async with self._lock:
             if self._closed:
-                raise ConnectionError("transport closed")
-            self.writer.write(data)
-            await self.writer.drain()
+                raise PeerGone("transport closed")
+            try:
+                self.writer.write(data)
+                # Blocks while the pipe is full: the parent process reads at its own pace.
+                await self.writer.drain()
+            except (ConnectionError, OSError, RuntimeError):
+                self._closed = True
+                raise PeerGone("the client closed its input") from None
 
     async def receive(self) -> dict[str, Any] | None:
         while True:
@@ -163,32 +191,59 @@ class NdjsonTransport(_Answering):
 class WebSocketTransport(_Answering):
     """One JSON-RPC message per text frame over a Starlette WebSocket (accepted already)."""
 
-    def __init__(self, websocket: Any, max_frame_bytes: int, send_timeout_s: float) -> None:
+    def __init__(
+        self,
+        websocket: Any,
+        max_frame_bytes: int,
+        send_timeout_s: float,
+        *,
+        max_depth: int = json_input.DEFAULT_MAX_DEPTH,
+    ) -> None:
+        self.max_depth = max_depth
         self.websocket = websocket
         self.max_frame_bytes = max_frame_bytes
         self.send_timeout_s = send_timeout_s
         self._lock = asyncio.Lock()
         self._closed = False
+        self._cut_off = False
+        self._close_sent = False
+        self._receiving: anyio.CancelScope | None = None
 
     async def send(self, message: dict[str, Any]) -> None:
         text = _encode(message).decode()
         async with self._lock:
             if self._closed:
-                raise ConnectionError("transport closed")
-            try:
-                # A client that stops reading must not hold the agent forever.
-                await asyncio.wait_for(self.websocket.send_text(text), self.send_timeout_s)
-            except Exception as exc:
-                self._closed = True
-                raise ConnectionError("the WebSocket client went away") from exc
+                raise PeerGone("transport closed")
+            # A client that stops reading must not hold the agent, or its requests, forever.
+            with anyio.move_on_after(self.send_timeout_s) as timer:
+                try:
+                    await self.websocket.send_text(text)
+                except Exception:
+                    self._shut()
+                    raise PeerGone("the WebSocket client went away") from None
+            if timer.cancelled_caught:
+                report_cut_off(log, "ACP", self.websocket, self.send_timeout_s)
+                self._cut_off = True
+                self._shut()
+                raise PeerGone("the WebSocket client stopped reading")
+
+    def _shut(self) -> None:
+        """No more sends; a reader waiting for the next frame returns None at once."""
+        self._closed = True
+        if self._receiving is not None:
+            self._receiving.cancel()
 
     async def receive(self) -> dict[str, Any] | None:
-        while True:
-            try:
-                frame = await self.websocket.receive()
-            except Exception:
-                return None
-            if frame["type"] == "websocket.disconnect":
+        while not self._closed:
+            with anyio.CancelScope() as scope:
+                self._receiving = scope
+                try:
+                    frame = await self.websocket.receive()
+                except Exception:
+                    return None
+                finally:
+                    self._receiving = None
+            if scope.cancelled_caught or frame["type"] == "websocket.disconnect":
                 return None
             raw = frame.get("text")
             if raw is None:
@@ -199,13 +254,19 @@ class WebSocketTransport(_Answering):
             message = await self._accept(raw)
             if message is not None:
                 return message
+        return None
 
     async def close(self) -> None:
         async with self._lock:
-            if self._closed:
-                return
-            self._closed = True
-        try:
-            await self.websocket.close()
-        except Exception:
-            log.debug("closing an already closed WebSocket")
+            already = self._close_sent or (self._closed and not self._cut_off)
+            self._close_sent = True
+            self._shut()
+        if already:
+            return
+        code, reason = (1008, "client stopped reading") if self._cut_off else (1000, "")
+        # Bounded: the close frame waits behind whatever a non-reading client left unread.
+        with anyio.move_on_after(CLOSE_TIMEOUT_S):
+            try:
+                await self.websocket.close(code, reason)
+            except Exception:
+                log.debug("closing an already closed WebSocket")

@@ -26,7 +26,12 @@ def routes(
             await refuse(websocket, "origin not allowed")
             return
         await websocket.accept()
-        transport = WebSocketTransport(websocket, limits.max_frame_bytes, limits.write_timeout_s)
+        transport = WebSocketTransport(
+            websocket,
+            limits.max_frame_bytes,
+            limits.write_timeout_s,
+            max_depth=limits.max_json_depth,
+        )
         agent_options = options or AgentOptions(
             mcp_transports=("stdio", "http") if limits.client_stdio_mcp else ("http",)
         )

@@ -2,6 +2,7 @@
 
 from __future__ import annotations
 
+import logging
 from collections.abc import Awaitable, Callable
 from typing import Any
 
@@ -22,11 +23,14 @@ from adapters.shared.body import decode_json, read_body
 from adapters.shared.endpoint import guarded
 from adapters.shared.problem import problem_for
 from adapters.shared.stream import StreamResponse, Write, keepalive_writer, pump
-from adapters.shared.ws import origin_allowed, refuse
+from adapters.shared.ws import close_stopped_reader, origin_allowed, refuse, report_cut_off
+from contracts import json_input
+from contracts.client_errors import describe_input_error
 from contracts.envelope import Envelope
 from contracts.limits import EndpointLimits
 from contracts.ports import CutOff, RunService, Subscription
 
+log = logging.getLogger("loopgate.agui")
 CONSUMER = "agui"
 Emit = Callable[[list[Any]], Awaitable[None]]
 
@@ -34,7 +38,11 @@ Emit = Callable[[list[Any]], Awaitable[None]]
 def routes(adapter: AguiAdapter, service: RunService, limits: EndpointLimits) -> list[BaseRoute]:
     @guarded
     async def run_agent(request: Request) -> Response:
-        body = decode_json(await read_body(request, limits.max_body_bytes), RunAgentInput)
+        body = decode_json(
+            await read_body(request, limits.max_body_bytes),
+            RunAgentInput,
+            max_depth=limits.max_json_depth,
+        )
         headers = request.headers
         plan = await plan_run(service, body, headers.get("traceparent"), headers.get("tracestate"))
         projector = adapter.projector(plan.context)
@@ -109,9 +117,12 @@ async def stream_run(
 # --- WebSocket -------------------------------------------------------------------------------
 
 
-def parse_frame(raw: str | bytes) -> RunAgentInput | None:
-    """A RunAgentInput to start a run, or None for ``{"type": "cancel"}``."""
-    value = msgspec.json.decode(raw)
+def parse_frame(
+    raw: str | bytes, max_depth: int = json_input.DEFAULT_MAX_DEPTH
+) -> RunAgentInput | None:
+    """A RunAgentInput to start a run, or None for ``{"type": "cancel"}``; a msgspec error
+    (``JsonTooDeep`` among them) for anything else."""
+    value = json_input.decode(raw, max_depth=max_depth)
     if not isinstance(value, dict):
         raise msgspec.ValidationError("a frame must be a JSON object")
     if value.get("type") == "cancel":
@@ -125,6 +136,10 @@ class _Socket:
     Error frames are AG-UI events: RUN_ERROR (code ``invalid_input`` …) when no run is active —
     a stream may begin with RUN_ERROR — and CUSTOM ``loopgate.error`` while one is, so the
     active run is not ended by a stray frame.
+
+    The reader writes those error frames itself: while one cannot be written it reads no
+    further. A client that accepts nothing for ``write_timeout_s`` (error frames or its run's
+    events) is cut off: one log line, the socket closed with 1008.
     """
 
     def __init__(
@@ -142,12 +157,23 @@ class _Socket:
         self.run_id: str | None = None
         self.detached = False
         self.busy = False
+        self.scope = anyio.CancelScope()  # the reader's and the run's: what a cut-off ends
+        self.cut = False
 
     async def emit(self, events: list[Any]) -> None:
         encode = self.adapter.render_json
         async with self.lock:
-            for event in events:
-                await self.websocket.send_text(encode(event).decode())
+            with anyio.move_on_after(self.limits.write_timeout_s) as timer:
+                for event in events:
+                    await self.websocket.send_text(encode(event).decode())
+        if timer.cancelled_caught:
+            self.cut_off()
+
+    def cut_off(self) -> None:
+        if not self.cut:
+            self.cut = True
+            report_cut_off(log, "AG-UI", self.websocket, self.limits.write_timeout_s)
+            self.scope.cancel()
 
     async def error(self, message: str, code: str) -> None:
         event: Any = (
@@ -163,9 +189,12 @@ class _Socket:
                 plan = await plan_run(self.service, body, None)
             except Exception as exc:
                 problem = problem_for(exc)
-                if problem is None:
-                    raise
                 self.busy = False
+                if problem is None:
+                    # Not one of ours: its text stays in the log, the socket goes on.
+                    log.exception("starting an AG-UI run failed")
+                    await self.error("internal error; the server log has the details", "internal")
+                    return
                 await self.error(problem.detail, "invalid_input")
                 return
             self.run_id = plan.info.id
@@ -176,7 +205,8 @@ class _Socket:
             ) as subscription:
                 await stream_run(projector, subscription, self.emit, self.limits, None)
         except CutOff:
-            pass
+            # AG-UI cannot resume: a client too slow for its run has stopped reading.
+            self.cut_off()
         finally:
             self.busy, self.run_id = False, None
 
@@ -186,9 +216,9 @@ class _Socket:
             await self.error(f"frame is larger than the limit of {limit} bytes", "frame_too_large")
             return
         try:
-            frame = parse_frame(raw)
-        except (msgspec.ValidationError, msgspec.DecodeError) as exc:
-            detail = str(exc).replace("`$.", "`").replace("`$`", "`frame`")
+            frame = parse_frame(raw, self.limits.max_json_depth)
+        except msgspec.DecodeError as exc:  # ValidationError and JsonTooDeep are DecodeErrors
+            detail = describe_input_error(exc, root="frame")
             await self.error(f"invalid frame: {detail}", "invalid_input")
             return
         if frame is None:
@@ -217,18 +247,22 @@ async def serve_socket(
     await websocket.accept()
     socket = _Socket(adapter, websocket, service, limits)
     try:
-        async with anyio.create_task_group() as tg:
-            try:
-                while True:
-                    message = await websocket.receive()
-                    if message["type"] == "websocket.disconnect":
-                        break
-                    await socket.handle(message.get("text") or message.get("bytes") or b"", tg)
-            finally:
-                # Before the run's task is cancelled (which forgets its id): the client left.
-                if socket.run_id is not None and not socket.detached:
-                    with anyio.CancelScope(shield=True):
-                        await service.cancel(socket.run_id)
-                tg.cancel_scope.cancel()
+        with socket.scope:
+            async with anyio.create_task_group() as tg:
+                try:
+                    while True:
+                        message = await websocket.receive()
+                        if message["type"] == "websocket.disconnect":
+                            break
+                        raw = message.get("text") or message.get("bytes") or b""
+                        await socket.handle(raw, tg)
+                finally:
+                    # Before the run's task is cancelled (which forgets its id): the client left.
+                    if socket.run_id is not None and not socket.detached:
+                        with anyio.CancelScope(shield=True):
+                            await service.cancel(socket.run_id)
+                    tg.cancel_scope.cancel()
     except* WebSocketDisconnect:
         pass
+    if socket.cut:
+        await close_stopped_reader(websocket)

@@ -52,7 +52,10 @@ class _Subscription:
 
 
 class Session:
-    def __init__(self, dispatcher: Dispatcher, send: Send, task_group: TaskGroup) -> None:
+    def __init__(
+        self, dispatcher: Dispatcher, send: Send, task_group: TaskGroup, peer: str = "stdio"
+    ) -> None:
+        self.peer = peer  # who is at the other end, for the log
         self.dispatcher = dispatcher
         self.service = dispatcher.service
         self.limits = dispatcher.limits
@@ -105,15 +108,29 @@ class Session:
     # --- outgoing -----------------------------------------------------------------------
 
     async def send(self, messages: list[bytes]) -> None:
-        """Write messages in order; a client that stops reading is disconnected."""
+        """Write messages in order; a client that stops reading is disconnected.
+
+        The reader answers each request itself, through here: while an answer cannot be
+        written it reads nothing more, and past ``write_timeout_s`` the connection ends with
+        one log line, however many messages the client still had queued.
+        """
         if self.closed:
             return
         async with self._lock:
+            if self.closed:
+                return
             try:
                 with anyio.fail_after(self.limits.write_timeout_s):
                     await self._send(messages)
+            except TimeoutError:
+                log.warning(
+                    "cut off the JSON-RPC client %s: it accepted no message for %gs",
+                    self.peer,
+                    self.limits.write_timeout_s,
+                )
+                self.close()
             except Exception:
-                log.info("closing a JSON-RPC connection that stopped accepting messages")
+                log.debug("closing a JSON-RPC connection whose client went away")
                 self.close()
 
     def close(self) -> None:

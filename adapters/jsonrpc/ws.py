@@ -8,11 +8,11 @@ uvicorn answers pings and sends its own (every 20 s) and closes with 1009 a fram
 from __future__ import annotations
 
 import anyio
-from starlette.websockets import WebSocket, WebSocketState
+from starlette.websockets import WebSocket
 
 from adapters.jsonrpc.dispatch import Dispatcher
 from adapters.jsonrpc.session import Session
-from adapters.shared.ws import origin_allowed, refuse
+from adapters.shared.ws import client_of, close_stopped_reader, origin_allowed, refuse
 from contracts.limits import EndpointLimits
 
 
@@ -31,7 +31,7 @@ async def serve_socket(
 
     client_left = False
     async with anyio.create_task_group() as tg:
-        session = Session(dispatcher, send, tg)
+        session = Session(dispatcher, send, tg, peer=f"{client_of(websocket)} (WebSocket)")
         try:
             while True:
                 message = await websocket.receive()
@@ -43,7 +43,6 @@ async def serve_socket(
         finally:
             # Ends every subscription of this connection (their hub cursors are released).
             tg.cancel_scope.cancel()
-    if not client_left and websocket.client_state == WebSocketState.CONNECTED:
+    if not client_left:
         # The session gave up on a client that stopped reading: 1008 = policy violation.
-        with anyio.move_on_after(1.0, shield=True):
-            await websocket.close(1008, "client stopped reading messages")
+        await close_stopped_reader(websocket)

@@ -1,10 +1,17 @@
-"""WebSocket checks shared by every adapter that accepts upgrades."""
+"""WebSocket checks and endings shared by every adapter that accepts upgrades."""
 
 from __future__ import annotations
 
-from starlette.websockets import WebSocket
+import contextlib
+import logging
+
+import anyio
+from starlette.websockets import WebSocket, WebSocketState
 
 from contracts.limits import EndpointLimits
+
+# How long a closing handshake may wait on a client that does not read.
+CLOSE_TIMEOUT_S = 1.0
 
 
 def origin_allowed(websocket: WebSocket, limits: EndpointLimits) -> bool:
@@ -14,3 +21,28 @@ def origin_allowed(websocket: WebSocket, limits: EndpointLimits) -> bool:
 async def refuse(websocket: WebSocket, reason: str) -> None:
     """Reject the upgrade before accepting (the client sees HTTP 403)."""
     await websocket.close(code=1008, reason=reason[:120])
+
+
+def client_of(websocket: WebSocket) -> str:
+    client = websocket.scope.get("client")
+    return f"{client[0]}:{client[1]}" if client else "unknown"
+
+
+def report_cut_off(log: logging.Logger, protocol: str, websocket: WebSocket, waited: float) -> None:
+    """The one line a client that stopped reading costs the log."""
+    log.warning(
+        "cut off the %s WebSocket client %s: it accepted no message for %gs",
+        protocol,
+        client_of(websocket),
+        waited,
+    )
+
+
+async def close_stopped_reader(websocket: WebSocket) -> None:
+    """Close with 1008 a socket whose client stopped reading, without waiting on it: the close
+    frame queues behind what it left unread (the server aborts the connection later)."""
+    if websocket.client_state != WebSocketState.CONNECTED:
+        return
+    # Exception: gone meanwhile, whichever way Starlette reports it.
+    with anyio.move_on_after(CLOSE_TIMEOUT_S, shield=True), contextlib.suppress(Exception):
+        await websocket.close(1008, "client stopped reading")

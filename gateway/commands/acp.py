@@ -10,6 +10,7 @@ import argparse
 import asyncio
 import logging
 import os
+import stat
 import sys
 import threading
 from importlib.metadata import PackageNotFoundError, version
@@ -18,7 +19,13 @@ from typing import Any
 
 import anyio
 
-from gateway.commands.flags import LOOP_SETTINGS, add_log_level, add_loop_flags
+from gateway.commands.flags import (
+    LOOP_SETTINGS,
+    add_client_token_flags,
+    add_log_level,
+    add_loop_flags,
+    client_token,
+)
 from gateway.settings import load_settings
 
 SETTING_FLAGS = (*LOOP_SETTINGS, "journal", "workspace", "max_line_bytes")
@@ -34,7 +41,7 @@ def register(sub: argparse._SubParsersAction) -> None:  # type: ignore[type-arg]
         "stderr.",
     )
     p.add_argument("--server", help="attach to a running gateway, e.g. http://127.0.0.1:8000")
-    p.add_argument("--token", help="bearer token for --server (default: LOOPGATE_TOKEN)")
+    add_client_token_flags(p)
     add_loop_flags(p)
     p.add_argument(
         "--journal", help="'memory' (default) or 'sqlite:PATH' (sessions survive restarts)"
@@ -60,11 +67,11 @@ def main(args: argparse.Namespace) -> int:
         settings = load_settings(os.environ, {k: getattr(args, k) for k in SETTING_FLAGS})
         if args.context_size is not None and args.context_size <= 0:
             raise ValueError("--context-size must be positive")
+        token = client_token(args, os.environ)
     except ValueError as exc:
         print(f"loopgate acp: {exc}", file=sys.stderr)
         return 2
     protocol_out = _reserve_stdout()
-    token = args.token or os.environ.get("LOOPGATE_TOKEN")
     anyio.run(_serve, args, settings, protocol_out, token)
     return 0
 
@@ -84,7 +91,9 @@ async def _serve(args: argparse.Namespace, settings: Any, protocol_fd: int, toke
     from adapters.acp.server import serve_connection
 
     reader, writer = await _stdio_streams(protocol_fd, settings.max_line_bytes + 1)
-    transport = NdjsonTransport(reader, writer, settings.max_line_bytes)
+    transport = NdjsonTransport(
+        reader, writer, settings.max_line_bytes, max_depth=settings.max_json_depth
+    )
     options: dict[str, Any] = {
         "version": _version(),
         "context_size": args.context_size,
@@ -112,11 +121,12 @@ async def _stdio_streams(
 ) -> tuple[asyncio.StreamReader, asyncio.StreamWriter]:
     loop = asyncio.get_running_loop()
     reader = asyncio.StreamReader(limit=limit)
-    try:
-        await loop.connect_read_pipe(lambda: asyncio.StreamReaderProtocol(reader), sys.stdin)
-    except ValueError:
-        # stdin is a regular file (``loopgate acp < requests.jsonl``): feed it from a thread.
-        _feed_from_thread(loop, reader)
+    source: Any = sys.stdin
+    if not _is_pipe_like(sys.stdin.fileno()):
+        # stdin is a regular file (``loopgate acp < requests.jsonl``), which asyncio cannot
+        # watch: a thread copies it into a pipe, whose reading end is watched instead.
+        source = _pipe_from_thread(sys.stdin.buffer)
+    await loop.connect_read_pipe(lambda: asyncio.StreamReaderProtocol(reader), source)
     out = os.fdopen(protocol_fd, "wb", buffering=0)
     try:
         transport, protocol = await loop.connect_write_pipe(asyncio.streams.FlowControlMixin, out)
@@ -142,15 +152,27 @@ class _FileWriter:
         self.out.close()
 
 
-def _feed_from_thread(loop: asyncio.AbstractEventLoop, reader: asyncio.StreamReader) -> None:
-    def pump() -> None:
-        try:
-            while chunk := sys.stdin.buffer.read1(65536):
-                loop.call_soon_threadsafe(reader.feed_data, chunk)
-        finally:
-            loop.call_soon_threadsafe(reader.feed_eof)
+def _is_pipe_like(fd: int) -> bool:
+    mode = os.fstat(fd).st_mode
+    return stat.S_ISFIFO(mode) or stat.S_ISSOCK(mode) or stat.S_ISCHR(mode)
 
-    threading.Thread(target=pump, daemon=True).start()
+
+def _pipe_from_thread(source: Any) -> Any:
+    """The reading end of a pipe a thread fills from ``source``. The pipe is the back-pressure:
+    the thread blocks while the agent is not reading, so the file is never read into memory
+    ahead of the agent."""
+    read_fd, write_fd = os.pipe()
+
+    def copy() -> None:
+        with os.fdopen(write_fd, "wb", buffering=0) as sink:
+            try:
+                while chunk := source.read1(65536):
+                    sink.write(chunk)
+            except (BrokenPipeError, ValueError):
+                pass  # the agent stopped reading: it is exiting
+
+    threading.Thread(target=copy, daemon=True).start()
+    return os.fdopen(read_fd, "rb", buffering=0)
 
 
 def _version() -> str:

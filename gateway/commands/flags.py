@@ -3,6 +3,7 @@
 from __future__ import annotations
 
 import argparse
+from collections.abc import Mapping
 
 LOG_LEVELS = ["critical", "error", "warning", "info", "debug"]
 
@@ -89,3 +90,27 @@ def add_loop_flags(p: argparse.ArgumentParser) -> None:
 
 def add_log_level(p: argparse.ArgumentParser, default: str) -> None:
     p.add_argument("--log-level", default=default, choices=LOG_LEVELS)
+
+
+def add_client_token_flags(p: argparse.ArgumentParser) -> None:
+    """The token a command presents to a gateway it talks to (``--server``)."""
+    secret = p.add_mutually_exclusive_group()
+    secret.add_argument(
+        "--token",
+        help="bearer token for --server. Visible to every user of this machine in `ps`: "
+        "prefer --token-file or LOOPGATE_TOKEN",
+    )
+    secret.add_argument(
+        "--token-file", metavar="PATH", help="read the token for --server from this file"
+    )
+
+
+def client_token(args: argparse.Namespace, env: Mapping[str, str]) -> str | None:
+    """--token, else --token-file, else LOOPGATE_TOKEN (ValueError: an unreadable file)."""
+    from gateway.settings import read_token_file
+
+    if args.token:
+        return str(args.token)
+    if args.token_file:
+        return read_token_file(args.token_file)
+    return env.get("LOOPGATE_TOKEN") or None

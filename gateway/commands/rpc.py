@@ -58,6 +58,8 @@ def main(args: argparse.Namespace) -> int:
         limits = RpcLimits(
             max_message_bytes=settings.max_body_bytes,
             write_timeout_s=settings.write_timeout_s,
+            max_json_depth=settings.max_json_depth,
+            max_batch_response_bytes=settings.max_batch_response_bytes,
             **overrides,
         )
     except ValueError as exc:

@@ -19,12 +19,49 @@ def register(sub: argparse._SubParsersAction) -> None:  # type: ignore[type-arg]
     )
     p.add_argument("--host", help="address to listen on (default 127.0.0.1)")
     p.add_argument("--port", type=int, help="port (default 8000)")
-    p.add_argument("--token", help="bearer token every endpoint requires (required off-loopback)")
+    secret = p.add_mutually_exclusive_group()
+    secret.add_argument(
+        "--token",
+        help="bearer token every endpoint requires (required off-loopback). Visible to every "
+        "user of this machine in `ps`: prefer --token-file or LOOPGATE_TOKEN",
+    )
+    secret.add_argument(
+        "--token-file",
+        metavar="PATH",
+        help="read the bearer token from this file (or set LOOPGATE_TOKEN)",
+    )
     p.add_argument(
         "--allowed-origin",
         dest="allowed_origins",
         action="append",
         help="an Origin allowed to open WebSockets (repeatable; default: loopback origins)",
+    )
+    p.add_argument(
+        "--allowed-host",
+        dest="allowed_hosts",
+        action="append",
+        metavar="NAME[:PORT]",
+        help="a Host name served besides loopback ones, e.g. a proxy's (repeatable; '*' for "
+        "any). Without a token, other names get 421 (DNS rebinding)",
+    )
+    p.add_argument(
+        "--header-timeout",
+        dest="header_timeout_s",
+        type=float,
+        metavar="SECONDS",
+        help="close a connection whose request head has not arrived in this time (default 15)",
+    )
+    p.add_argument(
+        "--max-connections",
+        type=int,
+        help="open connections at most; new ones beyond are answered 503 (default 1000)",
+    )
+    p.add_argument(
+        "--write-timeout",
+        dest="write_timeout_s",
+        type=float,
+        metavar="SECONDS",
+        help="cut off a client that accepts no bytes for this long (default 30)",
     )
     add_loop_flags(p)
     p.add_argument(
@@ -88,7 +125,12 @@ SETTING_FLAGS = (
     "host",
     "port",
     "token",
+    "token_file",
     "allowed_origins",
+    "allowed_hosts",
+    "header_timeout_s",
+    "max_connections",
+    "write_timeout_s",
     "acp_remote_stdio_mcp",
     "openai_base_url",
     "openai_model",
@@ -117,4 +159,5 @@ def main(args: argparse.Namespace) -> int:
         print(f"loopgate serve: {exc}", file=sys.stderr)
         return 2
     server.run()
-    return 0
+    # A stop by signal exits as a process the signal ended would report it (130 for Ctrl-C).
+    return 128 + server.stopped_by if server.stopped_by else 0

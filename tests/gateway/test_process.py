@@ -3,6 +3,7 @@
 from __future__ import annotations
 
 import json
+import signal
 import threading
 import time
 from pathlib import Path
@@ -72,3 +73,13 @@ def test_a_crash_leaves_no_run_without_an_end(tmp_path: Path) -> None:
         events = envelopes(read_stream(base, run_id))
         assert [e["kind"] for e in events] == ["content_delta", "completion"]
         assert events[-1]["data"] == {"status": "failed", "reason": "server_restarted"}
+
+
+def test_a_signal_stops_the_server_with_128_plus_its_number() -> None:
+    """The exit status says which signal stopped the server, every time (it used to depend on
+    where asyncio's runner met the re-raised signal: 130 or 0)."""
+    for sig, status in [(signal.SIGINT, 130), (signal.SIGTERM, 143), (signal.SIGINT, 130)]:
+        with gateway_process() as (_, proc):
+            proc.send_signal(sig)
+            assert proc.wait(15) == status
+            assert proc.stderr is not None and b"Traceback" not in proc.stderr.read()

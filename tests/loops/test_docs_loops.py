@@ -44,7 +44,8 @@ def test_the_echo_loop_and_the_embedding_example(
     monkeypatch.setitem(sys.modules, "uvicorn", fake_uvicorn)
     exec(compile(embed, "docs/loops.md", "exec"), {})
     assert (served["host"], served["port"]) == ("127.0.0.1", 8000)
-    with TestClient(served["app"]) as client:
+    # The gateway serves loopback Host names only (DNS rebinding guard): not "testserver".
+    with TestClient(served["app"], base_url="http://localhost") as client:
         events = stream(client, "hi there")
     text = "".join(e["data"]["delta"] for e in events if e["kind"] == "content_delta")
     assert text == "You said: hi there "
