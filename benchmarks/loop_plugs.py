@@ -294,6 +294,9 @@ def settings_for(plug: str, n: int, http_url: str) -> Settings:
     limits = {
         "max_events_per_run": max(n, WARM_UP) + 100,
         "max_run_bytes": max(256 << 20, n * 256),
+        # Events held in memory (payload + 512 bytes each): a run of n deltas must fit.
+        "max_run_retained_bytes": max(64 << 20, n * 1024),
+        "max_retained_bytes": max(256 << 20, n * 1024),
         # Finished runs are dropped as the next ones start: memory stays flat.
         "max_runs": 1,
     }

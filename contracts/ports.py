@@ -82,6 +82,18 @@ class RunNotFound(LookupError):
         self.run_id = run_id
 
 
+class RunGone(RunNotFound):
+    """The run existed, but has finished and was dropped to stay within the gateway's memory
+    or retention bounds: 410, not 404. ``why`` says which bound."""
+
+    def __init__(self, run_id: str, why: str = "the gateway's retention bounds") -> None:
+        LookupError.__init__(
+            self, f"run {run_id!r} has finished and is no longer kept: it was dropped by {why}"
+        )
+        self.run_id = run_id
+        self.why = why
+
+
 class LimitReached(Exception):
     """Too many runs or subscribers; ``retry_after`` seconds is a hint for the client."""
 
@@ -157,7 +169,17 @@ class RunService(Protocol):
         ...
 
     async def push(self, run_id: str, event: LoopEvent) -> Envelope:
-        """Append an event from an external loop (ingest runs only)."""
+        """Append an event from an external loop (ingest runs only); returns once it is
+        committed to the journal (a durable journal: it survives the process)."""
+        ...
+
+    async def push_nowait(self, run_id: str, event: LoopEvent) -> Envelope:
+        """Like :meth:`push`, but returns as soon as the event has its seq. Acknowledge it
+        only after :meth:`wait_committed`: several pushes then share one commit."""
+        ...
+
+    async def wait_committed(self, run_id: str, seq: int) -> None:
+        """Return once the run's events up to ``seq`` are committed (subscribers see them)."""
         ...
 
     async def end_ingest(self, run_id: str) -> None:

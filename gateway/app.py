@@ -17,7 +17,7 @@ from starlette.routing import Route
 
 from adapters.shared.problem import problem_response
 from contracts.limits import EndpointLimits
-from gateway.auth import OriginGuard, TokenAuth
+from gateway.auth import HostGuard, OriginGuard, TokenAuth
 from gateway.hub import Hub
 from gateway.journal import open_journal
 from gateway.loop.types import ModelProvider
@@ -44,7 +44,8 @@ def build_hub(
         "ingest": IngestSource(settings.ingest_idle_timeout_s),
         "replay": ReplaySource(settings.replay_dir, settings.replay_max_gap_s),
     }
-    hub = Hub(settings, open_journal(settings.journal), sources, loop=agent_loop)
+    journal = open_journal(settings.journal, synchronous=settings.journal_synchronous)
+    hub = Hub(settings, journal, sources, loop=agent_loop)
     if telemetry is not None:
         telemetry.attach(hub)
     return hub
@@ -71,6 +72,8 @@ def endpoint_limits(settings: Settings) -> EndpointLimits:
         max_frame_bytes=settings.max_frame_bytes,
         keepalive_s=settings.keepalive_s,
         write_timeout_s=settings.write_timeout_s,
+        max_json_depth=settings.max_json_depth,
+        max_batch_response_bytes=settings.max_batch_response_bytes,
         allowed_origins=tuple(settings.allowed_origins),
         client_stdio_mcp=settings.acp_remote_stdio_mcp,
     )
@@ -139,4 +142,8 @@ def create_app(
             ],
             expose_headers=["location", "retry-after"],
         )
+    if settings.allowed_hosts or not settings.token:
+        # Outermost: a request for another site's name gets nothing, not even a preflight.
+        # With a token (a gateway on the network, reached by any name) it is off unless asked.
+        app.add_middleware(HostGuard, allowed=settings.allowed_hosts)
     return app

@@ -20,6 +20,7 @@ import anyio
 import httpx
 import msgspec
 
+from contracts.client_errors import ClientError, describe_input_error
 from contracts.contract import is_terminal_completion
 from contracts.envelope import Envelope, EnvelopeError, LoopEvent, decode_envelope
 from contracts.ports import (
@@ -136,7 +137,7 @@ def _decode(raw: str) -> Envelope:
     try:
         return decode_envelope(raw)
     except EnvelopeError as exc:
-        raise RemoteError(f"the gateway sent an invalid event: {exc}") from None
+        raise RemoteError(f"the gateway sent an invalid event: {exc.message}") from None
 
 
 def _detail(response: httpx.Response) -> str:
@@ -158,7 +159,8 @@ def raise_for_problem(response: httpx.Response, run_id: str | None = None) -> No
         raise RunNotFound(run_id)
     if status in (429, 503):
         retry = response.headers.get("retry-after", "1")
-        raise LimitReached(detail, int(retry) if retry.isdigit() else 1)
+        seconds = int(retry) if retry.isascii() and retry.isdigit() and len(retry) < 7 else 1
+        raise LimitReached(detail, seconds)
     if status == 409 and run_id is not None:
         if "already exists" in detail:
             raise RunExists(run_id)
@@ -166,7 +168,7 @@ def raise_for_problem(response: httpx.Response, run_id: str | None = None) -> No
             raise RunNotIngest(detail)
         raise RunFinished(run_id, None)
     if status in (400, 422):
-        raise ValueError(detail)
+        raise ClientError(detail)
     raise RemoteError(f"the gateway answered {status}: {detail}")
 
 
@@ -213,7 +215,7 @@ class RemoteService:
 
     async def start(self, request: StartRun) -> RunInfo:
         if request.client_tools:
-            raise ValueError("client tools cannot be offered through the gateway's HTTP API")
+            raise ClientError("client tools cannot be offered through the gateway's HTTP API")
         body = msgspec.to_builtins(request)  # defaults omitted: the server fills them in
         body.pop("traceparent", None)
         body.pop("tracestate", None)
@@ -318,4 +320,5 @@ def _run_info(data: Any) -> RunInfo:
     try:
         return msgspec.convert(data, RunInfo)
     except msgspec.ValidationError as exc:
-        raise RemoteError(f"the gateway sent an unexpected run description: {exc}") from None
+        detail = describe_input_error(exc)
+        raise RemoteError(f"the gateway sent an unexpected run description: {detail}") from None

@@ -21,7 +21,14 @@ class Settings(msgspec.Struct, kw_only=True, forbid_unknown_fields=True):
     port: int = 8000
     # Required when listening beyond loopback; checked as a bearer token on every endpoint.
     token: str | None = None
+    token_file: str | None = None  # the token read from a file (not visible in `ps`)
     allowed_origins: list[str] = msgspec.field(default_factory=list)
+    # Host header names (or name:port) accepted besides loopback ones (DNS rebinding guard).
+    allowed_hosts: list[str] = msgspec.field(default_factory=list)
+    # Hostile connections (docs/reliability.md): a request head must arrive within this; past
+    # max_connections open sockets, new ones are answered 503.
+    header_timeout_s: float = 15.0
+    max_connections: int = 1_000
 
     provider: Literal["scripted", "openai"] = "scripted"
     scripted_delay_s: float = 0.02
@@ -78,6 +85,19 @@ class Settings(msgspec.Struct, kw_only=True, forbid_unknown_fields=True):
     replay_max_gap_s: float = 5.0  # recorded pace never waits longer than this between events
     shutdown_grace_s: float = 5.0
     permission_timeout_s: float = 300.0  # an unanswered approval request is a rejection
+    # Hostile input (docs/reliability.md): JSON nested deeper than this is refused where it
+    # enters, with the protocol's parse error; a JSON-RPC response (a batch's, or one page of
+    # run.events) stops growing past max_batch_response_bytes: later items get an error.
+    max_json_depth: int = 128
+    max_batch_response_bytes: int = 8 << 20
+
+    # Memory bounded in bytes and the journal's promise (docs/reliability.md). An event held in
+    # memory counts as its encoded payload plus a fixed overhead (gateway.journal.base).
+    max_retained_bytes: int = 256 << 20  # events in memory, all runs; finished runs leave first
+    max_run_retained_bytes: int = 64 << 20  # one run's events; past it: failed / memory_limit
+    max_batch_bytes: int = 1 << 20  # one write to one client (a bigger single event goes alone)
+    max_dropped_ids: int = 10_000  # ids of dropped runs remembered: they answer 410, not 404
+    journal_synchronous: Literal["normal", "full"] = "normal"  # SQLite; full: fsync per commit
 
     # Telemetry (docs/telemetry.md). Traces go out over OTLP/HTTP when an endpoint is set here
     # (a base URL; /v1/traces is appended) or in OTEL_EXPORTER_OTLP_(TRACES_)ENDPOINT;
@@ -106,6 +126,10 @@ class Settings(msgspec.Struct, kw_only=True, forbid_unknown_fields=True):
             raise ValueError(f"give at most one of --loop, --loop-url, --loop-cmd (got {plugs})")
         if self.system_prompt and self.system_prompt_file:
             raise ValueError("give --system-prompt or --system-prompt-file, not both")
+        if self.token_file:
+            if self.token:
+                raise ValueError("give --token or --token-file, not both")
+            self.token = read_token_file(self.token_file)
         if not is_loopback(self.host) and not self.token:
             raise ValueError(
                 f"listening on {self.host} (beyond loopback) requires a token: "
@@ -134,6 +158,16 @@ def is_loopback(host: str) -> bool:
         return False
 
 
+def read_token_file(path: str) -> str:
+    try:
+        token = Path(path).read_text(encoding="utf-8").strip()
+    except (OSError, UnicodeDecodeError) as exc:
+        raise ValueError(f"cannot read the token file {path}: {exc.__class__.__name__}") from None
+    if not token or any(c.isspace() for c in token):
+        raise ValueError(f"the token file {path} must hold one token (no spaces), not empty")
+    return token
+
+
 def load_settings(env: Mapping[str, str], overrides: Mapping[str, Any] | None = None) -> Settings:
     """Defaults, then ``LOOPGATE_*`` variables, then explicit overrides (CLI flags)."""
     values: dict[str, Any] = {}
@@ -141,7 +175,12 @@ def load_settings(env: Mapping[str, str], overrides: Mapping[str, Any] | None = 
         raw = env.get(ENV_PREFIX + name.upper())
         if raw is not None:
             values[name] = _parse_env(name, raw)
-    values.update({k: v for k, v in (overrides or {}).items() if v is not None})
+    given = {k: v for k, v in (overrides or {}).items() if v is not None}
+    if "token" in given or "token_file" in given:
+        # A token given as a flag, in either form, replaces the environment's, in either form.
+        values.pop("token", None)
+        values.pop("token_file", None)
+    values.update(given)
     try:
         return msgspec.convert(values, Settings, strict=False)
     except msgspec.ValidationError as exc:
@@ -152,7 +191,7 @@ def _parse_env(name: str, raw: str) -> Any:
     field = next(f for f in msgspec.structs.fields(Settings) if f.name == name)
     if field.type in (str, str | None) or "Literal" in repr(field.type):
         return raw
-    if name in ("allowed_origins", "tools", "mcp_url"):
+    if name in ("allowed_origins", "allowed_hosts", "tools", "mcp_url"):
         return [o.strip() for o in raw.split(",") if o.strip()]
     if name == "mcp":
         # Commands contain spaces and commas: one per line.

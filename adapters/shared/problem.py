@@ -17,8 +17,10 @@ _TITLES = {
     405: "Method Not Allowed",
     406: "Not Acceptable",
     409: "Conflict",
+    410: "Gone",
     413: "Content Too Large",
     415: "Unsupported Media Type",
+    421: "Misdirected Request",
     422: "Unprocessable Content",
     429: "Too Many Requests",
     500: "Internal Server Error",
@@ -76,11 +78,16 @@ def from_problem(exc: HttpProblem) -> Response:
 
 
 def problem_for(exc: Exception) -> HttpProblem | None:
-    """The HTTP problem for a port exception, or None if it is not one of ours."""
+    """The HTTP problem for one of our exceptions, or None (the caller's 500, logged).
+
+    Its detail is our own words (contracts.client_errors): a bare ``ValueError`` is not ours,
+    it may be Python's ``invalid literal for int()``."""
+    from contracts.client_errors import client_message
     from contracts.ports import (
         LimitReached,
         RunExists,
         RunFinished,
+        RunGone,
         RunNotFound,
         RunNotIngest,
         RunTooLarge,
@@ -88,15 +95,18 @@ def problem_for(exc: Exception) -> HttpProblem | None:
 
     if isinstance(exc, HttpProblem):
         return exc
+    detail = client_message(exc)
+    if detail is None:
+        return None
+    if isinstance(exc, RunGone):
+        return HttpProblem(410, detail)
     if isinstance(exc, RunNotFound):
-        return HttpProblem(404, str(exc))
+        return HttpProblem(404, detail)
     if isinstance(exc, RunTooLarge):
-        return HttpProblem(413, str(exc))
+        return HttpProblem(413, detail)
     if isinstance(exc, LimitReached):
-        return HttpProblem(429, exc.detail, headers={"retry-after": str(exc.retry_after)})
+        return HttpProblem(429, detail, headers={"retry-after": str(exc.retry_after)})
     if isinstance(exc, RunExists | RunFinished | RunNotIngest):
-        return HttpProblem(409, str(exc))
-    if isinstance(exc, ValueError):
-        # Our ValueErrors carry user-facing validation messages (LoopConfig, replay names…).
-        return HttpProblem(422, str(exc))
-    return None
+        return HttpProblem(409, detail)
+    # ClientError: validation in our words (LoopConfig, replay names, envelopes…).
+    return HttpProblem(422, detail)

@@ -5,6 +5,7 @@ Every error is an RFC 9457 problem body with a ``detail`` that says what was wro
 
 from __future__ import annotations
 
+import logging
 import re
 from collections.abc import Awaitable, Callable
 from typing import Any, Literal
@@ -18,17 +19,29 @@ from starlette.websockets import WebSocket, WebSocketDisconnect
 
 from adapters.shared.body import decode_json, iter_lines, read_body
 from adapters.shared.endpoint import guarded
+from adapters.shared.numbers import cursor_param
+from adapters.shared.numbers import int_param as parse_int_param
 from adapters.shared.problem import HttpProblem, from_problem, problem_for
 from adapters.shared.stream import StreamResponse, keepalive_writer, pump, sse_writer
-from adapters.shared.ws import origin_allowed, refuse
+from adapters.shared.ws import (
+    CLOSE_TIMEOUT_S,
+    close_stopped_reader,
+    origin_allowed,
+    refuse,
+    report_cut_off,
+)
+from adapters.sse.acks import CommitAcks
 from adapters.sse.projector import render_events
+from contracts.client_errors import client_message
 from contracts.contract import contract_bytes, is_terminal_completion
 from contracts.envelope import EnvelopeError, decode_event
 from contracts.gateway_events import Decision
 from contracts.limits import EndpointLimits
 from contracts.messages import Message
+from contracts.oddities import OddityLog
 from contracts.ports import RunFinished, RunInfo, RunService, RunTooLarge, StartRun
 
+log = logging.getLogger("loopgate.ingest")
 JSON = "application/json"
 _RUN_ID = re.compile(r"[A-Za-z0-9_.:-]{1,128}")
 
@@ -92,25 +105,29 @@ def to_start_request(
 
 def cursor_from(request: Request) -> int:
     """``Last-Event-ID`` (set by a reconnecting EventSource) wins over ``?after=``."""
-    raw = request.headers.get("last-event-id") or request.query_params.get("after") or "0"
-    if not raw.isdigit():
-        raise HttpProblem(400, f"the resume cursor must be a non-negative integer, got {raw!r}")
-    return int(raw)
+    return cursor_param(request.headers.get("last-event-id") or request.query_params.get("after"))
 
 
 def int_param(request: Request, name: str, default: int, low: int, high: int) -> int:
-    raw = request.query_params.get(name)
-    if raw is None:
-        return default
-    if not raw.isdigit() or not low <= int(raw) <= high:
-        raise HttpProblem(400, f"{name} must be an integer from {low} to {high}, got {raw!r}")
-    return int(raw)
+    return parse_int_param(request.query_params.get(name), name, default, low, high)
+
+
+def ends_run(request: Request) -> bool:
+    """``?end=1``: the body is the rest of the run (its end is synthesised if it has none)."""
+    return request.query_params.get("end") in ("1", "true")
 
 
 def routes(service: RunService, limits: EndpointLimits) -> list[BaseRoute]:
+    # Odd payload fields of ingested events, logged once per run (not per request).
+    oddity_log = OddityLog(log)
+
     @guarded
     async def start_run(request: Request) -> Response:
-        body = decode_json(await read_body(request, limits.max_body_bytes), StartBody)
+        body = decode_json(
+            await read_body(request, limits.max_body_bytes),
+            StartBody,
+            max_depth=limits.max_json_depth,
+        )
         headers = request.headers
         start = to_start_request(body, headers.get("traceparent"), headers.get("tracestate"))
         info = await service.start(start)
@@ -158,28 +175,40 @@ def routes(service: RunService, limits: EndpointLimits) -> list[BaseRoute]:
         try:
             async for number, line in iter_lines(request, limits.max_line_bytes):
                 try:
-                    event = decode_event(line)
+                    event = decode_event(line, max_depth=limits.max_json_depth)
                 except EnvelopeError as exc:
+                    # Only a broken envelope (not JSON, no string kind, data not an object):
+                    # odd payload fields are carried through (contracts.oddities).
                     raise HttpProblem(
-                        422, f"line {number}: {exc}", extra={"line": number}
+                        422, f"line {number}: {exc.message}", extra={"line": number}
                     ) from None
                 try:
-                    last_seq = (await service.push(run_id, event)).seq
+                    # Acknowledged below, once committed: the whole body shares one commit.
+                    last_seq = (await service.push_nowait(run_id, event)).seq
                 except RunFinished as exc:
                     # The body went on after the run's terminal event.
                     raise HttpProblem(
-                        409, f"line {number}: {exc}", extra={"line": number}
+                        409,
+                        f"line {number}: run {exc.run_id!r} has already finished ({exc.status})",
+                        extra={"line": number},
                     ) from None
                 except RunTooLarge as exc:
                     raise HttpProblem(
-                        413, f"line {number}: {exc}", extra={"line": number}
+                        413, f"line {number}: {client_message(exc)}", extra={"line": number}
                     ) from None
+                oddity_log.note(run_id, event.kind, event.data)
                 accepted += 1
         except HttpProblem as exc:
+            if last_seq is not None:
+                await service.wait_committed(run_id, last_seq)
             exc.extra.update({"accepted": accepted, "last_seq": last_seq})
             exc.detail += f" ({accepted} earlier events were accepted and kept)"
+            # The run stays open for a corrected retry (even with ?end=1: the body did not
+            # arrive whole); if none comes, the ingest idle timeout ends it, failed.
             raise
-        if request.query_params.get("end") in ("1", "true"):
+        if last_seq is not None:
+            await service.wait_committed(run_id, last_seq)
+        if ends_run(request):
             await service.end_ingest(run_id)
         info = await service.get(run_id)
         return json_response({"accepted": accepted, "last_seq": last_seq, "run": run_json(info)})
@@ -191,13 +220,21 @@ def routes(service: RunService, limits: EndpointLimits) -> list[BaseRoute]:
 
     @guarded
     async def steer_run(request: Request) -> Response:
-        body = decode_json(await read_body(request, limits.max_body_bytes), SteerBody)
+        body = decode_json(
+            await read_body(request, limits.max_body_bytes),
+            SteerBody,
+            max_depth=limits.max_json_depth,
+        )
         result = await service.steer(request.path_params["run_id"], body.content)
         return json_response(msgspec.to_builtins(result), 202 if result.accepted else 200)
 
     @guarded
     async def respond(request: Request) -> Response:
-        body = decode_json(await read_body(request, limits.max_body_bytes), RespondBody)
+        body = decode_json(
+            await read_body(request, limits.max_body_bytes),
+            RespondBody,
+            max_depth=limits.max_json_depth,
+        )
         result = await service.respond(
             request.path_params["run_id"], body.request_id, body.decision
         )
@@ -207,7 +244,7 @@ def routes(service: RunService, limits: EndpointLimits) -> list[BaseRoute]:
         return Response(contract_bytes(), media_type=JSON)
 
     async def ingest_socket(websocket: WebSocket) -> None:
-        await serve_ingest_socket(websocket, service, limits)
+        await serve_ingest_socket(websocket, service, limits, oddity_log)
 
     return [
         Route("/v1/runs", start_run, methods=["POST"]),
@@ -224,7 +261,10 @@ def routes(service: RunService, limits: EndpointLimits) -> list[BaseRoute]:
 
 
 async def serve_ingest_socket(
-    websocket: WebSocket, service: RunService, limits: EndpointLimits
+    websocket: WebSocket,
+    service: RunService,
+    limits: EndpointLimits,
+    oddities: OddityLog | None = None,
 ) -> None:
     """One LoopEvent per text frame in; errors and commands (cancel, steer) out as JSON frames.
 
@@ -242,28 +282,46 @@ async def serve_ingest_socket(
         return
     await websocket.accept()
     send_lock = anyio.Lock()
+    # What a client that stops reading ends: the reader (which writes errors itself, so reads
+    # no further while one cannot be written), the relay and the acks. One log line, 1008.
+    cut = anyio.CancelScope()
 
     async def send(message: dict[str, Any]) -> None:
         async with send_lock:
-            await websocket.send_text(msgspec.json.encode(message).decode())
+            with anyio.move_on_after(limits.write_timeout_s) as timer:
+                await websocket.send_text(msgspec.json.encode(message).decode())
+        if timer.cancelled_caught and not cut.cancel_called:
+            report_cut_off(log, "ingest", websocket, limits.write_timeout_s)
+            cut.cancel()
 
     async def relay_commands() -> None:
         async with service.command_channel(run_id) as commands:
             async for command in commands:
                 await send({"type": "command", **command})
 
+    acks = None
+    if websocket.query_params.get("ack") in ("1", "true"):
+        acks = CommitAcks(service, run_id, send)
     try:
-        async with anyio.create_task_group() as tg:
-            tg.start_soon(relay_commands)
-            await receive_events(websocket, service, run_id, limits, send)
-            tg.cancel_scope.cancel()
+        with cut:
+            async with anyio.create_task_group() as tg:
+                tg.start_soon(relay_commands)
+                if acks is not None:
+                    tg.start_soon(acks.run)
+                await receive_events(
+                    websocket, service, run_id, limits, send, oddities or OddityLog(log), acks
+                )
+                tg.cancel_scope.cancel()
     except* (WebSocketDisconnect, RunFinished):
         pass
     finally:
         with anyio.CancelScope(shield=True):
             await service.end_ingest(run_id)
-    if websocket.client_state.name == "CONNECTED":
-        await websocket.close()
+    if cut.cancel_called:
+        await close_stopped_reader(websocket)
+    elif websocket.client_state.name == "CONNECTED":
+        with anyio.move_on_after(CLOSE_TIMEOUT_S):
+            await websocket.close()
 
 
 async def receive_events(
@@ -272,6 +330,8 @@ async def receive_events(
     run_id: str,
     limits: EndpointLimits,
     send: Callable[[dict[str, Any]], Awaitable[None]],
+    oddities: OddityLog,
+    acks: CommitAcks | None = None,
 ) -> None:
     frame = 0
     while True:
@@ -285,13 +345,23 @@ async def receive_events(
             await send({"type": "error", "frame": frame, "detail": detail})
             continue
         try:
-            env = await service.push(run_id, decode_event(raw))
+            event = decode_event(raw, max_depth=limits.max_json_depth)
+            env = await service.push_nowait(run_id, event)
         except EnvelopeError as exc:
-            await send({"type": "error", "frame": frame, "detail": str(exc)})
+            await send({"type": "error", "frame": frame, "detail": exc.message})
             continue
-        except (RunFinished, RunTooLarge) as exc:
-            await send({"type": "error", "frame": frame, "detail": str(exc)})
+        except RunFinished as exc:
+            detail = f"run {exc.run_id!r} has already finished ({exc.status})"
+            await send({"type": "error", "frame": frame, "detail": detail})
             return
+        except RunTooLarge as exc:
+            await send({"type": "error", "frame": frame, "detail": client_message(exc)})
+            return
+        oddities.note(run_id, event.kind, event.data)
         if is_terminal_completion(env.kind, env.data):
+            # `end` acknowledges every frame before it: only once they are committed.
+            await service.wait_committed(run_id, env.seq)
             await send({"type": "end", "frame": frame, "seq": env.seq})
             return
+        if acks is not None:
+            acks.pushed(frame, env.seq)

@@ -7,12 +7,14 @@ import time
 import uuid
 from collections.abc import AsyncIterator, Awaitable, Callable, Mapping
 from contextlib import asynccontextmanager
+from functools import partial
 from typing import Any, NamedTuple, NoReturn, Protocol
 
 import anyio
 import msgspec
 from anyio.abc import TaskGroup
 
+from contracts.client_errors import ClientError
 from contracts.contract import is_terminal_completion
 from contracts.envelope import Envelope, LoopEvent
 from contracts.loop import AgentLoop
@@ -24,6 +26,7 @@ from contracts.ports import (
     LimitReached,
     RunExists,
     RunFinished,
+    RunGone,
     RunInfo,
     RunNotFound,
     RunNotIngest,
@@ -31,7 +34,7 @@ from contracts.ports import (
     StartRun,
 )
 from gateway.hub.run import Producer, Run, RunSubscription, new_record
-from gateway.journal.base import Journal
+from gateway.journal.base import EVENT_OVERHEAD_BYTES, Journal, RunRecord
 from gateway.settings import Settings
 from gateway.sources.ingest import IngestProducer
 
@@ -40,7 +43,6 @@ log = logging.getLogger("loopgate.hub")
 # How often (in events) a run checks its subscribers' lag: cheap enough for the hot path,
 # frequent enough that a stuck client is noticed long before memory matters.
 LAG_CHECK_EVERY = 64
-FLUSH_INTERVAL_S = 0.05
 SWEEP_INTERVAL_S = 1.0
 COMMAND_BUFFER = 64
 _encode = msgspec.json.Encoder().encode
@@ -77,6 +79,8 @@ class HubStats(NamedTuple):
     events_accepted: int
     # consumer (the adapter: "sse", "agui", "acp", "rpc", …) → open subscriptions
     subscribers: dict[str, int]
+    # event bytes held in memory, counted as max_retained_bytes counts them
+    retained_bytes: int = 0
 
 
 class Hub:
@@ -103,6 +107,13 @@ class Hub:
         # flush to its worker).
         self.services: list[Callable[[], Awaitable[None]]] = []
         self._runs: dict[str, Run] = {}
+        # Finished runs holding events in memory, oldest end first: the first to leave.
+        self._hot_finished: dict[str, Run] = {}
+        # Ids of runs dropped for good (they answer 410, not 404), oldest first; bounded.
+        self._gone: dict[str, str] = {}
+        self._retained = 0
+        self._durable = journal.durable
+        journal.on_commit = self._committed
         self._active = 0
         self._started = 0
         self._accepted = 0
@@ -115,14 +126,20 @@ class Hub:
         interrupted = await self.journal.open()
         for record in interrupted:
             # A previous process died with these runs open: give them their terminal event.
-            run = Run(record, await self.journal.load_events(record.id))
-            self._runs[run.id] = run
+            # Its seq follows the last committed one, and no client saw more than that.
+            run = await self._load_hot(record)
             self._active += 1
             self.publish(run, "completion", {"status": "failed", "reason": "server_restarted"})
+            await self.journal.flush()
+            # One at a time, then read back from the journal like any finished run: however
+            # many were open, a restart never holds more than one of them in memory.
+            self._drop(run, None)
+        await self.journal.flush()
         if self.loop is not None:
             await self.loop.start()
         self._tg = anyio.create_task_group()
         await self._tg.__aenter__()
+        self._tg.start_soon(self.journal.writer)
         self._tg.start_soon(self._housekeeping)
         for service in self.services:
             self._tg.start_soon(service)
@@ -161,15 +178,10 @@ class Hub:
             await self.journal.flush()
 
     async def _housekeeping(self) -> None:
-        last_sweep = 0.0
         while True:
-            await anyio.sleep(FLUSH_INTERVAL_S)
+            await anyio.sleep(SWEEP_INTERVAL_S)
             try:
-                await self.journal.flush()
-                now = time.monotonic()
-                if now - last_sweep >= SWEEP_INTERVAL_S:
-                    last_sweep = now
-                    await self._sweep()
+                await self._sweep()
             except Exception:
                 log.exception("journal housekeeping failed; retrying")
 
@@ -178,30 +190,105 @@ class Hub:
         cutoff = self.clock() - int(s.max_run_age_s * 1e9)
         finished = [r for r in self._runs.values() if r.finished and not r.subscribers]
         finished.sort(key=lambda r: r.record.finished_at or 0)
-        keep = s.max_runs if not self.journal.durable else min(s.max_runs, s.cache_runs)
+        keep = s.max_runs if not self._durable else min(s.max_runs, s.cache_runs)
         excess = len(finished) - keep
         for i, run in enumerate(finished):
-            if i < excess or (run.record.finished_at or 0) < cutoff:
-                del self._runs[run.id]
-        await self.journal.prune(keep=s.max_runs, older_than_ns=cutoff)
+            old = (run.record.finished_at or 0) < cutoff
+            if (i < excess or old) and run.visible_seq >= run.last_seq:
+                # A durable journal still has the run (until it prunes it, below).
+                why = f"max_run_age_s ({s.max_run_age_s:g} s)" if old else f"max_runs ({keep})"
+                self._drop(run, None if self._durable else why)
+        doomed = await self.journal.prune(keep=s.max_runs, older_than_ns=cutoff)
+        for run_id in doomed:
+            run = self._runs.get(run_id)
+            if run is not None and run.finished and not run.subscribers:
+                self._drop(run, None)
+            self._remember_gone(run_id, "retention (max_runs, max_run_age_s)")
+
+    # --- memory -------------------------------------------------------------------------
+
+    def _admit(self, run: Run) -> None:
+        self._runs[run.id] = run
+        self._retained += run.retained
+        if run.finished and run.retained:
+            self._hot_finished[run.id] = run
+
+    def _drop(self, run: Run, gone: str | None) -> None:
+        """Let go of a finished run's memory; ``gone`` says why it is gone for good (410)."""
+        if self._runs.get(run.id) is run:
+            del self._runs[run.id]
+            self._retained -= run.retained
+        self._hot_finished.pop(run.id, None)
+        run.release()
+        if gone is not None:
+            self._remember_gone(run.id, gone)
+
+    def _remember_gone(self, run_id: str, why: str) -> None:
+        self._gone.pop(run_id, None)
+        self._gone[run_id] = why
+        while len(self._gone) > self.settings.max_dropped_ids:
+            del self._gone[next(iter(self._gone))]
+
+    def _make_room(self, needed: int) -> bool:
+        """Drop finished runs, oldest first, until ``needed`` more bytes fit the total."""
+        limit = self.settings.max_retained_bytes
+        if self._retained + needed <= limit:
+            return True
+        why = f"max_retained_bytes ({limit} bytes of events in memory)"
+        for run in list(self._hot_finished.values()):
+            # Watched runs stay until their readers are done; a durable run waits for its
+            # last commit (it is read back from the journal once it is out of memory).
+            if run.subscribers or run.visible_seq < run.last_seq:
+                continue
+            self._drop(run, None if self._durable else why)
+            if self._retained + needed <= limit:
+                return True
+        return False
+
+    def _committed(self, marks: Mapping[str, int]) -> None:
+        """The journal committed these runs' events up to these seqs: show them."""
+        runs = self._runs
+        for run_id, seq in marks.items():
+            run = runs.get(run_id)
+            if run is not None and seq > run.committed:
+                run.committed = seq
+                run.notify()
 
     # --- the producer side (hot path) ---------------------------------------------------
 
-    def publish(self, run: Run, kind: str, data: dict[str, Any]) -> Envelope:
-        """Append one event to the run's journal and wake its subscribers. Never blocks."""
+    def publish(
+        self, run: Run, kind: str, data: dict[str, Any], encoded: bytes | None = None
+    ) -> Envelope:
+        """Append one event to the run's journal and wake its subscribers. Never blocks.
+
+        ``encoded`` is ``data`` already encoded, if the caller has it. With a durable journal
+        subscribers are woken when the event is committed, not here."""
         if run.finished:
             raise RunFinished(run.id, run.record.status)
-        events = run.events
-        seq = len(events) + 1
+        s = self.settings
+        seq = len(run.events) + 1
         terminal = kind == "completion" and is_terminal_completion(kind, data)
-        if seq >= self.settings.max_events_per_run and not terminal:
-            # The last slot is kept for the terminal event, so even a runaway run ends cleanly.
-            limit = self.settings.max_events_per_run
-            self._end_too_large(run, "event_limit", f"the limit of {limit} events")
+        if encoded is None:
+            encoded = _encode(data)
+        size = len(encoded) + EVENT_OVERHEAD_BYTES
+        retained = run.retained + size
+        # The terminal event always fits (it is small), so even a runaway run ends cleanly.
+        if not terminal and (
+            seq >= s.max_events_per_run
+            or retained > s.max_run_retained_bytes
+            or self._retained + size > s.max_retained_bytes
+        ):
+            self._admit_or_end(run, seq, size)
         env = Envelope(run.id, seq, self.clock(), kind, data)
-        events.append(env)
+        run.events.append(env)
+        run.retained = retained
+        run.ends.append(retained)
+        self._retained += size
         self._accepted += 1
-        self.journal.record_event(env)
+        if self._durable:
+            self.journal.record_event(env, encoded)
+        else:
+            run.committed = seq
         if terminal:
             # Before the observers see the terminal event: they may want the run's end first.
             self._finish(run, data.get("status"))
@@ -212,8 +299,30 @@ class Hub:
         if not terminal and not seq % LAG_CHECK_EVERY and run.subscribers:
             for sub in [s for s in run.subscribers if s.lagging()]:
                 sub.cut()
-        run.notify()
+        if not self._durable:
+            run.notify()
         return env
+
+    def _admit_or_end(self, run: Run, seq: int, size: int) -> None:
+        """An event past a bound: room is made for it by dropping finished runs, or the run
+        ends (RunTooLarge)."""
+        s = self.settings
+        if seq >= s.max_events_per_run:
+            limit = s.max_events_per_run
+            self._end_too_large(run, "event_limit", f"the limit of {limit} events")
+        if run.retained + size > s.max_run_retained_bytes:
+            limit = s.max_run_retained_bytes
+            self._end_too_large(
+                run, "memory_limit", f"the limit of {limit} bytes of events held for one run"
+            )
+        if not self._make_room(size):
+            limit = s.max_retained_bytes
+            self._end_too_large(
+                run,
+                "memory_limit",
+                f"the gateway's limit of {limit} bytes of events held in memory, "
+                "with every finished run already dropped",
+            )
 
     def _end_too_large(self, run: Run, reason: str, limit: str) -> NoReturn:
         message = f"run {run.id} reached {limit}"
@@ -232,6 +341,8 @@ class Hub:
         record.finished_at = self.clock()
         record.last_seq = run.last_seq
         self._active -= 1
+        if self._runs.get(run.id) is run:
+            self._hot_finished[run.id] = run
         for hook in run.on_finish:
             hook(run)
         self.journal.record_run(record)
@@ -244,10 +355,11 @@ class Hub:
             raise LimitReached("the server is shutting down", retry_after=5)
         source = self.sources.get(request.source)
         if source is None:
-            raise ValueError(f"unknown source {request.source!r}")
+            raise ClientError(f"unknown source {request.source!r}")
         run_id = request.run_id or f"run_{uuid.uuid4().hex}"
         if run_id in self._runs or await self.journal.load_run(run_id) is not None:
             raise RunExists(run_id)
+        self._gone.pop(run_id, None)
         if self._active >= self.settings.max_active_runs:
             raise LimitReached(
                 f"too many active runs (limit {self.settings.max_active_runs}); retry later"
@@ -266,13 +378,16 @@ class Hub:
         run = Run(record)
         for observe in self.run_observers:
             observe(run)
-        self._runs[run_id] = run
+        self._admit(run)
         self._active += 1
         self._started += 1
         self.journal.record_run(record)
         run.producer = source.producer(self, run, prepared)
         assert self._tg is not None
         self._tg.start_soon(self._produce, run, run.producer)
+        # A created run survives a crash (its events may not have yet: they get their own
+        # commits, and an ingest push is acknowledged only after its commit).
+        await self.journal.flush()
         return run.info()
 
     async def _produce(self, run: Run, producer: Producer) -> None:
@@ -286,8 +401,6 @@ class Hub:
             self.end_producer(run, "producer_failed")
         finally:
             self.end_producer(run)
-            with anyio.CancelScope(shield=True):
-                await self.journal.flush()
 
     async def get(self, run_id: str) -> RunInfo:
         return (await self._load(run_id)).info()
@@ -300,8 +413,7 @@ class Hub:
         }
         for record in await self.journal.list_runs(limit, thread_id):
             if record.id not in infos:
-                infos[record.id] = Run(record).info()
-                infos[record.id].last_seq = record.last_seq
+                infos[record.id] = self._cold(record).info()
         return sorted(infos.values(), key=lambda i: i.created_at, reverse=True)[:limit]
 
     async def cancel(self, run_id: str) -> CommandResult:
@@ -344,6 +456,11 @@ class Hub:
         return CommandResult(run_id=run_id, accepted=refusal is None, detail=refusal or accepted)
 
     async def push(self, run_id: str, event: LoopEvent) -> Envelope:
+        env = await self.push_nowait(run_id, event)
+        await self._wait_committed(self._runs.get(run_id), env.seq)
+        return env
+
+    async def push_nowait(self, run_id: str, event: LoopEvent) -> Envelope:
         run = await self._load(run_id)
         if run.record.source != "ingest":
             raise RunNotIngest(f"run {run_id!r} is produced by its {run.record.source} source")
@@ -352,17 +469,28 @@ class Hub:
         run.last_push_ns = self.clock()
         # Loop runs are bounded by their own limits (previews, not whole results); what an
         # external loop pushes is bounded here, by its encoded size.
-        run.ingested_bytes += len(_encode(event.data))
+        encoded = _encode(event.data)
+        run.ingested_bytes += len(encoded)
         if run.ingested_bytes > self.settings.max_run_bytes:
             limit = self.settings.max_run_bytes
             self._end_too_large(run, "byte_limit", f"the limit of {limit} bytes of events")
-        return self.publish(run, event.kind, event.data)
+        return self.publish(run, event.kind, event.data, encoded)
+
+    async def wait_committed(self, run_id: str, seq: int) -> None:
+        await self._wait_committed(await self._load(run_id), seq)
+
+    async def _wait_committed(self, run: Run | None, seq: int) -> None:
+        if run is None or run.committed < seq:
+            # Everything recorded before this call is committed when it returns (the
+            # writer's group commit, or this call's own if the writer is busy or gone).
+            await self.journal.flush()
 
     async def end_ingest(self, run_id: str) -> None:
         run = await self._load(run_id)
         if run.record.source != "ingest":
             raise RunNotIngest(f"run {run_id!r} is produced by its {run.record.source} source")
         self.end_producer(run)
+        await self._wait_committed(run, run.last_seq)
 
     @asynccontextmanager
     async def command_channel(self, run_id: str) -> AsyncIterator[AsyncIterator[dict[str, Any]]]:
@@ -389,7 +517,9 @@ class Hub:
     ) -> list[Envelope]:
         run = await self._load(run_id)
         start = max(after, 0)
-        end = None if limit is None else start + limit
+        if run.pages is not None:
+            return await self.journal.load_events(run_id, after=start, limit=limit)
+        end = run.committed if limit is None else min(run.committed, start + limit)
         return run.events[start:end]
 
     @asynccontextmanager
@@ -403,7 +533,12 @@ class Hub:
                 "subscribers"
             )
         sub = RunSubscription(
-            run, after, self.settings.subscriber_max_lag, self.settings.max_batch, consumer
+            run,
+            after,
+            self.settings.subscriber_max_lag,
+            self.settings.max_batch,
+            consumer,
+            max_batch_bytes=self.settings.max_batch_bytes,
         )
         run.subscribers.add(sub)
         for observe in self.subscription_observers:
@@ -427,7 +562,7 @@ class Hub:
         for run in list(self._runs.values()):
             for sub in list(run.subscribers):
                 subscribers[sub.consumer] = subscribers.get(sub.consumer, 0) + 1
-        return HubStats(self._active, self._started, self._accepted, subscribers)
+        return HubStats(self._active, self._started, self._accepted, subscribers, self._retained)
 
     def run(self, run_id: str) -> Run:
         """The in-memory run (for sources and tests); RunNotFound if not loaded."""
@@ -442,7 +577,31 @@ class Hub:
             return run
         record = await self.journal.load_run(run_id)
         if record is None:
+            why = self._gone.get(run_id)
+            if why is not None:
+                raise RunGone(run_id, why)
             raise RunNotFound(run_id)
-        run = Run(msgspec.structs.replace(record), await self.journal.load_events(run_id))
-        self._runs[run_id] = run
+        run = self._runs.get(run_id)  # loaded by someone else meanwhile
+        if run is not None:
+            return run
+        record = msgspec.structs.replace(record)
+        if record.state == "finished":
+            # Served from the journal page by page: a finished run is never loaded whole.
+            run = self._cold(record)
+            self._admit(run)
+            return run
+        return await self._load_hot(record)
+
+    def _cold(self, record: RunRecord) -> Run:
+        return Run(record, pages=partial(self._page, record.id))
+
+    async def _page(self, run_id: str, after: int, limit: int, max_bytes: int) -> list[Envelope]:
+        return await self.journal.load_events(run_id, after=after, limit=limit, max_bytes=max_bytes)
+
+    async def _load_hot(self, record: RunRecord) -> Run:
+        """A running run from the journal (one a previous process left open), in memory."""
+        events = await self.journal.load_events(record.id)
+        sizes = [len(_encode(e.data)) + EVENT_OVERHEAD_BYTES for e in events]
+        run = Run(record, events, sizes)
+        self._admit(run)
         return run

@@ -1,15 +1,22 @@
 """Where runs are kept beyond the hub's memory."""
 
-from gateway.journal.base import Journal, RunRecord
+from gateway.journal.base import EVENT_OVERHEAD_BYTES, Journal, RunRecord
 from gateway.journal.memory import MemoryJournal
-from gateway.journal.sqlite import SqliteJournal
+from gateway.journal.sqlite import SqliteJournal, Synchronous
 
 
-def open_journal(spec: str) -> Journal:
-    """``memory`` or ``sqlite:PATH``."""
+def open_journal(spec: str, *, synchronous: Synchronous = "normal") -> Journal:
+    """``memory`` or ``sqlite:PATH``; ``synchronous`` is SQLite's (``normal`` or ``full``)."""
     if spec == "memory":
         return MemoryJournal()
-    return SqliteJournal(spec.removeprefix("sqlite:"))
+    return SqliteJournal(spec.removeprefix("sqlite:"), synchronous=synchronous)
 
 
-__all__ = ["Journal", "MemoryJournal", "RunRecord", "SqliteJournal", "open_journal"]
+__all__ = [
+    "EVENT_OVERHEAD_BYTES",
+    "Journal",
+    "MemoryJournal",
+    "RunRecord",
+    "SqliteJournal",
+    "open_journal",
+]

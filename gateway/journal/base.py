@@ -1,12 +1,15 @@
 """The durable tier of the journal.
 
-The hub keeps every event of the runs it holds in memory (the hot journal: appends are a list
-append, catch-up is a slice). A ``Journal`` makes runs outlive the process and the hub's cache:
-``record_*`` are write-behind and never block the producer; ``load_*`` bring runs back.
+The hub keeps the events of the runs it holds in memory (the hot journal: appends are a list
+append, catch-up is a slice). A ``Journal`` makes runs outlive the process and the hub's memory:
+``record_*`` never block the producer; ``flush`` returns once everything recorded before it is
+committed; ``writer`` commits in the background (group commit) and reports each commit through
+``on_commit``, so the hub can show subscribers only what a crash cannot take back.
 """
 
 from __future__ import annotations
 
+from collections.abc import Callable, Mapping
 from typing import Any, Protocol
 
 import msgspec
@@ -14,6 +17,15 @@ import msgspec
 from contracts.envelope import Envelope
 from contracts.messages import Message
 from contracts.ports import RunSource, RunState
+
+# What one retained event costs beyond its encoded payload: the Envelope, its data dict, the
+# ints and strings in them, the list slot and the byte-offset slot. Measured with tracemalloc
+# on decoded ingest events: 431 bytes for a content_delta, 508 for a 4 KB tool result, 681 for
+# a tool call with nested arguments.
+EVENT_OVERHEAD_BYTES = 512
+
+# A commit's news: run id -> the highest seq of that run now committed.
+CommitListener = Callable[[Mapping[str, int]], None]
 
 
 class RunRecord(msgspec.Struct, kw_only=True):
@@ -30,7 +42,10 @@ class RunRecord(msgspec.Struct, kw_only=True):
 
 
 class Journal(Protocol):
+    # True when what ``flush`` commits survives the process (the hub then waits for commits
+    # before it acknowledges pushes or shows events to subscribers).
     durable: bool
+    on_commit: CommitListener | None
 
     async def open(self) -> list[RunRecord]:
         """Prepare storage; return runs left ``running`` by a previous process."""
@@ -38,15 +53,31 @@ class Journal(Protocol):
 
     def record_run(self, record: RunRecord) -> None: ...
 
-    def record_event(self, envelope: Envelope) -> None: ...
+    def record_event(self, envelope: Envelope, data: bytes) -> None:
+        """``data`` is the payload already encoded (the hub encodes it once, to count it)."""
+        ...
+
+    async def writer(self) -> None:
+        """Commit whatever is recorded, as soon as the previous commit is done; forever."""
+        ...
 
     async def flush(self) -> None:
-        """Make everything recorded so far durable."""
+        """Return once everything recorded before the call is committed."""
         ...
 
     async def load_run(self, run_id: str) -> RunRecord | None: ...
 
-    async def load_events(self, run_id: str) -> list[Envelope]: ...
+    async def load_events(
+        self,
+        run_id: str,
+        *,
+        after: int = 0,
+        limit: int | None = None,
+        max_bytes: int | None = None,
+    ) -> list[Envelope]:
+        """Committed events after seq ``after``; at most ``limit`` of them and, beyond the
+        first, at most ``max_bytes`` counted as the hub counts them."""
+        ...
 
     async def list_runs(self, limit: int, thread_id: str | None = None) -> list[RunRecord]:
         """Newest first."""

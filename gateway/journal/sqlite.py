@@ -1,22 +1,46 @@
-"""SQLite journal: embedded, durable, write-behind.
+"""SQLite journal: embedded, durable, group commit.
 
-Appends are buffered in memory and written in batches by ``flush`` (the hub calls it on a short
-interval and whenever a run finishes), so the producer never waits on the disk. One connection,
-used from worker threads under a lock; WAL so reads do not block the writer.
+``record_*`` only queue. The hub runs ``writer``, which commits whatever is queued as soon as
+the previous commit is done — one transaction for every push that arrived meanwhile, so a
+busy gateway commits in big batches and a quiet one in small ones, with no fixed delay.
+``flush`` lets a caller wait for its own events (an ingest push before its acknowledgement).
+
+What a commit promises: WAL with ``synchronous=NORMAL`` (the default) survives the process
+dying (``kill -9``, a crash, the OOM killer): the commit is in the operating system's hands.
+It may not survive power loss or a kernel crash, which can take back the last transactions
+(never corrupt the file). ``synchronous=FULL`` syncs the WAL on every commit, which survives
+those too at the cost of an fsync per group commit.
+
+A small commit (at most ``INLINE_MAX_ROWS`` rows and ``INLINE_MAX_BYTES``) with
+``synchronous=NORMAL`` runs on the event loop itself: it is a few inserts and one ``write()``
+into the page cache (13 µs of CPU for one row, 34 for ten), less than handing it to a worker
+thread costs (≈ 50 µs of CPU, and two wake-ups). Whatever may wait on the disk runs in worker
+threads: bigger commits, every commit with ``synchronous=FULL`` (an fsync each), and
+checkpoints. Automatic checkpoints are off; a task checkpoints between two commits once enough
+has been written (commits wait for it, the event loop does not), so the next commit starts the
+log from its beginning again.
+
+Two connections, each under its own lock: the writer's and the readers' (WAL lets a reader see
+the last commit while the writer adds the next).
 """
 
 from __future__ import annotations
 
+import logging
 import sqlite3
 import threading
 from pathlib import Path
-from typing import Any
+from typing import Any, Literal
 
 import anyio
 import msgspec
 
 from contracts.envelope import Envelope
-from gateway.journal.base import RunRecord
+from gateway.journal.base import EVENT_OVERHEAD_BYTES, CommitListener, RunRecord
+
+log = logging.getLogger("loopgate.journal")
+
+Synchronous = Literal["normal", "full"]
 
 _SCHEMA = """
 CREATE TABLE IF NOT EXISTS runs (
@@ -43,18 +67,37 @@ _encode = msgspec.json.Encoder().encode
 _decode_record = msgspec.json.Decoder(RunRecord).decode
 _decode_data = msgspec.json.Decoder(dict[str, Any]).decode
 
+# (run_id, seq, ts, kind, encoded data): a row as executemany takes it.
+Row = tuple[str, int, int, str, bytes]
+
+RETRY_MAX_S = 1.0
+CLOSE_FLUSH_S = 10.0
+INLINE_MAX_ROWS = 256
+INLINE_MAX_BYTES = 64 << 10
+# WAL bytes between checkpoints: about SQLite's own default (1,000 pages of 4 KiB).
+CHECKPOINT_BYTES = 4 << 20
+
 
 class SqliteJournal:
     durable = True
 
-    def __init__(self, path: str) -> None:
+    def __init__(self, path: str, *, synchronous: Synchronous = "normal") -> None:
         self.path = path
+        self.synchronous = synchronous
+        self.on_commit: CommitListener | None = None
         self._conn: sqlite3.Connection | None = None
+        self._reader: sqlite3.Connection | None = None
         self._lock = threading.Lock()
+        self._read_lock = threading.Lock()
+        self._unchecked = 0  # bytes committed since the last checkpoint
+        self._checkpoint_due = anyio.Event()
+        # What is queued for the next commit: the batch of generation ``_filling``.
         self._runs: dict[str, RunRecord] = {}
-        self._events: list[Envelope] = []
-        # Two overlapping flushes could write an older run record after a newer one.
-        self._flush_lock = anyio.Lock()
+        self._rows: list[Row] = []
+        self._filling = 1
+        self._committed = 0
+        self._commit_lock = anyio.Lock(fast_acquire=True)
+        self._work = anyio.Event()
 
     async def open(self) -> list[RunRecord]:
         await anyio.to_thread.run_sync(self._open_sync)
@@ -65,46 +108,141 @@ class SqliteJournal:
         Path(self.path).parent.mkdir(parents=True, exist_ok=True)
         conn = sqlite3.connect(self.path, check_same_thread=False, isolation_level=None)
         conn.execute("PRAGMA journal_mode=WAL")
-        conn.execute("PRAGMA synchronous=NORMAL")
+        conn.execute(f"PRAGMA synchronous={self.synchronous.upper()}")
+        # A checkpoint fsyncs: never inside a commit, which may run on the event loop.
+        conn.execute("PRAGMA wal_autocheckpoint=0")
         conn.executescript(_SCHEMA)
         self._conn = conn
+        self._reader = sqlite3.connect(self.path, check_same_thread=False, isolation_level=None)
+
+    # --- writing --------------------------------------------------------------------------
 
     def record_run(self, record: RunRecord) -> None:
         self._runs[record.id] = msgspec.structs.replace(record)
+        self._work.set()
 
-    def record_event(self, envelope: Envelope) -> None:
-        self._events.append(envelope)
+    def record_event(self, envelope: Envelope, data: bytes) -> None:
+        self._rows.append((envelope.run_id, envelope.seq, envelope.ts, envelope.kind, data))
+        self._work.set()
+
+    async def writer(self) -> None:
+        async with anyio.create_task_group() as tg:
+            tg.start_soon(self._checkpoints)
+            while True:
+                await self._work.wait()
+                self._work = anyio.Event()
+                await self._commit()
+
+    async def _checkpoints(self) -> None:
+        while True:
+            await self._checkpoint_due.wait()
+            self._checkpoint_due = anyio.Event()
+            # Between two commits: a log that was copied whole is then started over, which
+            # it cannot be if the writer keeps adding to it while the copy runs.
+            async with self._commit_lock:
+                self._unchecked = 0
+                try:
+                    await anyio.to_thread.run_sync(self._checkpoint_sync)
+                except Exception:
+                    log.exception("journal checkpoint failed; the next one will try again")
+
+    def _checkpoint_sync(self) -> None:
+        with self._lock:
+            self._connection().execute("PRAGMA wal_checkpoint(PASSIVE)").fetchall()
 
     async def flush(self) -> None:
-        async with self._flush_lock:
-            if not self._runs and not self._events:
-                return
-            runs, self._runs = list(self._runs.values()), {}
-            events, self._events = self._events, []
-            await anyio.to_thread.run_sync(self._write, runs, events)
+        # Everything recorded so far is in the queued batch or in the one being committed.
+        ticket = self._filling if (self._runs or self._rows) else self._filling - 1
+        while self._committed < ticket:
+            await self._commit(ticket)
 
-    def _write(self, runs: list[RunRecord], events: list[Envelope]) -> None:
-        conn = self._connection()
+    async def _commit(self, ticket: int | None = None) -> None:
+        async with self._commit_lock:
+            delay = 0.05
+            while True:
+                if ticket is not None and self._committed >= ticket:
+                    return
+                if not self._runs and not self._rows:
+                    return
+                if self._conn is None:
+                    # Closed (a late caller at shutdown): retrying would wait forever.
+                    raise RuntimeError("the journal is closed; these events were not committed")
+                runs, self._runs = list(self._runs.values()), {}
+                rows, self._rows = self._rows, []
+                generation = self._filling
+                self._filling += 1
+                try:
+                    size = self._inline_size(rows)
+                    if size is not None and self._lock.acquire(blocking=False):
+                        try:
+                            self._write_locked(runs, rows)
+                        finally:
+                            self._lock.release()
+                    else:
+                        # A commit that has started finishes: its events are in the hub's
+                        # memory and must reach the disk whoever stopped waiting for them.
+                        with anyio.CancelScope(shield=True):
+                            await anyio.to_thread.run_sync(self._write, runs, rows)
+                        size = sum(len(row[4]) for row in rows)
+                except Exception:
+                    log.exception("journal commit failed; retrying in %.2f s", delay)
+                    self._requeue(runs, rows)
+                    await anyio.sleep(delay)
+                    delay = min(delay * 2, RETRY_MAX_S)
+                    continue
+                self._committed = generation
+                self._unchecked += size
+                if self._unchecked >= CHECKPOINT_BYTES:
+                    self._checkpoint_due.set()
+                if self.on_commit is not None:
+                    marks: dict[str, int] = {}
+                    for row in rows:
+                        marks[row[0]] = row[1]
+                    self.on_commit(marks)
+                return
+
+    def _requeue(self, runs: list[RunRecord], rows: list[Row]) -> None:
+        """Put a failed batch back in front of what was queued since (which is newer)."""
+        merged = {r.id: r for r in runs}
+        merged.update(self._runs)
+        self._runs = merged
+        self._rows = rows + self._rows
+        self._work.set()
+
+    def _inline_size(self, rows: list[Row]) -> int | None:
+        """The bytes of a commit small enough for the event loop, or None."""
+        if self.synchronous != "normal" or len(rows) > INLINE_MAX_ROWS:
+            return None
+        size = sum(len(row[4]) for row in rows)
+        return size if size <= INLINE_MAX_BYTES else None
+
+    def _write(self, runs: list[RunRecord], rows: list[Row]) -> None:
         with self._lock:
-            conn.execute("BEGIN")
-            try:
-                conn.executemany(
-                    "INSERT OR IGNORE INTO events (run_id, seq, ts, kind, data) VALUES (?,?,?,?,?)",
-                    [(e.run_id, e.seq, e.ts, e.kind, _encode(e.data)) for e in events],
-                )
-                conn.executemany(
-                    "INSERT INTO runs (id, thread_id, record, state, created_at, finished_at) "
-                    "VALUES (?,?,?,?,?,?) ON CONFLICT(id) DO UPDATE SET record=excluded.record, "
-                    "state=excluded.state, finished_at=excluded.finished_at",
-                    [
-                        (r.id, r.thread_id, _encode(r), r.state, r.created_at, r.finished_at)
-                        for r in runs
-                    ],
-                )
-                conn.execute("COMMIT")
-            except BaseException:
-                conn.execute("ROLLBACK")
-                raise
+            self._write_locked(runs, rows)
+
+    def _write_locked(self, runs: list[RunRecord], rows: list[Row]) -> None:
+        conn = self._connection()
+        conn.execute("BEGIN")
+        try:
+            conn.executemany(
+                "INSERT OR IGNORE INTO events (run_id, seq, ts, kind, data) VALUES (?,?,?,?,?)",
+                rows,
+            )
+            conn.executemany(
+                "INSERT INTO runs (id, thread_id, record, state, created_at, finished_at) "
+                "VALUES (?,?,?,?,?,?) ON CONFLICT(id) DO UPDATE SET record=excluded.record, "
+                "state=excluded.state, finished_at=excluded.finished_at",
+                [
+                    (r.id, r.thread_id, _encode(r), r.state, r.created_at, r.finished_at)
+                    for r in runs
+                ],
+            )
+            conn.execute("COMMIT")
+        except BaseException:
+            conn.execute("ROLLBACK")
+            raise
+
+    # --- reading --------------------------------------------------------------------------
 
     async def load_run(self, run_id: str) -> RunRecord | None:
         pending = self._runs.get(run_id)
@@ -113,15 +251,40 @@ class SqliteJournal:
         rows = await self._query("SELECT record FROM runs WHERE id = ?", (run_id,))
         return _decode_record(rows[0][0]) if rows else None
 
-    async def load_events(self, run_id: str) -> list[Envelope]:
-        await self.flush()
-        rows = await self._query(
-            "SELECT seq, ts, kind, data FROM events WHERE run_id = ? ORDER BY seq", (run_id,)
-        )
-        return [Envelope(run_id, seq, ts, kind, _decode_data(data)) for seq, ts, kind, data in rows]
+    async def load_events(
+        self,
+        run_id: str,
+        *,
+        after: int = 0,
+        limit: int | None = None,
+        max_bytes: int | None = None,
+    ) -> list[Envelope]:
+        return await anyio.to_thread.run_sync(self._events_sync, run_id, after, limit, max_bytes)
+
+    def _events_sync(
+        self, run_id: str, after: int, limit: int | None, max_bytes: int | None
+    ) -> list[Envelope]:
+        sql = "SELECT seq, ts, kind, data FROM events WHERE run_id = ? AND seq > ? ORDER BY seq"
+        params: tuple[Any, ...] = (run_id, after)
+        if limit is not None:
+            sql += " LIMIT ?"
+            params += (limit,)
+        out: list[Envelope] = []
+        total = 0
+        with self._read_lock:
+            # Stepped row by row: a page bounded in bytes reads no more rows than it keeps.
+            cursor = self._reading().execute(sql, params)
+            try:
+                for seq, ts, kind, data in cursor:
+                    total += len(data) + EVENT_OVERHEAD_BYTES
+                    if out and max_bytes is not None and total > max_bytes:
+                        break
+                    out.append(Envelope(run_id, seq, ts, kind, _decode_data(data)))
+            finally:
+                cursor.close()
+        return out
 
     async def list_runs(self, limit: int, thread_id: str | None = None) -> list[RunRecord]:
-        await self.flush()
         if thread_id is None:
             sql, params = "SELECT record FROM runs ORDER BY created_at DESC LIMIT ?", (limit,)
         else:
@@ -129,6 +292,8 @@ class SqliteJournal:
             params = (thread_id, limit)  # type: ignore[assignment]
         rows = await self._query(sql, params)
         return [_decode_record(r[0]) for r in rows]
+
+    # --- retention ------------------------------------------------------------------------
 
     async def delete(self, run_ids: list[str]) -> None:
         if run_ids:
@@ -143,7 +308,6 @@ class SqliteJournal:
             conn.execute("COMMIT")
 
     async def prune(self, *, keep: int, older_than_ns: int) -> list[str]:
-        await self.flush()
         rows = await self._query(
             "SELECT id FROM runs WHERE state = 'finished' AND (finished_at < ? OR id NOT IN "
             "(SELECT id FROM runs ORDER BY created_at DESC LIMIT ?))",
@@ -156,14 +320,21 @@ class SqliteJournal:
     async def aclose(self) -> None:
         if self._conn is None:
             return
-        await self.flush()
+        with anyio.move_on_after(CLOSE_FLUSH_S) as timer:
+            await self.flush()
+        if timer.cancelled_caught:
+            log.error("journal: %d events could not be committed before closing", len(self._rows))
         conn, self._conn = self._conn, None
+        reader, self._reader = self._reader, None
+        if reader is not None:
+            await anyio.to_thread.run_sync(reader.close)
+        # The last connection to close checkpoints what is left in the log.
         await anyio.to_thread.run_sync(conn.close)
 
     async def _query(self, sql: str, params: tuple[Any, ...]) -> list[tuple[Any, ...]]:
         def run() -> list[tuple[Any, ...]]:
-            with self._lock:
-                return self._connection().execute(sql, params).fetchall()
+            with self._read_lock:
+                return self._reading().execute(sql, params).fetchall()
 
         return await anyio.to_thread.run_sync(run)
 
@@ -171,3 +342,8 @@ class SqliteJournal:
         if self._conn is None:
             raise RuntimeError("journal is not open")
         return self._conn
+
+    def _reading(self) -> sqlite3.Connection:
+        if self._reader is None:
+            raise RuntimeError("journal is not open")
+        return self._reader

@@ -175,7 +175,7 @@ def test_a_client_that_never_reads_is_cut_off_while_a_fast_one_finishes() -> Non
         stuck = socket.socket()
         stuck.setsockopt(socket.SOL_SOCKET, socket.SO_RCVBUF, 4096)
         stuck.connect(("127.0.0.1", int(base.rsplit(":", 1)[1])))
-        stuck.sendall(f"GET /v1/runs/{run_id}/events HTTP/1.1\r\nHost: x\r\n\r\n".encode())
+        stuck.sendall(f"GET /v1/runs/{run_id}/events HTTP/1.1\r\nHost: 127.0.0.1\r\n\r\n".encode())
         time.sleep(0.2)
         assert httpx.get(f"{base}/v1/runs/{run_id}").json()["subscribers"] == 1
 
@@ -214,11 +214,12 @@ def test_ingest_ndjson_keeps_the_valid_prefix_and_names_the_bad_line(gateway: st
     def body() -> Iterator[bytes]:  # streamed with chunked transfer encoding
         yield (json.dumps(delta("a")) + "\n").encode()
         yield (json.dumps(delta("b")) + "\n\n").encode()
-        yield b'{"kind": "content_delta", "data": {"delta": 5}}\n'
+        # Only a broken envelope is refused (odd payload fields are carried: tests/tolerance).
+        yield b'{"kind": "content_delta", "data": [5]}\n'
         yield (json.dumps(delta("never")) + "\n").encode()
 
     response = httpx.post(f"{gateway}/v1/runs/{run_id}/events", content=body())
-    problem = assert_problem(response, 422, "line 4", "data.delta", "2 earlier events")
+    problem = assert_problem(response, 422, "line 4", "`data`", "2 earlier events")
     assert problem["line"] == 4 and problem["accepted"] == 2 and problem["last_seq"] == 2
     response = push(gateway, run_id, [delta("c")], end=True)
     assert response.status_code == 200 and response.json()["accepted"] == 1
@@ -239,9 +240,9 @@ def test_ingest_over_websocket_with_commands(gateway: str) -> None:
     url = gateway.replace("http", "ws") + f"/v1/runs/{run_id}/ingest"
     with ws_client.connect(url) as ws:
         ws.send(json.dumps(delta("hello ")))
-        ws.send('{"kind": "tool_call_start", "data": {"id": 1}}')
+        ws.send('{"kind": "tool_call_start", "data": 1}')
         error = json.loads(ws.recv(timeout=5))
-        assert error["type"] == "error" and error["frame"] == 2 and "data.id" in error["detail"]
+        assert error["type"] == "error" and error["frame"] == 2 and "`data`" in error["detail"]
         ws.send(json.dumps({"kind": "my.custom", "data": {"anything": [1, 2]}}))
         steer = httpx.post(f"{gateway}/v1/runs/{run_id}/steer", json={"content": "go left"})
         assert steer.status_code == 202
@@ -334,7 +335,6 @@ def test_errors_have_problem_bodies() -> None:
         assert_problem(post(b'{"input": 5}'), 422, "`input`")
         assert_problem(post(b'{"inptu": "hi"}'), 422, "unknown field `inptu`")
         assert_problem(post(b'{"input": "hi", "config": {"max_rounds": 0}}'), 422, "max_rounds")
-        assert_problem(post(b'{"input": "hi", "config": {"nope": 1}}'), 422, "nope")
         assert_problem(post(b'{"replay": "../../etc/passwd"}'), 422, "recording")
         assert_problem(post(b'{"source": "ingest", "replay": "x"}'), 422, "not both")
         assert_problem(post(b'{"input": "' + b"x" * 2000 + b'"}'), 413, "1000 bytes")
@@ -460,7 +460,7 @@ def test_a_stalled_client_is_cut_off_by_the_write_timeout_and_can_resume(
         stuck = socket.socket()
         stuck.setsockopt(socket.SOL_SOCKET, socket.SO_RCVBUF, 4096)
         stuck.connect(("127.0.0.1", int(base.rsplit(":", 1)[1])))
-        stuck.sendall(f"GET /v1/runs/{run_id}/events HTTP/1.1\r\nHost: x\r\n\r\n".encode())
+        stuck.sendall(f"GET /v1/runs/{run_id}/events HTTP/1.1\r\nHost: 127.0.0.1\r\n\r\n".encode())
         blob = "z" * 10_000
         for _ in range(6):
             push(base, run_id, [delta(blob) for _ in range(100)])
