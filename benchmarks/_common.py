@@ -55,6 +55,39 @@ def server_process(
             proc.kill()
 
 
+class ProcStats:
+    """What /proc says of one process: memory (now and its peak) and CPU time."""
+
+    def __init__(self, pid: int) -> None:
+        self.pid = pid
+
+    def status_mib(self, key: str) -> float:
+        for line in Path(f"/proc/{self.pid}/status").read_text().splitlines():
+            if line.startswith(key + ":"):
+                return int(line.split()[1]) / 1024
+        raise RuntimeError(f"no {key} for process {self.pid}")
+
+    def rss(self) -> float:
+        return self.status_mib("VmRSS")
+
+    def reset_peak(self) -> None:
+        Path(f"/proc/{self.pid}/clear_refs").write_text("5")
+
+    def peak(self) -> float:
+        return self.status_mib("VmHWM")
+
+    def cpu_s(self) -> float:
+        return proc_cpu_s(self.pid)
+
+
+def proc_cpu_s(pid: int | None) -> float:
+    """utime + stime of a process (all its threads), in seconds; 0 for none."""
+    if pid is None:
+        return 0.0
+    fields = Path(f"/proc/{pid}/stat").read_text().rsplit(")", 1)[1].split()
+    return (int(fields[11]) + int(fields[12])) / os.sysconf("SC_CLK_TCK")
+
+
 def rss_kib(pid: int) -> int:
     for line in Path(f"/proc/{pid}/status").read_text().splitlines():
         if line.startswith("VmRSS:"):

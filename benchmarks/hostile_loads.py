@@ -30,34 +30,18 @@ from pathlib import Path
 
 import httpx
 
-from benchmarks._common import REPO, free_port, table
+from benchmarks._common import REPO, ProcStats, free_port, table
 
 
 @dataclass
-class Child:
+class Child(ProcStats):
     base: str
     port: int
     proc: subprocess.Popen[bytes]
     log_path: Path
 
-    def status_mib(self, key: str) -> float:
-        for line in Path(f"/proc/{self.proc.pid}/status").read_text().splitlines():
-            if line.startswith(key + ":"):
-                return int(line.split()[1]) / 1024
-        raise RuntimeError(f"no {key}")
-
-    def rss(self) -> float:
-        return self.status_mib("VmRSS")
-
-    def reset_peak(self) -> None:
-        Path(f"/proc/{self.proc.pid}/clear_refs").write_text("5")
-
-    def peak(self) -> float:
-        return self.status_mib("VmHWM")
-
-    def cpu_s(self) -> float:
-        fields = Path(f"/proc/{self.proc.pid}/stat").read_text().rsplit(")", 1)[1].split()
-        return (int(fields[11]) + int(fields[12])) / os.sysconf("SC_CLK_TCK")
+    def __post_init__(self) -> None:
+        ProcStats.__init__(self, self.proc.pid)
 
     def log(self) -> str:
         return self.log_path.read_text(errors="replace")

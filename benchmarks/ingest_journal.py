@@ -26,12 +26,11 @@ import time
 from collections.abc import Iterator
 from contextlib import ExitStack
 from dataclasses import dataclass, field
-from pathlib import Path
 
 import anyio
 import httpx
 
-from benchmarks._common import table
+from benchmarks._common import proc_cpu_s, table
 from benchmarks.memory_loads import Server, serve
 from contracts.envelope import LoopEvent
 from contracts.ports import StartRun
@@ -63,12 +62,6 @@ class Sample:
 
 
 Results = dict[str, dict[str, list[Sample]]]  # case → journal → samples
-
-
-def proc_cpu_s(pid: int) -> float:
-    fields = Path(f"/proc/{pid}/stat").read_text().rsplit(")", 1)[1].split()
-    ticks = int(fields[11]) + int(fields[12])  # utime + stime, all threads
-    return ticks / 100  # USER_HZ
 
 
 # --- (a) HTTP NDJSON -----------------------------------------------------------------------

@@ -58,7 +58,13 @@ import anyio  # noqa: E402
 import anyio.lowlevel  # noqa: E402
 import msgspec  # noqa: E402
 
-from benchmarks._common import free_port, percentile, server_process, table  # noqa: E402
+from benchmarks._common import (  # noqa: E402
+    free_port,
+    percentile,
+    proc_cpu_s,
+    server_process,
+    table,
+)
 from contracts.ports import StartRun  # noqa: E402
 from gateway.app import build_hub  # noqa: E402
 from gateway.hub import Hub  # noqa: E402
@@ -74,7 +80,6 @@ LINES_PER_WRITE = 256
 WARM_UP = 1_000  # deltas of each plug's first, unmeasured run
 TARGET_EVENTS_S = 100_000
 TARGET_P99_MS = 2.0
-CLK_TCK = os.sysconf("SC_CLK_TCK")
 
 _encode = msgspec.json.Encoder().encode
 
@@ -238,14 +243,6 @@ def stdio_child() -> None:
 
 
 # --- the gateway side ---------------------------------------------------------------------------
-
-
-def proc_cpu_s(pid: int | None) -> float:
-    """utime + stime of a process, in seconds (0 for none: an in-process loop)."""
-    if pid is None:
-        return 0.0
-    fields = Path(f"/proc/{pid}/stat").read_text().rsplit(")", 1)[1].split()
-    return (int(fields[11]) + int(fields[12])) / CLK_TCK
 
 
 def child_pid(marker: str) -> int:

@@ -17,11 +17,10 @@ import time
 from collections.abc import Iterator
 from contextlib import contextmanager
 from dataclasses import dataclass
-from pathlib import Path
 
 import httpx
 
-from benchmarks._common import REPO, free_port
+from benchmarks._common import REPO, ProcStats, free_port
 
 MIB = 1 << 20
 # One ingest line under the default max_line_bytes (2 MiB), as in the measurement.
@@ -38,25 +37,10 @@ class Phase:
 
 
 @dataclass
-class Server:
+class Server(ProcStats):
     base: str
     pid: int
     port: int
-
-    def status(self, key: str) -> float:
-        for line in Path(f"/proc/{self.pid}/status").read_text().splitlines():
-            if line.startswith(key + ":"):
-                return int(line.split()[1]) / 1024
-        raise RuntimeError(f"no {key}")
-
-    def rss(self) -> float:
-        return self.status("VmRSS")
-
-    def reset_peak(self) -> None:
-        Path(f"/proc/{self.pid}/clear_refs").write_text("5")
-
-    def peak(self) -> float:
-        return self.status("VmHWM")
 
 
 @contextmanager
