@@ -80,9 +80,10 @@ class Handler(BaseHTTPRequestHandler):
             for kind, data in toy_loop(body["input"], run):
                 self.wfile.write(json.dumps({"kind": kind, "data": data}).encode() + b"\n")
         except (BrokenPipeError, ConnectionResetError):
+            del runs[body["run_id"]]  # gone before we say so: later commands find no run
             print(f"run {body['run_id']}: connection closed, run stopped", file=sys.stderr)
-        finally:
-            del runs[body["run_id"]]
+            return
+        del runs[body["run_id"]]
 
 
 if __name__ == "__main__":
