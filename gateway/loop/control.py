@@ -21,24 +21,21 @@ class TurnControl:
         if max_steer_chars <= 0:
             raise ValueError(f"max_steer_chars must be positive, got {max_steer_chars}")
         self.max_steer_chars = max_steer_chars
-        self._cancelled = anyio.Event()
+        self._cancelled = False
         self._scopes: list[anyio.CancelScope] = []
         self._steers: list[str] = []
 
     @property
     def cancelled(self) -> bool:
-        return self._cancelled.is_set()
+        return self._cancelled
 
     def cancel(self) -> None:
         """Stop the turn's model and tool work now; idempotent."""
-        if self._cancelled.is_set():
+        if self._cancelled:
             return
-        self._cancelled.set()
+        self._cancelled = True
         for scope in self._scopes:
             scope.cancel()
-
-    async def wait_cancelled(self) -> None:
-        await self._cancelled.wait()
 
     def steer(self, text: str) -> None:
         """Queue a steering message; the loop appends it as a user message at the next round."""
@@ -63,7 +60,7 @@ class TurnControl:
     def attach(self, scope: anyio.CancelScope) -> None:
         """Let ``cancel()`` reach the turn's work; a cancel that came first applies at once."""
         self._scopes.append(scope)
-        if self._cancelled.is_set():
+        if self._cancelled:
             scope.cancel()
 
     def detach(self, scope: anyio.CancelScope) -> None:

@@ -24,19 +24,19 @@ class Action(msgspec.Struct, frozen=True, kw_only=True, tag_field="action", tag=
         return str(type(self).__struct_config__.tag)
 
 
-class Proceed(Action):
+class Proceed(Action, frozen=True):
     pass
 
 
-class Reject(Action):
+class Reject(Action, frozen=True):
     reason: str = ""
 
 
-class Fail(Action):
+class Fail(Action, frozen=True):
     pass
 
 
-class Retry(Action):
+class Retry(Action, frozen=True):
     """``on_request_error``: retry after ``delay_ms``. ``before_completion``: append
     ``message`` as a user nudge and run another round."""
 
@@ -44,23 +44,23 @@ class Retry(Action):
     message: str = ""
 
 
-class Accept(Action):
+class Accept(Action, frozen=True):
     pass
 
 
-class Narrate(Action):
+class Narrate(Action, frozen=True):
     text: str = ""
 
 
-class Continue(Action):
+class Continue(Action, frozen=True):
     pass
 
 
-class Suspend(Action):
+class Suspend(Action, frozen=True):
     reason: str = ""
 
 
-class Stop(Action):
+class Stop(Action, frozen=True):
     reason: str = ""
 
 

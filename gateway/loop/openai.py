@@ -8,28 +8,29 @@ sanitised ``error.message`` from the server's JSON error.
 
 from __future__ import annotations
 
+import enum
 import math
-import re
-from collections.abc import AsyncIterator, Iterator, Mapping
+from collections.abc import AsyncGenerator, AsyncIterator, Mapping
 from contextlib import AsyncExitStack, aclosing
-from typing import Any
+from typing import Any, Literal, cast
 from urllib.parse import urlsplit
 
 import anyio
 import httpx
 import msgspec
 
-from contracts.messages import Message, ToolSpec
-from gateway.loop.types import (
-    FinishChunk,
-    ModelChunk,
-    ModelRequest,
-    ProviderError,
-    ReasoningChunk,
-    TextChunk,
-    ToolCallChunk,
-    UsageChunk,
+from gateway.loop.openai_wire import (
+    RETRYABLE_STATUS,
+    chunk_decoder,
+    delta_chunks,
+    error_detail,
+    message_to_wire,
+    stream_error,
+    tool_to_wire,
+    usage_chunk,
 )
+from gateway.loop.sse_decoder import SSEDecoder
+from gateway.loop.types import FinishChunk, ModelChunk, ModelRequest, ProviderError, UsageChunk
 
 __all__ = ["DEFAULT_MAX_RESPONSE_BYTES", "OpenAIProvider", "SSEDecoder"]
 
@@ -37,148 +38,6 @@ __all__ = ["DEFAULT_MAX_RESPONSE_BYTES", "OpenAIProvider", "SSEDecoder"]
 DEFAULT_MAX_RESPONSE_BYTES = 64 * 1024 * 1024
 
 _MAX_ERROR_BODY_BYTES = 64 * 1024
-_MAX_ERROR_MESSAGE_CHARS = 200
-_RETRYABLE_STATUS = frozenset({408, 429})
-
-# --- SSE framing ----------------------------------------------------------------------------
-
-
-class SSEDecoder:
-    """Incremental decoder for the ``data`` of server-sent events (WHATWG ``text/event-stream``).
-
-    Feed it bytes as they arrive; it returns the data of each complete event. Lines may end in
-    LF, CRLF or a lone CR, split anywhere across feeds. Comments and fields other than ``data``
-    are ignored (``event``/``id``/``retry`` mean nothing to a chat-completions stream).
-    """
-
-    def __init__(self) -> None:
-        self._buffer = bytearray()
-        self._data: list[bytes] = []
-        # A CR at the very end of a feed may be the first half of a CRLF split across feeds.
-        self._pending_cr = False
-
-    def feed(self, chunk: bytes) -> list[bytes]:
-        if self._pending_cr and chunk.startswith(b"\n"):
-            chunk = chunk[1:]
-        self._pending_cr = False
-        self._buffer += chunk
-        events: list[bytes] = []
-        for line in self._complete_lines():
-            event = self._process_line(line)
-            if event is not None:
-                events.append(event)
-        return events
-
-    def close(self) -> list[bytes]:
-        """End of stream: dispatch a last event that lacks its blank line.
-
-        The spec discards such an event; real servers sometimes end on ``data: [DONE]\\n``, so
-        a last *complete* line is honoured. An unterminated line is a truncated one: dropped.
-        """
-        self._buffer.clear()
-        event = b"\n".join(self._data)
-        self._data = []
-        return [event] if event else []
-
-    def _complete_lines(self) -> Iterator[bytes]:
-        buf = self._buffer
-        start = 0
-        while True:
-            cr = buf.find(b"\r", start)
-            lf = buf.find(b"\n", start)
-            if cr == -1 and lf == -1:
-                break
-            if lf != -1 and (cr == -1 or lf < cr):
-                yield bytes(buf[start:lf])
-                start = lf + 1
-                continue
-            yield bytes(buf[start:cr])
-            if cr + 1 < len(buf):
-                start = cr + 2 if buf[cr + 1] == 0x0A else cr + 1
-            else:
-                start = cr + 1
-                self._pending_cr = True
-        del buf[:start]
-
-    def _process_line(self, line: bytes) -> bytes | None:
-        if not line:
-            event = b"\n".join(self._data)
-            self._data = []
-            # As the spec says: an event whose data is empty is not dispatched.
-            return event or None
-        if line.startswith(b":"):
-            return None
-        field, sep, value = line.partition(b":")
-        if field != b"data":
-            return None
-        if sep and value.startswith(b" "):
-            value = value[1:]
-        self._data.append(value)
-        return None
-
-
-# --- wire types (decoding only; unknown fields are ignored) -----------------------------------
-
-
-class _Function(msgspec.Struct):
-    name: str | None = None
-    # Some servers send a parsed object instead of the JSON text the API specifies.
-    arguments: str | dict[str, Any] | None = None
-
-
-class _ToolCallDelta(msgspec.Struct):
-    index: int | None = None
-    id: str | None = None
-    function: _Function | None = None
-
-
-class _Delta(msgspec.Struct):
-    content: str | None = None
-    reasoning_content: str | None = None
-    reasoning: str | None = None
-    tool_calls: list[_ToolCallDelta] | None = None
-
-
-class _Choice(msgspec.Struct):
-    index: int = 0
-    delta: _Delta | None = None
-    finish_reason: str | None = None
-
-
-class _CompletionDetails(msgspec.Struct):
-    reasoning_tokens: int | None = None
-
-
-class _Usage(msgspec.Struct):
-    prompt_tokens: int | None = None
-    completion_tokens: int | None = None
-    total_tokens: int | None = None
-    completion_tokens_details: _CompletionDetails | None = None
-
-
-class _ErrorBody(msgspec.Struct):
-    message: Any = None
-    code: Any = None
-
-
-class _Chunk(msgspec.Struct):
-    choices: list[_Choice] | None = None
-    usage: _Usage | None = None
-    # OpenRouter, vLLM and others report failures mid-stream as ``data: {"error": {...}}``.
-    error: _ErrorBody | str | None = None
-
-
-class _ErrorResponse(msgspec.Struct):
-    error: _ErrorBody | str | None = None
-    # vLLM's older shape: {"object": "error", "message": "...", "code": 400}
-    message: Any = None
-
-
-_chunk_decoder = msgspec.json.Decoder(_Chunk)
-_error_decoder = msgspec.json.Decoder(_ErrorResponse)
-
-
-# --- the provider ---------------------------------------------------------------------------
 
 
 class OpenAIProvider:
@@ -269,12 +128,12 @@ class OpenAIProvider:
         """The JSON body sent to ``/chat/completions`` for ``request``."""
         body: dict[str, Any] = {
             "model": self.model,
-            "messages": [_message_to_wire(m) for m in request.messages],
+            "messages": [message_to_wire(m) for m in request.messages],
             "stream": True,
             "stream_options": {"include_usage": True},
         }
         if request.tools:
-            body["tools"] = [_tool_to_wire(t) for t in request.tools]
+            body["tools"] = [tool_to_wire(t) for t in request.tools]
         if request.temperature is not None:
             body["temperature"] = request.temperature
         if request.max_tokens is not None:
@@ -340,73 +199,45 @@ class OpenAIProvider:
                 f"request to model server at {self._origin} failed", retryable=True
             ) from None
 
-    async def _read_events(self, response: httpx.Response) -> AsyncIterator[ModelChunk]:
-        decoder = SSEDecoder()
-        received = 0
-        finish: str | None = None
-        usage: UsageChunk | None = None
-        done = False
-        async with aclosing(response.aiter_bytes()) as body:
-            while not done:
-                try:
-                    with anyio.fail_after(self.idle_timeout_s):
-                        raw = await anext(body, None)
-                except (TimeoutError, httpx.HTTPError) as exc:
-                    if finish is not None:
-                        # The answer is complete; only the [DONE] trailer is missing.
+    async def _read_events(self, response: httpx.Response) -> AsyncGenerator[ModelChunk, None]:
+        body_reader = _BodyReader(self.max_response_bytes, self._api_key)
+        # httpx types it as an iterator; it is an async generator, closed here as soon as we stop.
+        chunks = cast(AsyncGenerator[bytes, None], response.aiter_bytes())
+        async with aclosing(chunks) as body:
+            while not body_reader.done:
+                raw = await self._next_bytes(body, body_reader.finish)
+                if raw is _End.ANSWERED:
+                    break
+                for data in body_reader.feed(raw):
+                    for chunk in body_reader.parse(data):
+                        yield chunk
+                    if body_reader.done:
                         break
-                    if isinstance(exc, TimeoutError):
-                        raise ProviderError(
-                            f"model stream stalled for {_secs(self.idle_timeout_s)}",
-                            retryable=True,
-                        ) from None
-                    raise ProviderError("model stream ended unexpectedly", retryable=True) from None
-                if raw is None:
-                    events = decoder.close()
-                else:
-                    received += len(raw)
-                    if received > self.max_response_bytes:
-                        raise ProviderError(
-                            f"model response exceeded {self.max_response_bytes} bytes"
-                        )
-                    events = decoder.feed(raw)
-                for data in events:
-                    data = data.strip()
-                    if not data:
-                        continue
-                    if data == b"[DONE]":
-                        done = True
-                        break
-                    try:
-                        chunk = _chunk_decoder.decode(data)
-                    except (msgspec.DecodeError, msgspec.ValidationError):
-                        raise ProviderError("model server sent a malformed stream chunk") from None
-                    if chunk.error is not None:
-                        raise _stream_error(chunk.error, self._api_key)
-                    if chunk.usage is not None:
-                        usage = _usage(chunk.usage)
-                    for choice in chunk.choices or ():
-                        # n > 1 is never requested; other choices are not ours to merge.
-                        if choice.index != 0:
-                            continue
-                        if choice.delta is not None:
-                            for out in _delta_chunks(choice.delta):
-                                yield out
-                        if choice.finish_reason:
-                            finish = choice.finish_reason
                 if raw is None:
                     break
-        if not done and finish is None:
-            raise ProviderError("model stream ended unexpectedly", retryable=True)
-        if usage is not None:
-            yield usage
-        if finish is not None:
-            yield FinishChunk(finish)
+        for chunk in body_reader.trailer():
+            yield chunk
+
+    async def _next_bytes(
+        self, body: AsyncIterator[bytes], finish: str | None
+    ) -> bytes | Literal[_End.ANSWERED] | None:
+        """The next bytes of the body (``None`` at its end) within the idle timeout."""
+        try:
+            with anyio.fail_after(self.idle_timeout_s):
+                return await anext(body, None)
+        except (TimeoutError, httpx.HTTPError) as exc:
+            if finish is not None:
+                # The answer is complete; only the [DONE] trailer is missing.
+                return _End.ANSWERED
+            if isinstance(exc, TimeoutError):
+                raise ProviderError(
+                    f"model stream stalled for {_secs(self.idle_timeout_s)}", retryable=True
+                ) from None
+            raise ProviderError("model stream ended unexpectedly", retryable=True) from None
 
     async def _status_error(self, response: httpx.Response) -> ProviderError:
         status = response.status_code
-        retryable = status in _RETRYABLE_STATUS or status >= 500
-        detail = None
+        retryable = status in RETRYABLE_STATUS or status >= 500
         body = bytearray()
         try:
             with anyio.fail_after(self.idle_timeout_s):
@@ -417,118 +248,77 @@ class OpenAIProvider:
                         break
         except (TimeoutError, httpx.HTTPError):
             body.clear()
-        if body:
-            try:
-                parsed = _error_decoder.decode(bytes(body))
-            except (msgspec.DecodeError, msgspec.ValidationError):
-                parsed = None
-            if parsed is not None:
-                raw_message = (
-                    parsed.error.message
-                    if isinstance(parsed.error, _ErrorBody)
-                    else parsed.error or parsed.message
-                )
-                detail = _sanitise(raw_message, self._api_key)
+        detail = error_detail(bytes(body), self._api_key) if body else None
         message = f"model server returned HTTP {status}"
         if detail:
             message += f": {detail}"
         return ProviderError(message, retryable=retryable, status=status)
 
 
-# --- conversions ----------------------------------------------------------------------------
+class _End(enum.Enum):
+    ANSWERED = "answered"  # the body stopped after the finish reason: as good as [DONE]
 
 
-def _message_to_wire(message: Message) -> dict[str, Any]:
-    wire: dict[str, Any] = {"role": message.role}
-    if message.role == "tool":
-        wire["tool_call_id"] = message.tool_call_id or ""
-        wire["content"] = message.content
-        return wire
-    if message.role == "assistant" and message.tool_calls:
-        # The API's own shape for a tool-calling turn with no text is ``content: null``.
-        wire["content"] = message.content or None
-        wire["tool_calls"] = [
-            {
-                "id": call.id,
-                "type": "function",
-                "function": {
-                    "name": call.name,
-                    "arguments": msgspec.json.encode(call.arguments).decode(),
-                },
-            }
-            for call in message.tool_calls
-        ]
-    else:
-        wire["content"] = message.content
-    if message.name:
-        wire["name"] = message.name
-    return wire
+class _BodyReader:
+    """One response body as it is read: SSE events in, model chunks out, bounded in size."""
 
+    __slots__ = ("_api_key", "_decoder", "_max_bytes", "_received", "done", "finish", "usage")
 
-def _tool_to_wire(tool: ToolSpec) -> dict[str, Any]:
-    function: dict[str, Any] = {"name": tool.name}
-    if tool.description:
-        function["description"] = tool.description
-    function["parameters"] = tool.parameters
-    return {"type": "function", "function": function}
+    def __init__(self, max_bytes: int, api_key: str | None) -> None:
+        self._decoder = SSEDecoder()
+        self._max_bytes = max_bytes
+        self._api_key = api_key
+        self._received = 0
+        self.done = False  # [DONE] seen
+        self.finish: str | None = None
+        self.usage: UsageChunk | None = None
 
+    def feed(self, raw: bytes | None) -> list[bytes]:
+        """The events completed by ``raw`` (``None``: the body ended)."""
+        if raw is None:
+            return self._decoder.close()
+        self._received += len(raw)
+        if self._received > self._max_bytes:
+            raise ProviderError(f"model response exceeded {self._max_bytes} bytes")
+        return self._decoder.feed(raw)
 
-def _delta_chunks(delta: _Delta) -> Iterator[ModelChunk]:
-    # Servers disagree on the field name; some send both with the same text.
-    reasoning = delta.reasoning_content or delta.reasoning
-    if reasoning:
-        yield ReasoningChunk(reasoning)
-    if delta.content:
-        yield TextChunk(delta.content)
-    for position, call in enumerate(delta.tool_calls or ()):
-        function = call.function or _Function()
-        arguments = function.arguments
-        if isinstance(arguments, dict):
-            arguments = msgspec.json.encode(arguments).decode()
-        yield ToolCallChunk(
-            # A missing index only happens on servers that send each call whole, in order.
-            index=call.index if call.index is not None else position,
-            id=call.id,
-            name=function.name,
-            arguments=arguments or "",
-        )
+    def parse(self, data: bytes) -> list[ModelChunk]:
+        """One event's data: the chunks it streams; usage and finish are kept for the trailer."""
+        data = data.strip()
+        if not data:
+            return []
+        if data == b"[DONE]":
+            self.done = True
+            return []
+        try:
+            chunk = chunk_decoder.decode(data)
+        except (msgspec.DecodeError, msgspec.ValidationError):
+            raise ProviderError("model server sent a malformed stream chunk") from None
+        if chunk.error is not None:
+            raise stream_error(chunk.error, self._api_key)
+        if chunk.usage is not None:
+            self.usage = usage_chunk(chunk.usage)
+        out: list[ModelChunk] = []
+        for choice in chunk.choices or ():
+            # n > 1 is never requested; other choices are not ours to merge.
+            if choice.index != 0:
+                continue
+            if choice.delta is not None:
+                out.extend(delta_chunks(choice.delta))
+            if choice.finish_reason:
+                self.finish = choice.finish_reason
+        return out
 
-
-def _usage(usage: _Usage) -> UsageChunk:
-    details = usage.completion_tokens_details
-    return UsageChunk(
-        prompt_tokens=usage.prompt_tokens,
-        completion_tokens=usage.completion_tokens,
-        total_tokens=usage.total_tokens,
-        reasoning_tokens=details.reasoning_tokens if details is not None else None,
-    )
-
-
-def _stream_error(error: _ErrorBody | str, api_key: str | None) -> ProviderError:
-    raw = error.message if isinstance(error, _ErrorBody) else error
-    code = error.code if isinstance(error, _ErrorBody) else None
-    status = code if isinstance(code, int) and 400 <= code <= 599 else None
-    retryable = status is None or status in _RETRYABLE_STATUS or status >= 500
-    detail = _sanitise(raw, api_key)
-    message = "model server reported an error mid-stream"
-    if detail:
-        message += f": {detail}"
-    return ProviderError(message, retryable=retryable, status=status)
-
-
-_CONTROL = re.compile(r"[\x00-\x1f\x7f-\x9f\u2028\u2029]+")
-
-
-def _sanitise(value: Any, api_key: str | None) -> str | None:
-    """A server's error message cut down to one short printable line, never echoing our key."""
-    if not isinstance(value, str):
-        return None
-    text = " ".join(_CONTROL.sub(" ", value).split())
-    if api_key and len(api_key) >= 4:
-        text = text.replace(api_key, "[redacted]")
-    if len(text) > _MAX_ERROR_MESSAGE_CHARS:
-        text = text[: _MAX_ERROR_MESSAGE_CHARS - 1].rstrip() + "…"
-    return text or None
+    def trailer(self) -> list[ModelChunk]:
+        """After the body: usage, then the finish reason; a body cut short is an error."""
+        if not self.done and self.finish is None:
+            raise ProviderError("model stream ended unexpectedly", retryable=True)
+        out: list[ModelChunk] = []
+        if self.usage is not None:
+            out.append(self.usage)
+        if self.finish is not None:
+            out.append(FinishChunk(self.finish))
+        return out
 
 
 def _secs(value: float) -> str:

@@ -80,23 +80,40 @@ def validate_arguments(args: dict[str, Any], schema: dict[str, Any]) -> str | No
         rule = props.get(name)
         if rule is None:
             continue
-        expected = rule.get("type")
-        types = _JSON_TYPES.get(expected, (object,))
-        if (isinstance(value, bool) and expected != "boolean") or not isinstance(value, types):
-            return f"argument {name!r} must be of type {expected}"
-        if isinstance(value, str):
-            if len(value) > rule.get("maxLength", 1 << 62):
-                return f"argument {name!r} is longer than {rule['maxLength']} characters"
-            if len(value) < rule.get("minLength", 0):
-                return f"argument {name!r} must not be empty"
-            pattern = rule.get("pattern")
-            if pattern and not re.fullmatch(pattern, value):
-                return f"argument {name!r} does not match {pattern}"
-        if isinstance(value, int | float) and not isinstance(value, bool):
-            if "minimum" in rule and value < rule["minimum"]:
-                return f"argument {name!r} must be >= {rule['minimum']}"
-            if "maximum" in rule and value > rule["maximum"]:
-                return f"argument {name!r} must be <= {rule['maximum']}"
+        problem = _check_value(name, value, rule)
+        if problem is not None:
+            return problem
+    return None
+
+
+def _check_value(name: str, value: Any, rule: dict[str, Any]) -> str | None:
+    expected: Any = rule.get("type")
+    types = _JSON_TYPES.get(expected, (object,))
+    if (isinstance(value, bool) and expected != "boolean") or not isinstance(value, types):
+        return f"argument {name!r} must be of type {expected}"
+    if isinstance(value, str):
+        return _check_string(name, value, rule)
+    if isinstance(value, int | float) and not isinstance(value, bool):
+        return _check_number(name, value, rule)
+    return None
+
+
+def _check_string(name: str, value: str, rule: dict[str, Any]) -> str | None:
+    if len(value) > rule.get("maxLength", 1 << 62):
+        return f"argument {name!r} is longer than {rule['maxLength']} characters"
+    if len(value) < rule.get("minLength", 0):
+        return f"argument {name!r} must not be empty"
+    pattern = rule.get("pattern")
+    if pattern and not re.fullmatch(pattern, value):
+        return f"argument {name!r} does not match {pattern}"
+    return None
+
+
+def _check_number(name: str, value: int | float, rule: dict[str, Any]) -> str | None:
+    if "minimum" in rule and value < rule["minimum"]:
+        return f"argument {name!r} must be >= {rule['minimum']}"
+    if "maximum" in rule and value > rule["maximum"]:
+        return f"argument {name!r} must be <= {rule['maximum']}"
     return None
 
 
@@ -107,6 +124,13 @@ def _schema(properties: dict[str, Any], required: list[str]) -> dict[str, Any]:
         "required": required,
         "additionalProperties": False,
     }
+
+
+def _spec(name: str, description: str, properties: dict[str, Any]) -> ToolSpec:
+    """A demo tool's spec: every property is required, no others are allowed."""
+    return ToolSpec(
+        name=name, description=description, parameters=_schema(properties, list(properties))
+    )
 
 
 # --- the calculator ---------------------------------------------------------------------------
@@ -187,6 +211,56 @@ def _checked(value: Any) -> int | float:
 NOTE_NAME = r"[A-Za-z0-9][A-Za-z0-9_-]{0,63}"
 
 
+_DEMO_META: dict[str, ToolMeta] = {
+    "clock": ToolMeta(kind="other", concurrency_safe=True),
+    "calculate": ToolMeta(kind="think", concurrency_safe=True),
+    "read_file": ToolMeta(kind="read", concurrency_safe=True),
+    "sleep": ToolMeta(kind="other"),
+    "ask_user": ToolMeta(kind="other"),
+    "write_note": ToolMeta(kind="edit", needs_approval=True),
+    "lorem": ToolMeta(kind="other", concurrency_safe=True),
+}
+
+
+def _demo_specs(sleep_cap_s: float, max_generate_chars: int) -> list[ToolSpec]:
+    return [
+        _spec("clock", "The current date and time in UTC (ISO 8601).", {}),
+        _spec(
+            "calculate",
+            "Evaluate an arithmetic expression (+ - * / // % ** and parens).",
+            {"expression": {"type": "string", "minLength": 1, "maxLength": MAX_EXPRESSION_CHARS}},
+        ),
+        _spec(
+            "read_file",
+            "Read a UTF-8 text file inside the workspace (relative path).",
+            {"path": {"type": "string", "minLength": 1, "maxLength": 1024}},
+        ),
+        _spec(
+            "sleep",
+            f"Wait for a number of seconds (at most {sleep_cap_s:g}).",
+            {"seconds": {"type": "number", "minimum": 0}},
+        ),
+        _spec(
+            "ask_user",
+            "Ask the user a question; the turn pauses until they answer.",
+            {"question": {"type": "string", "minLength": 1, "maxLength": 2000}},
+        ),
+        _spec(
+            "write_note",
+            "Write a markdown note to notes/<name>.md in the workspace.",
+            {
+                "name": {"type": "string", "pattern": NOTE_NAME},
+                "text": {"type": "string", "maxLength": 65536},
+            },
+        ),
+        _spec(
+            "lorem",
+            "Generate deterministic filler text of a given size in characters.",
+            {"size": {"type": "integer", "minimum": 1, "maximum": max_generate_chars}},
+        ),
+    ]
+
+
 class DemoTools(ToolMetaLookup):
     """A ``ToolExecutor`` with clock, calculate, read_file, sleep, ask_user, write_note and lorem.
 
@@ -205,100 +279,18 @@ class DemoTools(ToolMetaLookup):
         self.sleep_cap_s = sleep_cap_s
         self.max_read_bytes = max_read_bytes
         self.max_generate_chars = max_generate_chars
+        handlers: dict[str, Handler] = {
+            "clock": self._clock,
+            "calculate": self._calculate,
+            "read_file": self._read_file,
+            "sleep": self._sleep,
+            "ask_user": self._ask_user,
+            "write_note": self._write_note,
+            "lorem": self._lorem,
+        }
         self._tools: dict[str, tuple[ToolSpec, ToolMeta, Handler]] = {
-            "clock": (
-                ToolSpec(
-                    name="clock",
-                    description="The current date and time in UTC (ISO 8601).",
-                    parameters=_schema({}, []),
-                ),
-                ToolMeta(kind="other", concurrency_safe=True),
-                self._clock,
-            ),
-            "calculate": (
-                ToolSpec(
-                    name="calculate",
-                    description="Evaluate an arithmetic expression (+ - * / // % ** and parens).",
-                    parameters=_schema(
-                        {
-                            "expression": {
-                                "type": "string",
-                                "minLength": 1,
-                                "maxLength": MAX_EXPRESSION_CHARS,
-                            }
-                        },
-                        ["expression"],
-                    ),
-                ),
-                ToolMeta(kind="think", concurrency_safe=True),
-                self._calculate,
-            ),
-            "read_file": (
-                ToolSpec(
-                    name="read_file",
-                    description="Read a UTF-8 text file inside the workspace (relative path).",
-                    parameters=_schema(
-                        {"path": {"type": "string", "minLength": 1, "maxLength": 1024}},
-                        ["path"],
-                    ),
-                ),
-                ToolMeta(kind="read", concurrency_safe=True),
-                self._read_file,
-            ),
-            "sleep": (
-                ToolSpec(
-                    name="sleep",
-                    description=f"Wait for a number of seconds (at most {sleep_cap_s:g}).",
-                    parameters=_schema({"seconds": {"type": "number", "minimum": 0}}, ["seconds"]),
-                ),
-                ToolMeta(kind="other"),
-                self._sleep,
-            ),
-            "ask_user": (
-                ToolSpec(
-                    name="ask_user",
-                    description="Ask the user a question; the turn pauses until they answer.",
-                    parameters=_schema(
-                        {"question": {"type": "string", "minLength": 1, "maxLength": 2000}},
-                        ["question"],
-                    ),
-                ),
-                ToolMeta(kind="other"),
-                self._ask_user,
-            ),
-            "write_note": (
-                ToolSpec(
-                    name="write_note",
-                    description="Write a markdown note to notes/<name>.md in the workspace.",
-                    parameters=_schema(
-                        {
-                            "name": {"type": "string", "pattern": NOTE_NAME},
-                            "text": {"type": "string", "maxLength": 65536},
-                        },
-                        ["name", "text"],
-                    ),
-                ),
-                ToolMeta(kind="edit", needs_approval=True),
-                self._write_note,
-            ),
-            "lorem": (
-                ToolSpec(
-                    name="lorem",
-                    description="Generate deterministic filler text of a given size in characters.",
-                    parameters=_schema(
-                        {
-                            "size": {
-                                "type": "integer",
-                                "minimum": 1,
-                                "maximum": max_generate_chars,
-                            }
-                        },
-                        ["size"],
-                    ),
-                ),
-                ToolMeta(kind="other", concurrency_safe=True),
-                self._lorem,
-            ),
+            spec.name: (spec, _DEMO_META[spec.name], handlers[spec.name])
+            for spec in _demo_specs(sleep_cap_s, max_generate_chars)
         }
 
     # --- the ToolExecutor port ----------------------------------------------------------------

@@ -3,6 +3,7 @@
 from __future__ import annotations
 
 from collections.abc import AsyncIterator, Awaitable, Callable
+from contextlib import AbstractContextManager, nullcontext
 from typing import Any, Literal, Protocol
 
 import msgspec
@@ -111,3 +112,12 @@ class LoopContext(msgspec.Struct, kw_only=True):
 
 
 EventSink = Callable[[str, dict[str, Any]], Awaitable[None]]
+
+# Makes the span of a model request (``"chat"``) or a tool call (``"tool.<call id>"``) current
+# while the loop performs it, so spans started inside (an instrumented HTTP client's, a tool's
+# own) are its children. The gateway's telemetry provides it; without telemetry it does nothing.
+SpanScope = Callable[[str], AbstractContextManager[None]]
+
+
+def no_scope(key: str) -> AbstractContextManager[None]:
+    return nullcontext()

@@ -224,3 +224,18 @@ async def test_hooks_do_not_rewrite_history():
 
     _, history = await run(H(), FakeProvider(text("x")))
     assert [m.content for m in history] == ["hi", "x"]
+
+
+async def test_hooks_set_on_the_instance_or_on_a_plain_class_are_called():
+    """NoHooks' own no-ops are skipped; any other hook, wherever it is defined, runs."""
+
+    class Plain:  # not a NoHooks subclass: only the hooks it has
+        def pre_step(self, ctx: LoopContext) -> Proceed:
+            return Proceed()
+
+    on_instance = NoHooks()
+    vars(on_instance)["before_completion"] = lambda ctx, text: Narrate(text="!")
+    for hooks, expected in ((Plain(), "pre_step"), (on_instance, "before_completion")):
+        rec, _ = await run(hooks, FakeProvider(text("x")))
+        assert [a["hook"] for a in rec.of("hook_action")] == [expected]
+        assert check_stream(rec.events)["status"] == "completed"

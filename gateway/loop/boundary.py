@@ -1,0 +1,83 @@
+"""The round boundary: steering, the turn's limits, soft timeout and wrap-up, ``pre_step``."""
+
+from __future__ import annotations
+
+from typing import Any
+
+import anyio
+
+from contracts.messages import Message, ToolSpec
+from gateway.loop.hook_runner import HookRunner
+from gateway.loop.hooks import Reject
+from gateway.loop.state import TurnState
+
+WRAP_UP_NUDGE = (
+    "Time is almost up. Wrap up now: give your best final answer with what you already know"
+    " ({rounds} more tool round(s) at most)."
+)
+
+
+async def open_round(turn: TurnState, hooks: HookRunner) -> bool:
+    """Round-boundary work, ending in ``stage_start``. True = the turn is over."""
+    if turn.control.cancelled:
+        # A cancel that raced ahead of any checkpoint; the caller sees completion{cancelled}.
+        return True
+    for text in turn.control.take_steers():
+        turn.history.append(Message(role="user", content=text))
+        await turn.emit("steer", {"content": text, "round": turn.round})
+    exhausted = _exhausted(turn)
+    if exhausted is not None:
+        data, reason = exhausted
+        await turn.emit("budget_exhausted", data)
+        await turn.finish("budget_exhausted", reason)
+        return True
+    soft_timeout_ms = turn.cfg.soft_timeout_ms
+    if soft_timeout_ms is not None and not turn.wrap_up:
+        elapsed = turn.elapsed_ms()
+        if elapsed >= soft_timeout_ms:
+            await _start_wrap_up(turn, elapsed)
+    action = await hooks.call("pre_step")
+    if action is not None:
+        await hooks.announce("pre_step", action)
+        if isinstance(action, Reject):
+            await turn.finish("failed", f"rejected by pre_step: {action.reason}".rstrip(": "))
+            return True
+    await turn.emit("stage_start", {"model": turn.loop.provider.model, "round": turn.round})
+    return False
+
+
+def _exhausted(turn: TurnState) -> tuple[dict[str, Any], str] | None:
+    """The token budget or ``max_rounds`` reached: the ``budget_exhausted`` payload and reason.
+
+    Past ``max_rounds``, the turn's round is set back to the last one it ran.
+    """
+    cfg = turn.cfg
+    used = turn.prompt_tokens + turn.completion_tokens
+    if cfg.budget is not None and used >= cfg.budget:
+        return {"kind": "tokens", "used": used, "budget": cfg.budget}, "token budget exhausted"
+    if turn.round > cfg.max_rounds:
+        turn.round = cfg.max_rounds
+        return {"kind": "rounds", "rounds": cfg.max_rounds}, "max_rounds reached"
+    return None
+
+
+async def _start_wrap_up(turn: TurnState, elapsed: float) -> None:
+    """The soft timeout passed: announce it, nudge the model, arm the hard cap if any."""
+    cfg = turn.cfg
+    turn.wrap_up = True
+    await turn.emit(
+        "soft_timeout",
+        {"round": turn.round, "elapsedMs": elapsed, "softTimeoutMs": cfg.soft_timeout_ms},
+    )
+    nudge = WRAP_UP_NUDGE.format(rounds=cfg.wrap_up_max_tool_rounds)
+    turn.history.append(Message(role="system", content=nudge))
+    if cfg.wrap_up_hard_cap_ms is not None:
+        # The turn's own scope gets a deadline; hitting it ends the turn as budget_exhausted.
+        turn.scope.deadline = anyio.current_time() + cfg.wrap_up_hard_cap_ms / 1000
+
+
+def offered_tools(turn: TurnState) -> list[ToolSpec]:
+    """The tools this round offers: none once wrap-up has used its tool rounds."""
+    if turn.wrap_up and turn.wrap_up_tool_rounds >= turn.cfg.wrap_up_max_tool_rounds:
+        return []
+    return turn.loop.tool_specs()

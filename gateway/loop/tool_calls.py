@@ -1,0 +1,171 @@
+"""A round's server-side tool calls: resolved, run, and reported in call order.
+
+Resolution settles the calls that will not run (bad arguments, an unknown tool, a duplicate,
+refused by the user); the rest run in the background (:mod:`gateway.loop.tool_exec`) while
+results are reported one by one, in the order the model made the calls, each followed by
+``post_tool_result``.
+"""
+
+from __future__ import annotations
+
+from typing import Any
+
+import anyio
+import msgspec
+
+from contracts.messages import Message
+from gateway.loop.hook_runner import HookRunner
+from gateway.loop.hooks import Suspend
+from gateway.loop.state import TurnState
+from gateway.loop.streaming import ParsedCall
+from gateway.loop.tool_exec import Slot, execute_all
+from gateway.loop.types import ToolResult
+
+PREVIEW_CHARS = 300
+
+_canonical = msgspec.json.Encoder(order="sorted")
+
+
+class RoundOutcome:
+    """What the round's results add up to: failures, duplicates, and the first suspension."""
+
+    __slots__ = ("deduped", "failed", "suspend")
+
+    def __init__(self) -> None:
+        self.failed = 0
+        self.deduped = 0
+        self.suspend: tuple[str, str] | None = None  # (tool call id, reason)
+
+
+async def run_calls(turn: TurnState, hooks: HookRunner, parsed: list[ParsedCall]) -> RoundOutcome:
+    """Resolve, run and report ``parsed`` in call order."""
+    slots = [Slot(p.call) for p in parsed]
+    to_run = await _resolve(turn, parsed, slots)
+    outcome = RoundOutcome()
+    problem: BaseException | None = None
+    async with anyio.create_task_group() as tg:
+        tg.start_soon(execute_all, turn, to_run)
+        try:
+            for slot in slots:
+                await _settle(turn, hooks, slot, outcome)
+        except Exception as exc:
+            # Hook or sink failure: stop the tools, re-raise outside the task group so the
+            # caller sees the exception itself rather than an ExceptionGroup.
+            problem = exc
+            tg.cancel_scope.cancel()
+    if problem is not None:
+        raise problem
+    return outcome
+
+
+async def _resolve(turn: TurnState, parsed: list[ParsedCall], slots: list[Slot]) -> list[Slot]:
+    """Settle the calls that will not run; returns the slots to run."""
+    to_run: list[Slot] = []
+    seen: dict[str, Slot] = {}
+    gate = turn.loop.permissions
+    for p, slot in zip(parsed, slots, strict=True):
+        call = p.call
+        if p.error is not None:
+            slot.done(ToolResult(success=False, error=p.error))
+            continue
+        if call.name not in turn.server_names:
+            slot.done(ToolResult(success=False, error=f"unknown tool {call.name!r}"))
+            continue
+        if turn.cfg.tool_dedup and _deduplicated(turn, slot, seen):
+            continue
+        if gate is not None and gate.needs_approval(call) and await gate.decide(call) != "allow":
+            slot.done(ToolResult(success=False, error="rejected by the user"))
+            continue
+        to_run.append(slot)
+    return to_run
+
+
+def _deduplicated(turn: TurnState, slot: Slot, seen: dict[str, Slot]) -> bool:
+    """True = ``slot`` repeats a call of this turn (its result reused) or of this round."""
+    call = slot.call
+    slot.key = call.name + "\x00" + _canonical.encode(call.arguments).decode()
+    earlier = turn.dedup.get(slot.key)
+    if earlier is not None:
+        slot.deduped = True
+        slot.done(earlier)
+        return True
+    twin = seen.get(slot.key)
+    if twin is not None:
+        slot.deduped = True
+        slot.alias = twin
+        return True
+    seen[slot.key] = slot
+    return False
+
+
+async def _settle(turn: TurnState, hooks: HookRunner, slot: Slot, outcome: RoundOutcome) -> None:
+    """Wait for ``slot``'s result, report it, count it, and run ``post_tool_result``."""
+    if slot.alias is not None:
+        await slot.alias.ready.wait()
+        assert slot.alias.result is not None
+        slot.done(slot.alias.result)
+    await slot.ready.wait()
+    result = slot.result
+    assert result is not None
+    await report(turn, slot, result)
+    outcome.failed += not result.success
+    outcome.deduped += slot.deduped
+    if result.suspend and outcome.suspend is None:
+        outcome.suspend = (slot.call.id, _suspend_reason(result))
+    action = await hooks.call("post_tool_result", slot.call, result)
+    if action is not None:
+        await hooks.announce("post_tool_result", action)
+        if isinstance(action, Suspend) and outcome.suspend is None:
+            outcome.suspend = (slot.call.id, action.reason or "suspended by hook")
+
+
+async def report(turn: TurnState, slot: Slot, result: ToolResult) -> None:
+    """Count a result, emit ``tool_call_result`` (or ``tool_error``), add the observation."""
+    call = slot.call
+    if result.success:
+        turn.consecutive_errors = 0
+    else:
+        turn.consecutive_errors += 1
+        turn.tool_error_count += 1
+    if slot.raised:
+        await turn.emit(
+            "tool_error", {"id": call.id, "name": call.name, "error": result.error or ""}
+        )
+    else:
+        await turn.emit("tool_call_result", _result_data(turn, slot, result))
+    turn.open_calls.pop(call.id, None)
+    turn.history.append(
+        Message(role="tool", tool_call_id=call.id, name=call.name, content=_observation(result))
+    )
+
+
+def _result_data(turn: TurnState, slot: Slot, result: ToolResult) -> dict[str, Any]:
+    call = slot.call
+    source = result.content or result.error or ""
+    preview = source if len(source) <= PREVIEW_CHARS else source[:PREVIEW_CHARS] + "…"
+    data: dict[str, Any] = {
+        "id": call.id,
+        "name": call.name,
+        "success": result.success,
+        "durationMs": 0.0 if slot.deduped else slot.duration_ms,
+        "resultPreview": preview,
+    }
+    if result.error is not None:
+        data["error"] = result.error
+    if turn.cfg.persist_tool_results:
+        data["result"] = result.data if result.data is not None else result.content
+    if slot.deduped:
+        data["deduplicated"] = True
+    return data
+
+
+def _observation(result: ToolResult) -> str:
+    if result.success:
+        return result.content
+    error = f"Error: {result.error or 'the tool failed'}"
+    return f"{error}\n{result.content}" if result.content else error
+
+
+def _suspend_reason(result: ToolResult) -> str:
+    reason = result.data.get("reason") if isinstance(result.data, dict) else None
+    return reason if isinstance(reason, str) else "tool_suspended"
