@@ -38,7 +38,8 @@ def build_hub(
     loop: Any = None,
 ) -> Hub:
     """``loop`` plugs a Python loop in (docs/loops.md) in place of the one the settings name."""
-    agent_loop = build_loop(settings, provider, loop)
+    scope = telemetry.scope if telemetry is not None else None
+    agent_loop = build_loop(settings, provider, loop, scope=scope)
     sources = {
         "loop": LoopSource(agent_loop, guards_from(settings), settings.loop_config),
         "ingest": IngestSource(settings.ingest_idle_timeout_s),

@@ -109,9 +109,6 @@ class Settings(msgspec.Struct, kw_only=True, forbid_unknown_fields=True):
     trace_content: bool = False  # message content (deltas, tool arguments/results) on spans
     trace_content_max_chars: int = 16_384  # per content attribute; longer values are clipped
     trace_max_open_spans: int = 1_024  # per run; tool calls beyond this get no span
-    # Build and export spans in a worker process, off the hub's core (false: in this process).
-    trace_worker: bool = True
-    trace_queue_max: int = 100_000  # messages waiting for the worker; beyond, they are dropped
 
     def __post_init__(self) -> None:
         for name in POSITIVE_FIELDS:
@@ -135,10 +132,6 @@ class Settings(msgspec.Struct, kw_only=True, forbid_unknown_fields=True):
                 f"listening on {self.host} (beyond loopback) requires a token: "
                 "set --token or LOOPGATE_TOKEN"
             )
-
-    @property
-    def sqlite_path(self) -> str | None:
-        return self.journal.removeprefix("sqlite:") if self.journal.startswith("sqlite:") else None
 
 
 # Limits that must be positive (zero would mean "never" or "nothing", which is never meant).

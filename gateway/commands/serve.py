@@ -104,13 +104,6 @@ def register(sub: argparse._SubParsersAction) -> None:  # type: ignore[type-arg]
         help="print every finished span to stderr (local debugging)",
     )
     p.add_argument(
-        "--trace-inline",
-        dest="trace_worker",
-        action="store_false",
-        default=None,
-        help="build and export spans in the gateway's own process, not the trace worker",
-    )
-    p.add_argument(
         "--trace-content",
         action="store_true",
         default=None,
@@ -145,7 +138,6 @@ SETTING_FLAGS = (
     "otel_export_timeout_s",
     "trace_console",
     "trace_content",
-    "trace_worker",
 )
 
 

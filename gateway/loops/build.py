@@ -13,7 +13,7 @@ from gateway.loop.tools import DemoTools
 from gateway.loop.types import ModelProvider, ToolExecutor
 from gateway.loops.http import HttpLoop
 from gateway.loops.python import load_object, python_loop
-from gateway.loops.reference import ReferenceLoop, ToolSet
+from gateway.loops.reference import ReferenceLoop, RunScope, ToolSet
 from gateway.loops.source import LoopGuards
 from gateway.loops.stdio import StdioLoop
 from gateway.settings import Settings
@@ -35,7 +35,11 @@ def guards_from(settings: Settings) -> LoopGuards:
 
 
 def build_loop(
-    settings: Settings, provider: ModelProvider | None = None, loop: Any = None
+    settings: Settings,
+    provider: ModelProvider | None = None,
+    loop: Any = None,
+    *,
+    scope: RunScope | None = None,
 ) -> AgentLoop:
     """``loop`` (embedding: an async generator function, a factory or an AgentLoop) wins over
     the settings; without either, the reference loop on ``provider`` (else the settings')."""
@@ -57,10 +61,12 @@ def build_loop(
             max_line_bytes=settings.max_line_bytes,
             restart_max_s=settings.loop_restart_max_s,
         )
-    return reference_loop(settings, provider)
+    return reference_loop(settings, provider, scope=scope)
 
 
-def reference_loop(settings: Settings, provider: ModelProvider | None = None) -> ReferenceLoop:
+def reference_loop(
+    settings: Settings, provider: ModelProvider | None = None, *, scope: RunScope | None = None
+) -> ReferenceLoop:
     """The reference loop with the tools the settings name: the demo tools, function modules
     (``--tools``), MCP servers (``--mcp``, ``--mcp-url``) and each thread's own MCP servers."""
     provider = provider or provider_from_settings(settings)
@@ -87,6 +93,7 @@ def reference_loop(settings: Settings, provider: ModelProvider | None = None) ->
         start=sources.start,
         close=sources.aclose,
         release_thread=sources.close_thread,
+        scope=scope,
     )
 
 

@@ -4,6 +4,8 @@ from __future__ import annotations
 
 import logging
 from collections.abc import Awaitable, Callable
+from contextlib import AbstractContextManager
+from functools import partial
 from typing import Any, Protocol
 
 from contracts.client_errors import client_message
@@ -12,7 +14,13 @@ from contracts.messages import Message, ToolCall
 from gateway.loop.config import LoopConfig
 from gateway.loop.control import TurnControl
 from gateway.loop.core import CoreLoop
-from gateway.loop.types import ModelProvider, PermissionDecision, ToolExecutor
+from gateway.loop.types import (
+    ModelProvider,
+    PermissionDecision,
+    SpanScope,
+    ToolExecutor,
+    no_scope,
+)
 
 log = logging.getLogger("loopgate.loop")
 
@@ -24,6 +32,9 @@ class ToolSet(ToolExecutor, Protocol):
 
     def needs_approval(self, call: ToolCall) -> bool: ...
 
+
+# Telemetry's span scope for a run's spans: (run id, span key) → context manager.
+RunScope = Callable[[str, str], AbstractContextManager[None]]
 
 # Opens the tools of one run (e.g. the thread's MCP servers next to the configured ones);
 # ValueError or a LoopFault when they cannot be had.
@@ -70,6 +81,7 @@ class ReferenceLoop:
         start: Callable[[], Awaitable[None]] | None = None,
         close: Callable[[], Awaitable[None]] | None = None,
         release_thread: Callable[[str], Awaitable[None]] | None = None,
+        scope: RunScope | None = None,
     ) -> None:
         self.provider = provider
         self.tools_for = tools_for
@@ -77,6 +89,7 @@ class ReferenceLoop:
         self._start = start
         self._close = close
         self._release = release_thread
+        self.scope = scope
 
     async def start(self) -> None:
         if self._start is not None:
@@ -121,6 +134,8 @@ class ReferenceRun:
             history.insert(0, Message(role="system", content=self.loop.system_prompt))
         if request.input:
             history.append(Message(role="user", content=request.input))
+        run_scope = self.loop.scope
+        scope: SpanScope = no_scope if run_scope is None else partial(run_scope, request.run_id)
         try:
             core = CoreLoop(
                 self.loop.provider,
@@ -128,6 +143,7 @@ class ReferenceRun:
                 config=self.config,
                 permissions=ContextPermissionGate(self.ctx, tools, request.approval),
                 client_tools=request.tools,
+                scope=scope,
             )
         except ValueError as exc:  # client tools named like the loop's own: our own words
             message = client_message(exc) or "the run's tools could not be set up"

@@ -1,5 +1,6 @@
 """OpenTelemetry traces of every run, whatever its source (docs/telemetry.md)."""
 
+from gateway.telemetry.config import build_telemetry
 from gateway.telemetry.projector import (
     SpanEnd,
     SpanEvent,
@@ -11,7 +12,6 @@ from gateway.telemetry.telemetry import (
     TRACE_ID_KEY,
     TRACEPARENT_KEY,
     Telemetry,
-    build_telemetry,
 )
 
 __all__ = [

@@ -27,7 +27,9 @@ def hub_meters(hub: Hub, reader: MetricReader, resource: Resource) -> MeterProvi
     provider = MeterProvider(metric_readers=[reader], resource=resource)
     meter = provider.get_meter("loopgate")
 
-    def observe(read: Callable[[HubStats], Iterable[Observation]]) -> Callable[..., object]:
+    def observe(
+        read: Callable[[HubStats], Iterable[Observation]],
+    ) -> Callable[[CallbackOptions], Iterable[Observation]]:
         def callback(options: CallbackOptions) -> Iterable[Observation]:
             return list(read(hub.stats()))
 

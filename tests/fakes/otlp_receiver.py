@@ -10,7 +10,8 @@ from __future__ import annotations
 import gzip
 import threading
 import zlib
-from typing import Any
+from collections.abc import Callable
+from typing import Any, TypeVar
 
 from google.protobuf.message import DecodeError
 from opentelemetry.proto.collector.metrics.v1.metrics_service_pb2 import (
@@ -28,6 +29,7 @@ from starlette.responses import Response
 from starlette.routing import Route
 
 PROTOBUF = "application/x-protobuf"
+T = TypeVar("T")
 
 
 def any_value(value: AnyValue) -> Any:
@@ -94,7 +96,8 @@ class OtlpReceiver:
         self.spans: list[ReceivedSpan] = []
         self.points: list[ReceivedPoint] = []
         self.requests = 0
-        self._lock = threading.Lock()
+        # Notified on every request received: tests wait on what arrived, never on time.
+        self._lock = threading.Condition()
         self.app = Starlette(
             routes=[
                 Route("/v1/traces", self.traces, methods=["POST"]),
@@ -117,6 +120,7 @@ class OtlpReceiver:
                         received.append(ReceivedPoint(metric.name, point, resource))
         with self._lock:
             self.points.extend(received)
+            self._lock.notify_all()
         return Response(ExportMetricsServiceResponse().SerializeToString(), media_type=PROTOBUF)
 
     def points_of(self, name: str) -> list[ReceivedPoint]:
@@ -137,8 +141,18 @@ class OtlpReceiver:
         with self._lock:
             self.spans.extend(received)
             self.requests += 1
+            self._lock.notify_all()
         return Response(ExportTraceServiceResponse().SerializeToString(), media_type=PROTOBUF)
 
     def snapshot(self) -> list[ReceivedSpan]:
         with self._lock:
             return list(self.spans)
+
+    def wait_for(self, found: Callable[[OtlpReceiver], T], timeout: float = 10) -> T:
+        """What ``found`` returns of the receiver once it is truthy, re-checked as each
+        request arrives; AssertionError if it never is within ``timeout`` seconds."""
+        with self._lock:
+            value = self._lock.wait_for(lambda: found(self), timeout)
+        if not value:
+            raise AssertionError(f"the receiver did not get what was awaited in {timeout} s")
+        return value

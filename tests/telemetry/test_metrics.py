@@ -17,12 +17,11 @@ from contracts.ports import StartRun
 from gateway.app import build_hub
 from gateway.settings import Settings
 from gateway.telemetry import Telemetry
-from gateway.telemetry.telemetry import build_telemetry, metrics_endpoint
+from gateway.telemetry.config import build_telemetry, metrics_endpoint
 from tests.fakes.otlp_receiver import OtlpReceiver
 from tests.fakes.servers import serve_app
 from tests.gateway.harness import gateway_process
 from tests.gateway.sse_client import envelopes, read_stream
-from tests.telemetry.test_trace_export import wait_for
 
 
 def collected(reader: InMemoryMetricReader) -> dict[str, Any]:
@@ -129,10 +128,10 @@ def test_loopgate_serve_exports_metrics_over_otlp_http() -> None:
         with gateway_process("--scripted-delay", "0", env=env) as (base, _):
             run = httpx.post(f"{base}/v1/runs", json={"input": "hello"}).json()
             events = envelopes(read_stream(base, run["id"]))
-            wait_for(
-                lambda: any(p.value >= len(events) for p in receiver.points_of("loopgate.events"))
+            receiver.wait_for(
+                lambda r: any(p.value >= len(events) for p in r.points_of("loopgate.events"))
             )
-            started = wait_for(lambda: receiver.points_of("loopgate.runs.started"))
+            started = receiver.wait_for(lambda r: r.points_of("loopgate.runs.started"))
     assert started[-1].value == 1
     assert started[-1].resource["service.name"] == "loopgate-metrics"
     assert {p.name for p in receiver.points} >= {"loopgate.runs.active", "loopgate.events"}

@@ -3,11 +3,12 @@ to a local receiver that decodes the protobuf with ``opentelemetry-proto``."""
 
 from __future__ import annotations
 
+import queue
 import threading
 import time
 from collections.abc import Callable, Iterator
 from contextlib import contextmanager
-from typing import Any
+from typing import IO
 
 import acp
 import anyio
@@ -21,7 +22,7 @@ from gateway.app import create_app
 from gateway.server import GatewayServer
 from gateway.settings import Settings, load_settings
 from gateway.telemetry import Telemetry
-from gateway.telemetry.telemetry import build_telemetry, traces_endpoint
+from gateway.telemetry.config import build_telemetry, traces_endpoint
 from tests.acp.support import RecordingClient, agent_env, open_session, spawned
 from tests.fakes.otlp_receiver import OtlpReceiver, ReceivedSpan
 from tests.fakes.servers import serve_app
@@ -52,16 +53,6 @@ def gateway_with(telemetry: Telemetry) -> Iterator[str]:
     finally:
         server.should_exit = True
         thread.join(15)
-
-
-def wait_for(predicate: Callable[[], Any], timeout: float = 10) -> Any:
-    deadline = time.monotonic() + timeout
-    while time.monotonic() < deadline:
-        value = predicate()
-        if value:
-            return value
-        time.sleep(0.05)
-    raise AssertionError("condition not met in time")
 
 
 def test_traceparent_header_parents_the_run_and_the_trace_id_is_in_the_run_json() -> None:
@@ -158,6 +149,16 @@ def run_spans(receiver: OtlpReceiver, trace_id: str) -> list[ReceivedSpan]:
     return [s for s in receiver.snapshot() if s.trace_id == trace_id]
 
 
+def whole_run(trace_id: str) -> Callable[[OtlpReceiver], list[ReceivedSpan]]:
+    """The run's spans once its run span (the last to end) has arrived, else nothing."""
+
+    def found(receiver: OtlpReceiver) -> list[ReceivedSpan]:
+        spans = run_spans(receiver, trace_id)
+        return spans if any(s.name.startswith("invoke_agent") for s in spans) else []
+
+    return found
+
+
 def test_loopgate_serve_exports_otlp_http_configured_by_environment_only() -> None:
     receiver = OtlpReceiver()
     with serve_app(receiver.app) as collector:
@@ -170,13 +171,7 @@ def test_loopgate_serve_exports_otlp_http_configured_by_environment_only() -> No
             run = httpx.post(f"{base}/v1/runs", json={"input": "hello"}).json()
             events = envelopes(read_stream(base, run["id"]))
             trace_id = run["metadata"]["trace_id"]
-            spans = wait_for(
-                lambda: (
-                    (found := run_spans(receiver, trace_id))
-                    and any(s.name == "invoke_agent loopgate" for s in found)
-                    and found
-                )
-            )
+            spans = receiver.wait_for(whole_run(trace_id))
     assert events[-1]["data"]["status"] == "completed"
     root = next(s for s in spans if s.name == "invoke_agent loopgate")
     assert root.parent_span_id is None
@@ -194,21 +189,57 @@ def test_loopgate_serve_exports_otlp_http_configured_by_environment_only() -> No
 
 
 def test_runs_complete_when_the_collector_is_down() -> None:
+    """Runs are not slowed or failed; exports give up after the timeout, and so does the
+    flush when the gateway stops."""
     dead = f"http://127.0.0.1:{free_port()}"  # nothing listens there
     args = ("--scripted-delay", "0", "--otel-endpoint", dead, "--otel-export-timeout", "0.5")
     started = time.monotonic()
     with gateway_process(*args, env={"OTEL_BSP_SCHEDULE_DELAY": "50"}) as (base, proc):
+        assert proc.stderr is not None
+        log = LineReader(proc.stderr)
         for _ in range(3):
             run = httpx.post(f"{base}/v1/runs", json={"input": "hello"}).json()
             events = envelopes(read_stream(base, run["id"], timeout=10))
             assert events[-1]["data"]["status"] == "completed"
             assert len(run["metadata"]["trace_id"]) == 32
-        time.sleep(0.3)  # let at least one export fail
+        log.wait_for("Failed to export")
     assert proc.returncode == 130  # 128 + SIGINT, as without telemetry
-    assert proc.stderr is not None
-    log = proc.stderr.read().decode()
-    assert "Traceback" not in log, log[-3000:]
+    text = log.all()
+    assert "Traceback" not in text, text[-3000:]
     assert time.monotonic() - started < 20
+
+
+class LineReader:
+    """A child's stderr read line by line in a thread, so a test can wait for a line."""
+
+    def __init__(self, stream: IO[bytes]) -> None:
+        self.lines: queue.Queue[str | None] = queue.Queue()
+        self.seen: list[str] = []
+        self._thread = threading.Thread(target=self._read, args=(stream,), daemon=True)
+        self._thread.start()
+
+    def _read(self, stream: IO[bytes]) -> None:
+        for line in iter(stream.readline, b""):
+            self.lines.put(line.decode(errors="replace"))
+        self.lines.put(None)
+
+    def wait_for(self, text: str, timeout: float = 10) -> None:
+        deadline = time.monotonic() + timeout
+        while True:
+            line = self.lines.get(timeout=max(deadline - time.monotonic(), 0.001))
+            assert line is not None, f"the process ended without logging {text!r}"
+            self.seen.append(line)
+            if text in line:
+                return
+
+    def all(self) -> str:
+        """Everything it wrote, once it has exited."""
+        self._thread.join(10)
+        while not self.lines.empty():
+            line = self.lines.get_nowait()
+            if line is not None:
+                self.seen.append(line)
+        return "".join(self.seen)
 
 
 def test_loopgate_rpc_over_stdio_traces_under_the_callers_meta_context() -> None:
@@ -222,7 +253,7 @@ def test_loopgate_rpc_over_stdio_traces_under_the_callers_meta_context() -> None
             while rpc.recv().get("method") != "run.end":
                 pass
             assert rpc.finish() == 0  # exiting flushes the spans
-        spans = wait_for(lambda: run_spans(receiver, PARENT_TRACE))
+        spans = receiver.wait_for(whole_run(PARENT_TRACE))
     root = next(s for s in spans if s.name == "invoke_agent loopgate")
     assert root.parent_span_id == PARENT_SPAN
     assert any(s.name.startswith("chat ") for s in spans)
@@ -243,7 +274,7 @@ async def test_loopgate_acp_over_stdio_traces_under_the_prompts_meta_context() -
             )
             assert answer.stop_reason == "end_turn"
             spans = await anyio.to_thread.run_sync(
-                lambda: wait_for(lambda: run_spans(receiver, PARENT_TRACE))
+                lambda: receiver.wait_for(whole_run(PARENT_TRACE))
             )
     root = next(s for s in spans if s.name == "invoke_agent loopgate")
     assert root.parent_span_id == PARENT_SPAN

@@ -10,9 +10,7 @@ import pytest
 from hypothesis import given, settings
 from hypothesis import strategies as st
 
-from contracts.envelope import Envelope
-from contracts.messages import Message
-from gateway.telemetry.golden import (
+from conformance.otel import (
     EXPECTED,
     STREAMS,
     golden_path,
@@ -22,6 +20,8 @@ from gateway.telemetry.golden import (
     stream_context,
     tree_from_records,
 )
+from contracts.envelope import Envelope
+from contracts.messages import Message
 from gateway.telemetry.projector import (
     SpanEnd,
     SpanEvent,
@@ -69,9 +69,9 @@ def attribute_keys(tree: dict[str, Any]) -> set[str]:
 @pytest.mark.parametrize("stream", STREAM_PATHS, ids=lambda p: p.stem)
 def test_golden_span_tree(stream: Path) -> None:
     expected = golden_path(stream)
-    assert expected.exists(), "regenerate with: python -m gateway.telemetry.golden --write"
+    assert expected.exists(), "regenerate with: python -m conformance.otel --write"
     assert render_golden(stream) == expected.read_bytes(), (
-        "span tree changed; if intended: python -m gateway.telemetry.golden --write"
+        "span tree changed; if intended: python -m conformance.otel --write"
     )
 
 

@@ -16,6 +16,7 @@ from opentelemetry.sdk.trace.export import SimpleSpanProcessor, SpanExporter, Sp
 from opentelemetry.sdk.trace.export.in_memory_span_exporter import InMemorySpanExporter
 from opentelemetry.trace import SpanKind, StatusCode
 
+from conformance.otel import STREAMS, encode_tree, golden_path, load_stream, tree_from_spans
 from contracts.envelope import Envelope
 from contracts.ports import CutOff, StartRun
 from gateway.app import build_hub
@@ -23,13 +24,6 @@ from gateway.hub import Hub, Run
 from gateway.hub.run import new_record
 from gateway.settings import Settings
 from gateway.telemetry import Telemetry, TraceProjector
-from gateway.telemetry.golden import (
-    STREAMS,
-    encode_tree,
-    golden_path,
-    load_stream,
-    tree_from_spans,
-)
 
 pytestmark = pytest.mark.anyio
 
@@ -150,7 +144,8 @@ async def test_a_loop_run_has_model_and_tool_spans_and_the_trace_id_in_its_json(
     assert {"execute_tool clock", "execute_tool calculate"} <= set(spans)
     trace_id = f"{run_span.context.trace_id:032x}"
     assert shown.metadata["trace_id"] == trace_id
-    assert shown.metadata["traceparent"] == f"00-{trace_id}-{run_span.context.span_id:016x}-01"
+    # Sampled (01), its trace id drawn at random (02: W3C Trace Context level 2).
+    assert shown.metadata["traceparent"] == f"00-{trace_id}-{run_span.context.span_id:016x}-03"
     for span in spans.values():
         assert not CONTENT_KEYS & set(span.attributes or {}), f"{span.name} carries content"
 
@@ -242,7 +237,8 @@ async def test_delivery_spans_per_subscriber_and_a_summary_per_adapter(
             tg.start_soon(reader, "sse")
             tg.start_soon(reader, "agui")
             tg.start_soon(stuck)
-            await anyio.sleep(0.05)
+            while len(run.subscribers) < 3:
+                await anyio.lowlevel.checkpoint()
             for i in range(70):
                 hub.publish(run, "content_delta", {"delta": str(i)})
                 if i % 3 == 0:

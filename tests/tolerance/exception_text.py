@@ -65,7 +65,6 @@ ALLOWED: dict[tuple[str, str], str] = {
     ("gateway/loops/python.py", "load_object"): "--loop at startup: the operator's terminal",
     ("gateway/settings.py", "*"): "settings at startup: the operator's terminal",
     ("gateway/commands/*", "*"): "the command line's own stderr: the operator's terminal",
-    ("gateway/telemetry/golden.py", "*"): "a developer tool writing goldens",
 }
 
 

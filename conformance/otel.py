@@ -1,7 +1,7 @@
 """Span trees of the recorded streams: ``conformance/expected/otel/<stream>.json``.
 
-    python -m gateway.telemetry.golden            # check, exit 1 on a difference
-    python -m gateway.telemetry.golden --write    # regenerate
+    python -m conformance.otel            # check, exit 1 on a difference
+    python -m conformance.otel --write    # regenerate
 
 A tree is what a dashboard shows, without random ids: each span's name, kind, start and end
 (ns after the run span's start), attributes, status, events and children (ordered by start,
@@ -34,7 +34,7 @@ from gateway.telemetry.projector import (
     TraceProjector,
 )
 
-ROOT = Path(__file__).resolve().parents[2] / "conformance"
+ROOT = Path(__file__).resolve().parent
 STREAMS = ROOT / "streams"
 EXPECTED = ROOT / "expected" / "otel"
 
@@ -207,13 +207,13 @@ def run(*, write: bool) -> list[str]:
 
 
 def main(argv: list[str] | None = None) -> int:
-    parser = argparse.ArgumentParser(prog="python -m gateway.telemetry.golden", description=__doc__)
+    parser = argparse.ArgumentParser(prog="python -m conformance.otel", description=__doc__)
     parser.add_argument("--write", action="store_true", help="regenerate instead of checking")
     problems = run(write=parser.parse_args(argv).write)
     for problem in problems:
         print(problem, file=sys.stderr)
     if problems:
-        print("regenerate with: python -m gateway.telemetry.golden --write", file=sys.stderr)
+        print("regenerate with: python -m conformance.otel --write", file=sys.stderr)
         return 1
     return 0
 
