@@ -8,14 +8,21 @@ update: ACP has no neutral update to carry them, and an invented thought chunk w
 
 from __future__ import annotations
 
-from collections.abc import Callable
-from typing import Any
+from typing import Any, cast
 
 import msgspec
 
+from adapters.shared.projector import TEXT, Call, RunProjector, Segment
 from contracts.envelope import Envelope
-from contracts.events import budget_kind, completion_status, tool_failed
-from contracts.gateway_events import PERMISSION_REQUEST, PERMISSION_RESULT
+from contracts.events import (
+    CompletionView,
+    LlmResponseView,
+    PermissionRequestView,
+    PermissionResultView,
+    ToolCallView,
+    ToolResultView,
+    view_of,
+)
 from contracts.projector import ProjectorContext
 
 TOOL_KINDS = frozenset(
@@ -86,13 +93,14 @@ class PermissionAsk(msgspec.Struct, frozen=True):
 AcpItem = SessionUpdate | PromptAnswer | PromptFailure | PermissionAsk
 
 
-def tool_kind(name: str, data: dict[str, Any], known: dict[str, str]) -> str:
+def tool_kind(name: str, data: ToolCallView | dict[str, Any], known: dict[str, str]) -> str:
+    """The ACP kind of a call (``data``: the call's payload or its view)."""
     kind = known.get(name)
     if kind in TOOL_KINDS:
         return kind
-    for key in ("kind", "kindHint"):
-        hint = data.get(key)
-        if isinstance(hint, str) and hint in TOOL_KINDS:
+    view = data if isinstance(data, ToolCallView) else view_of(ToolCallView, data)
+    for hint in (view.kind, view.kind_hint):
+        if hint in TOOL_KINDS:
             return hint
     low = name.lower()
     for words, guess in _NAME_HINTS:
@@ -105,11 +113,12 @@ def tool_title(name: str, arguments: Any) -> str:
     """``name: the first argument`` — what an IDE shows on the tool call's line."""
     summary = ""
     if isinstance(arguments, dict) and arguments:
-        first = next(iter(arguments.values()))
+        named = cast(dict[str, Any], arguments)
+        first = next(iter(named.values()))
         summary = (
             first
             if isinstance(first, str)
-            else ", ".join(f"{k}={_encode(v).decode()}" for k, v in arguments.items())
+            else ", ".join(f"{k}={_encode(v).decode()}" for k, v in named.items())
         )
     title = f"{name}: {summary}" if summary else name
     title = " ".join(title.split())
@@ -133,177 +142,126 @@ def _text_content(text: str) -> list[dict[str, Any]]:
     return [{"type": "content", "content": {"type": "text", "text": text}}]
 
 
-class AcpProjector:
+class AcpProjector(RunProjector[AcpItem]):
     """One run of one session. ``context.options``: ``toolKinds`` (tool name → ACP kind, from
     the tools' metadata), ``contextSize`` (the model's context window in tokens: enables
-    ``usage_update``)."""
+    ``usage_update``). Loop-internal and unknown kinds make no update (``passthrough``: none)."""
 
     def __init__(self, context: ProjectorContext) -> None:
-        self.context = context
+        super().__init__(context)
         self.session_id = context.thread_id
         options = context.options
         kinds = options.get("toolKinds")
         self.known_kinds: dict[str, str] = kinds if isinstance(kinds, dict) else {}
         size = options.get("contextSize")
         self.context_size = size if isinstance(size, int) and size > 0 else None
-        self.open_calls: dict[str, str] = {}  # id → name, in start order
-        self.ended = False
-        self.budget_kind: str | None = None
-        self.last_error: str | None = None
-        self.input_tokens = 0
-        self.output_tokens = 0
-        self._feeders: dict[str, Callable[[dict[str, Any]], list[AcpItem]]] = {
-            "content_delta": self._content,
-            "reasoning_delta": self._reasoning,
-            "tool_call_start": self._tool_start,
-            "tool_call_result": self._tool_result,
-            "tool_error": self._tool_error,
-            "llm_response": self._llm_response,
-            "budget_exhausted": self._budget,
-            "error": self._error,
-            "completion": self._completion,
-            PERMISSION_REQUEST: self._permission_request,
-            PERMISSION_RESULT: self._permission_result,
-        }
-
-    def start(self) -> list[AcpItem]:
-        return []
-
-    def feed(self, envelope: Envelope) -> list[AcpItem]:
-        if self.ended:
-            return []
-        feeder = self._feeders.get(envelope.kind)
-        data = envelope.data
-        if feeder is None or not isinstance(data, dict):
-            return []
-        try:
-            return feeder(data)
-        except (KeyError, TypeError, ValueError, AttributeError):
-            # A recorded or pushed payload of the wrong shape is skipped, never fatal.
-            return []
-
-    def close(self, reason: str | None = None) -> list[AcpItem]:
-        if self.ended:
-            return []
-        return self._fail(reason or "truncated", "the run ended without a final answer")
 
     # --- text ---------------------------------------------------------------------------
 
-    def _content(self, data: dict[str, Any]) -> list[AcpItem]:
-        delta = data.get("delta")
-        if not isinstance(delta, str) or not delta:
+    def on_delta(self, segment: Segment, delta: str, envelope: Envelope) -> list[AcpItem]:
+        if not delta:
             return []
-        return [text_update(self.session_id, "agent_message_chunk", delta)]
-
-    def _reasoning(self, data: dict[str, Any]) -> list[AcpItem]:
-        delta = data.get("delta")
-        if not isinstance(delta, str) or not delta:
-            return []
-        return [text_update(self.session_id, "agent_thought_chunk", delta)]
+        kind = "agent_message_chunk" if segment.kind == TEXT else "agent_thought_chunk"
+        return [text_update(self.session_id, kind, delta)]
 
     # --- tools --------------------------------------------------------------------------
 
     def _update(self, update: dict[str, Any]) -> SessionUpdate:
         return SessionUpdate({"sessionId": self.session_id, "update": update})
 
-    def _tool_start(self, data: dict[str, Any]) -> list[AcpItem]:
-        call_id, name = data["id"], data["name"]
-        if not isinstance(call_id, str) or not isinstance(name, str):
-            return []
-        arguments = data.get("arguments")
-        self.open_calls[call_id] = name
-        meta: dict[str, Any] = {"name": name}
-        if isinstance(data.get("round"), int):
-            meta["round"] = data["round"]
-        return [
+    def on_tool_start(self, out: list[AcpItem], call: Call, envelope: Envelope) -> None:
+        arguments = call.arguments
+        meta: dict[str, Any] = {"name": call.name}
+        view = view_of(ToolCallView, envelope.data)
+        if view.round is not None:
+            meta["round"] = view.round
+        out.append(
             self._update(
                 {
                     "sessionUpdate": "tool_call",
-                    "toolCallId": call_id,
-                    "title": tool_title(name, arguments),
-                    "kind": tool_kind(name, data, self.known_kinds),
+                    "toolCallId": call.id,
+                    "title": tool_title(call.name, arguments),
+                    "kind": tool_kind(call.name, view, self.known_kinds),
                     "status": "in_progress",
                     "rawInput": arguments if isinstance(arguments, dict) else {},
                     "_meta": {"loopgate": meta},
                 }
             )
-        ]
+        )
 
-    def _tool_result(self, data: dict[str, Any]) -> list[AcpItem]:
-        call_id = data["id"]
-        if not isinstance(call_id, str):
-            return []
-        self.open_calls.pop(call_id, None)
-        meta: dict[str, Any] = {}
-        if isinstance(data.get("durationMs"), int | float):
-            meta["durationMs"] = data["durationMs"]
-        if data.get("deduplicated") is True:
-            meta["deduplicated"] = True
-        if not tool_failed("tool_call_result", data):
-            preview = data.get("resultPreview")
-            text = preview if isinstance(preview, str) else ""
-            output = data.get("result", text)
-            update = {
-                "sessionUpdate": "tool_call_update",
-                "toolCallId": call_id,
-                "status": "completed",
-                "content": _text_content(text),
-                "rawOutput": output,
-            }
+    def announce_call(self, out: list[AcpItem], call: Call, envelope: Envelope) -> None:
+        # Its input was never seen: no rawInput rather than a made-up empty one.
+        out.append(
+            self._update(
+                {
+                    "sessionUpdate": "tool_call",
+                    "toolCallId": call.id,
+                    "title": tool_title(call.name, None),
+                    "kind": tool_kind(call.name, {}, self.known_kinds),
+                    "status": "in_progress",
+                    "_meta": {"loopgate": {"name": call.name}},
+                }
+            )
+        )
+
+    def on_tool_result(
+        self, out: list[AcpItem], call: Call, envelope: Envelope, failed: bool
+    ) -> None:
+        view = view_of(ToolResultView, envelope.data)
+        update: dict[str, Any] = {"sessionUpdate": "tool_call_update", "toolCallId": call.id}
+        if failed:
+            text = view.error or "the tool failed"
+            update.update(status="failed", content=_text_content(text), rawOutput={"error": text})
         else:
-            error = data.get("error")
-            text = error if isinstance(error, str) and error else "the tool failed"
-            update = {
-                "sessionUpdate": "tool_call_update",
-                "toolCallId": call_id,
-                "status": "failed",
-                "content": _text_content(text),
-                "rawOutput": {"error": text},
-            }
+            text = view.result_preview or ""
+            # The result as sent (any JSON), the preview when the loop kept it to itself.
+            output = envelope.data.get("result", text)
+            update.update(status="completed", content=_text_content(text), rawOutput=output)
+        meta: dict[str, Any] = {}
+        if view.duration_ms is not None:
+            meta["durationMs"] = view.duration_ms
+        if view.deduplicated:
+            meta["deduplicated"] = True
         if meta:
             update["_meta"] = {"loopgate": meta}
-        return [self._update(update)]
+        out.append(self._update(update))
 
-    def _tool_error(self, data: dict[str, Any]) -> list[AcpItem]:
-        call_id = data["id"]
-        if not isinstance(call_id, str):
-            return []
-        self.open_calls.pop(call_id, None)
-        error = data.get("error")
-        text = error if isinstance(error, str) and error else "the tool failed"
-        return [
+    def close_call(self, out: list[AcpItem], call: Call, status: str) -> None:
+        text = (
+            "cancelled" if status == "cancelled" else "the run ended before this tool call finished"
+        )
+        out.append(
             self._update(
                 {
                     "sessionUpdate": "tool_call_update",
-                    "toolCallId": call_id,
+                    "toolCallId": call.id,
                     "status": "failed",
                     "content": _text_content(text),
-                    "rawOutput": {"error": text},
                 }
             )
-        ]
+        )
 
-    def _permission_request(self, data: dict[str, Any]) -> list[AcpItem]:
-        request_id = data["requestId"]
-        call = data["toolCall"]
-        if not isinstance(request_id, str) or not isinstance(call, dict):
-            return []
-        call_id, name = call.get("id"), call.get("name")
-        if not isinstance(call_id, str) or not isinstance(name, str):
-            return []
-        options = data.get("options")
-        offered = options if isinstance(options, list) and options else list(OPTION_NAMES)
+    def on_permission_request(
+        self, out: list[AcpItem], view: PermissionRequestView, envelope: Envelope
+    ) -> bool:
+        request_id = view.request_id
+        if request_id is None or view.tool_call is None:
+            return False
+        call = view_of(ToolCallView, view.tool_call)
+        if call.id is None or call.name is None:
+            return False
+        offered = view.options or list(OPTION_NAMES)
         decisions = [o for o in offered if isinstance(o, str) and o in OPTION_NAMES]
-        arguments = call.get("arguments")
-        return [
+        arguments = view.tool_call.get("arguments")
+        out.append(
             PermissionAsk(
                 request_id,
                 {
                     "sessionId": self.session_id,
                     "toolCall": {
-                        "toolCallId": call_id,
-                        "title": tool_title(name, arguments),
-                        "kind": tool_kind(name, call, self.known_kinds),
+                        "toolCallId": call.id,
+                        "title": tool_title(call.name, arguments),
+                        "kind": tool_kind(call.name, call, self.known_kinds),
                         "status": "pending",
                         "rawInput": arguments if isinstance(arguments, dict) else {},
                     },
@@ -313,68 +271,55 @@ class AcpProjector:
                     "_meta": {"loopgate": {"requestId": request_id}},
                 },
             )
-        ]
+        )
+        return True
 
-    def _permission_result(self, data: dict[str, Any]) -> list[AcpItem]:
+    def on_permission_result(
+        self, out: list[AcpItem], view: PermissionResultView, envelope: Envelope
+    ) -> bool:
         # An approved call runs now; a rejected one gets its failed result from the loop.
-        call_id, decision = data.get("toolCallId"), data.get("decision")
-        if not isinstance(call_id, str) or call_id not in self.open_calls:
-            return []
-        if not isinstance(decision, str) or not decision.startswith("allow"):
-            return []
-        return [
+        call_id, decision = view.tool_call_id, view.decision
+        if call_id not in self.pending or decision is None or not decision.startswith("allow"):
+            return False
+        out.append(
             self._update(
                 {
                     "sessionUpdate": "tool_call_update",
                     "toolCallId": call_id,
                     "status": "in_progress",
-                    "_meta": {"loopgate": {"permission": decision, "by": data.get("by")}},
+                    "_meta": {"loopgate": {"permission": decision, "by": view.by}},
                 }
             )
-        ]
+        )
+        return True
 
-    # --- usage, budgets, errors ---------------------------------------------------------
+    # --- usage --------------------------------------------------------------------------
 
-    def _llm_response(self, data: dict[str, Any]) -> list[AcpItem]:
-        prompt, completion = data.get("promptTokens"), data.get("completionTokens")
-        if isinstance(prompt, int):
-            self.input_tokens += prompt
-        if isinstance(completion, int):
-            self.output_tokens += completion
-        if self.context_size is None or not isinstance(prompt, int):
-            return []
-        used = prompt + (completion if isinstance(completion, int) else 0)
+    def on_llm_response(self, out: list[AcpItem], envelope: Envelope) -> bool:
+        if self.context_size is None:
+            return False
+        view = view_of(LlmResponseView, envelope.data)
+        prompt = view.prompt_tokens
+        if prompt is None:
+            return False
         update: dict[str, Any] = {
             "sessionUpdate": "usage_update",
-            "used": used,
+            "used": prompt + (view.completion_tokens or 0),
             "size": self.context_size,
         }
-        cost = data.get("costUsd")
-        if isinstance(cost, int | float) and not isinstance(cost, bool):
-            update["cost"] = {"amount": cost, "currency": "USD"}
-        return [self._update(update)]
-
-    def _budget(self, data: dict[str, Any]) -> list[AcpItem]:
-        kind = budget_kind(data)  # "kind", or "budget" as seed 001's engine spells it
-        if kind is not None:
-            self.budget_kind = kind
-        return []
-
-    def _error(self, data: dict[str, Any]) -> list[AcpItem]:
-        message = data.get("message")
-        if isinstance(message, str) and message:
-            self.last_error = message
-        return []
+        if view.cost_usd is not None:
+            update["cost"] = {"amount": view.cost_usd, "currency": "USD"}
+        out.append(self._update(update))
+        return True
 
     # --- the end of the turn ------------------------------------------------------------
 
-    def _completion(self, data: dict[str, Any]) -> list[AcpItem]:
-        if data.get("status") == "executing":
-            return []
-        status = completion_status(data)
-        reason = data.get("reason") if isinstance(data.get("reason"), str) else None
+    def on_terminal(self, out: list[AcpItem], status: str, envelope: Envelope) -> None:
+        view = view_of(CompletionView, envelope.data)
+        reason = view.reason
         if status == "failed":
-            return self._fail(reason or "failed", self.last_error)
+            out.append(self._failure(reason or "failed", self.last_error))
+            return
         if status == "cancelled":
             stop = "cancelled"
         elif status == "budget_exhausted":
@@ -384,58 +329,40 @@ class AcpProjector:
             # completed, waiting_user, and statuses newer than this code: the turn ended;
             # _meta.loopgate.status carries the status as sent.
             stop = "end_turn"
-        items: list[AcpItem] = self._close_calls("cancelled" if stop == "cancelled" else None)
-        meta: dict[str, Any] = {"runId": self.context.run_id, "status": status}
+        meta: dict[str, Any] = {"runId": self.run_id, "status": status}
         if reason:
             meta["reason"] = reason
-        if isinstance(data.get("round"), int):
-            meta["rounds"] = data["round"]
-        if isinstance(data.get("traceId"), str):
-            meta["traceId"] = data["traceId"]
+        if view.round is not None:
+            meta["rounds"] = view.round
+        if view.trace_id is not None:
+            meta["traceId"] = view.trace_id
         result: dict[str, Any] = {"stopReason": stop}
-        usage = self._usage(data)
+        usage = self._usage(view)
         if usage is not None:
             result["usage"] = usage
         result["_meta"] = {"loopgate": meta}
-        self.ended = True
-        items.append(PromptAnswer(result))
-        return items
+        out.append(PromptAnswer(result))
 
-    def _usage(self, data: dict[str, Any]) -> dict[str, int] | None:
-        prompt, completion = data.get("promptTokens"), data.get("completionTokens")
-        inp = prompt if isinstance(prompt, int) and prompt >= 0 else self.input_tokens
-        out = completion if isinstance(completion, int) and completion >= 0 else self.output_tokens
+    def on_truncated(self, out: list[AcpItem], reason: str) -> None:
+        out.append(self._failure(reason, "the run ended without a final answer"))
+
+    def _usage(self, view: CompletionView) -> dict[str, int] | None:
+        summed_in, summed_out = self.usage_totals()
+        prompt, completion = view.prompt_tokens, view.completion_tokens
+        inp = prompt if prompt is not None and prompt >= 0 else summed_in
+        out = completion if completion is not None and completion >= 0 else summed_out
         if not inp and not out:
             return None
         return {"totalTokens": inp + out, "inputTokens": inp, "outputTokens": out}
 
-    def _close_calls(self, why: str | None) -> list[AcpItem]:
-        text = why or "the run ended before this tool call finished"
-        items: list[AcpItem] = [
-            self._update(
-                {
-                    "sessionUpdate": "tool_call_update",
-                    "toolCallId": call_id,
-                    "status": "failed",
-                    "content": _text_content(text),
-                }
-            )
-            for call_id in self.open_calls
-        ]
-        self.open_calls.clear()
-        return items
-
-    def _fail(self, reason: str, error: str | None) -> list[AcpItem]:
-        items = self._close_calls(None)
-        self.ended = True
+    def _failure(self, reason: str, error: str | None) -> PromptFailure:
         message = f"the agent loop failed ({reason})"
         if error:
             message += f": {error}"
-        data: dict[str, Any] = {"runId": self.context.run_id, "reason": reason}
+        data: dict[str, Any] = {"runId": self.run_id, "reason": reason}
         if error:
             data["error"] = error
-        items.append(PromptFailure(INTERNAL_ERROR, message, data))
-        return items
+        return PromptFailure(INTERNAL_ERROR, message, data)
 
 
 def to_wire(item: AcpItem, prompt_request_id: int | str = 2) -> dict[str, Any]:

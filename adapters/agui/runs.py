@@ -4,7 +4,7 @@ continuation of a run that waited for a tool approval, or watching an existing r
 from __future__ import annotations
 
 import json
-from typing import Any, NamedTuple
+from typing import Any, NamedTuple, cast
 
 from adapters.agui.input import (
     ResumeEntry,
@@ -15,6 +15,7 @@ from adapters.agui.input import (
 )
 from adapters.agui.interrupts import InterruptRef, parse_interrupt_id
 from adapters.shared.problem import HttpProblem
+from adapters.shared.projector import SEEN_CALLS, SeenCall, seen_calls
 from contracts.client_errors import ClientError
 from contracts.gateway_events import DECISIONS
 from contracts.messages import Message, ToolCall
@@ -57,19 +58,31 @@ async def plan_run(
         if body.resume:
             raise HttpProblem(422, "an attaching request takes no resume")
         info = await service.get(body.run_id)
-        return RunPlan(info, projector_context(info, body), after, drives=False)
+        # A watcher that names a cursor had the stream up to it: its tool calls are known.
+        seen = seen_calls(await service.history(info.id, limit=after)) if after else None
+        return RunPlan(info, projector_context(info, body, seen), after, drives=False)
     info, context = await start_run(service, body, traceparent, tracestate)
     return RunPlan(info, context, 0, drives=True)
 
 
-def projector_context(info: RunInfo, body: RunAgentInput) -> ProjectorContext:
-    trace = {k: info.metadata[k] for k in ("trace_id", "traceparent") if k in info.metadata}
+def projector_context(
+    info: RunInfo, body: RunAgentInput, seen: dict[str, SeenCall] | None = None
+) -> ProjectorContext:
+    """``seen``: the tool calls of the stream this one continues (the client knows them)."""
+    metadata = info.metadata
+    # Only the run's own trace (telemetry on), not a caller's traceparent echoed back.
+    options: dict[str, Any] = (
+        {k: metadata[k] for k in ("trace_id", "traceparent") if k in metadata}
+        if "trace_id" in metadata
+        else {}
+    )
+    if seen:
+        options[SEEN_CALLS] = seen
     return ProjectorContext(
         run_id=info.id,
         thread_id=info.thread_id,
         protocol_version=body.protocol_version,
-        # Only the run's own trace (telemetry on), not a caller's traceparent echoed back.
-        options=trace if "trace_id" in trace else {},
+        options=options,
     )
 
 
@@ -88,7 +101,7 @@ async def continue_after_approvals(
             422, f"resume: unknown interruptId {approvals[0][0].interrupt_id!r}"
         ) from None
     asked = {e.data.get("requestId"): e.seq for e in events if e.kind == "permission_request"}
-    seqs = []
+    seqs: list[int] = []
     for entry, ref in approvals:
         seq = asked.get(ref.key)
         if seq is None:
@@ -98,7 +111,11 @@ async def continue_after_approvals(
         # stream shows what was decided.
         await service.respond(run_id, ref.key, decision_of(entry))
     info = await service.get(run_id)
-    return RunPlan(info, projector_context(info, body), min(seqs), drives=True)
+    after = min(seqs)
+    # The client had the stream up to its first question: the calls started there are known
+    # to it, and their results are no orphans.
+    seen = seen_calls(e for e in events if e.seq <= after)
+    return RunPlan(info, projector_context(info, body, seen), after, drives=True)
 
 
 def decision_of(entry: ResumeEntry) -> str:
@@ -106,9 +123,10 @@ def decision_of(entry: ResumeEntry) -> str:
     (``{"approved": true}`` too); a cancelled interrupt rejects the call once."""
     if entry.status == "cancelled":
         return "reject_once"
-    payload = entry.payload
+    payload: Any = entry.payload
     if isinstance(payload, dict):
-        payload = payload.get("decision", payload.get("approved"))
+        answer = cast(dict[str, Any], payload)
+        payload = answer.get("decision", answer.get("approved"))
     if isinstance(payload, bool):
         return "allow_once" if payload else "reject_once"
     if isinstance(payload, str) and payload in ASKABLE:

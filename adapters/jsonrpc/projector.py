@@ -11,7 +11,7 @@ from __future__ import annotations
 from typing import Any
 
 from adapters.jsonrpc.protocol import Notification, encode
-from contracts.contract import is_terminal_completion
+from adapters.shared.projector import RunProjector
 from contracts.envelope import Envelope, encode_envelope
 from contracts.projector import ProjectorContext
 
@@ -34,13 +34,15 @@ def run_end(
     return Notification(method=RUN_END, params=params)
 
 
-class JsonRpcProjector:
+class JsonRpcProjector(RunProjector[Notification]):
+    """Every envelope as it is; the run's end once. Tracks no part of the run."""
+
+    tracks_parts = False
+
     def __init__(self, context: ProjectorContext) -> None:
-        self.context = context
+        super().__init__(context)
         subscription = context.options.get("subscription", DEFAULT_SUBSCRIPTION)
         self.subscription = str(subscription)
-        self.last_seq = 0
-        self.ended = False
         # The encoded head of this subscription's run.event, for feed_encoded.
         self._event_head = (
             b'{"jsonrpc":"2.0","method":"run.event","params":{"subscription":'
@@ -48,52 +50,30 @@ class JsonRpcProjector:
             + b',"event":'
         )
 
-    def start(self) -> list[Notification]:
-        return []
+    @property
+    def last_seq(self) -> int:
+        return 0 if self.last is None else self.last.seq
 
-    def feed(self, envelope: Envelope) -> list[Notification]:
-        if self.ended:
-            return []  # nothing follows a run's end on the wire, even if a stream has more
-        self.last_seq = envelope.seq
-        event = Notification(
-            method=RUN_EVENT, params={"subscription": self.subscription, "event": envelope}
+    def passthrough(self, out: list[Notification], envelope: Envelope) -> None:
+        out.append(
+            Notification(
+                method=RUN_EVENT, params={"subscription": self.subscription, "event": envelope}
+            )
         )
-        data = envelope.data if isinstance(envelope.data, dict) else {}
-        if not is_terminal_completion(envelope.kind, data):
-            return [event]
-        self.ended = True
-        status = data.get("status")
-        return [
-            event,
-            run_end(
-                self.subscription,
-                self.context.run_id,
-                status if isinstance(status, str) else "failed",
-                envelope.seq,
-            ),
-        ]
+
+    def on_terminal(self, out: list[Notification], status: str, envelope: Envelope) -> None:
+        out.append(run_end(self.subscription, self.run_id, status, envelope.seq))
+
+    def on_truncated(self, out: list[Notification], reason: str) -> None:
+        """A stream that stopped without its terminal event (a recording cut short): the run
+        is over as far as this subscriber knows, like the hub's synthesised ``truncated``."""
+        out.append(run_end(self.subscription, self.run_id, "failed", self.last_seq, reason))
 
     def feed_encoded(self, envelope: Envelope) -> list[bytes]:
         """``[encode(m) for m in self.feed(envelope)]``, byte for byte, with the common case (a
         non-terminal event) spliced from the envelope's JSON instead of built and re-encoded:
         the live path of every subscription."""
-        if self.ended or envelope.kind == "completion":
+        if self.finished or envelope.kind == "completion":
             return [encode(m) for m in self.feed(envelope)]
-        self.last_seq = envelope.seq
+        self.last = envelope
         return [self._event_head + encode_envelope(envelope) + b"}}"]
-
-    def close(self, reason: str | None = None) -> list[Notification]:
-        """A stream that stopped without its terminal event (a recording cut short): the run
-        is over as far as this subscriber knows, like the hub's synthesised ``truncated``."""
-        if self.ended:
-            return []
-        self.ended = True
-        return [
-            run_end(
-                self.subscription,
-                self.context.run_id,
-                "failed",
-                self.last_seq,
-                reason or "truncated",
-            )
-        ]

@@ -8,7 +8,7 @@ from typing import Any
 import msgspec
 import pytest
 
-from adapters.agui import KEEPALIVE, MEDIA_TYPE, PROTOCOL_VERSION, AguiAdapter, AguiProjector
+from adapters.agui import MEDIA_TYPE, PROTOCOL_VERSION, AguiAdapter, AguiProjector
 from contracts.envelope import Envelope
 from contracts.projector import Adapter
 from tests.agui.agui_streams import T0, Stream, all_streams, context, garbage, project, tool_rounds
@@ -639,10 +639,9 @@ def test_projector_does_not_mutate_payloads() -> None:
 
 def test_adapter_satisfies_the_contract() -> None:
     adapter: Adapter = AguiAdapter()
-    assert (adapter.name, adapter.framing) == ("agui", "sse")
+    assert adapter.name == "agui"
     assert isinstance(adapter.projector(context()), AguiProjector)
     assert MEDIA_TYPE == "text/event-stream"
-    assert KEEPALIVE.startswith(b":") and KEEPALIVE.endswith(b"\n\n")
 
 
 def test_render_is_lf_only_sse_one_data_line_per_event() -> None:

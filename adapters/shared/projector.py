@@ -1,0 +1,549 @@
+"""The run lifecycle every projector shares; a protocol is a subclass that fills in hooks.
+
+A projector turns one run's envelopes into one protocol's messages and does no I/O
+(docs/architecture.md). What is the same for every protocol is done here, once:
+
+- **dispatch** by kind, in one table; typed reads: the base reads the fields it acts on (a
+  tool call's id and name, a delta, usage counts, the model) and hooks read the rest through
+  the tolerant views of contracts.events — a field of a foreign type is absent either way. An
+  event whose key field is unusable (a delta that is not a string, a tool call without a
+  string id) *degrades* to the protocol's ``passthrough`` (AG-UI CUSTOM, ACP nothing, JSON-RPC
+  the envelope as it is), and so does a payload nobody foresaw; unknown kinds go to
+  ``on_unknown``;
+- the run's **open parts** — the round, one text or reasoning segment, the tool calls in flight —
+  opened when the stream needs them and closed in one order before whatever ends the stream: a
+  terminal completion, a stream cut short (``close``), or a protocol's own early end (AG-UI's
+  approval interrupt, through ``finish``);
+- **bookkeeping**: token usage per model, the last ``budget_exhausted`` payload and the budget it
+  names, the last ``error`` message;
+- **orphans**: a tool result whose start this client never saw is *announced* first — the
+  protocol's call start (``announce_call``) with the result's id and tool name — then answered,
+  so no client gets a result for a call it does not know. A result that names no tool cannot be
+  announced and degrades. A stream that continues one the client already had passes the calls
+  it saw in ``ProjectorContext.options[SEEN_CALLS]`` (see :func:`seen_calls`): those are known.
+
+Hooks append messages to the list they are given (one list per event, however many parts it
+opens and closes); an event hook returns False to decline, and the event then goes to
+``passthrough``. Ids derive from the run id and the seq of the envelope that opened a part, so
+the output is deterministic and goldens are byte-stable.
+"""
+
+from __future__ import annotations
+
+from collections.abc import Callable, Iterable
+from typing import Any, ClassVar, Generic, Literal, NamedTuple, TypeVar
+
+import msgspec
+
+from contracts.contract import TERMINAL_EXCLUDED, load_contract
+from contracts.envelope import Envelope
+from contracts.events import (
+    BudgetKind,
+    PermissionRequestView,
+    PermissionResultView,
+    budget_kind,
+    completion_status,
+    tool_failed,
+    view_of,
+)
+from contracts.gateway_events import PERMISSION_REQUEST, PERMISSION_RESULT
+from contracts.projector import ProjectorContext
+
+W = TypeVar("W")
+
+SegmentKind = Literal["content_delta", "reasoning_delta"]
+TEXT: SegmentKind = "content_delta"
+REASONING: SegmentKind = "reasoning_delta"
+TOOL_RESULTS = ("tool_call_result", "tool_error")
+
+# ProjectorContext.options key: the tool calls the client saw before this stream (seen_calls).
+SEEN_CALLS = "seenCalls"
+
+
+class Segment(msgspec.Struct, frozen=True, gc=False):
+    """An open run of deltas; ``kind`` is the delta kind that continues it."""
+
+    kind: SegmentKind
+    id: str  # "<run id>:msg:<seq>" (text) or "<run id>:reasoning:<seq>", seq of its first delta
+
+
+class Call(msgspec.Struct, frozen=True, gc=False):
+    """A tool call this stream knows."""
+
+    id: str
+    name: str
+    # As sent: any JSON (each protocol maps a foreign value); None when the start was not seen.
+    arguments: Any
+    seq: int  # the envelope that started or announced it; 0 for a call of an earlier stream
+
+
+class SeenCall(NamedTuple):
+    name: str
+    answered: bool
+
+
+class Usage(msgspec.Struct, gc=False):
+    """Token counts of one model over the run; None when the loop never reported that count."""
+
+    input_tokens: int | None = None
+    output_tokens: int | None = None
+    total_tokens: int | None = None
+    reasoning_tokens: int | None = None
+    cached_tokens: int | None = None
+
+    def add(self, data: dict[str, Any]) -> bool:
+        """Add an ``llm_response``'s counts; False when it had none. A count is a non-negative
+        integer (a bool, a string or a negative number is no count)."""
+        added = False
+        # Spelled out: this runs once per model response, and a view or a loop costs twice.
+        if type(n := data.get("promptTokens")) is int and n >= 0:
+            self.input_tokens, added = (self.input_tokens or 0) + n, True
+        if type(n := data.get("completionTokens")) is int and n >= 0:
+            self.output_tokens, added = (self.output_tokens or 0) + n, True
+        if type(n := data.get("totalTokens")) is int and n >= 0:
+            self.total_tokens, added = (self.total_tokens or 0) + n, True
+        if type(n := data.get("reasoningTokens")) is int and n >= 0:
+            self.reasoning_tokens, added = (self.reasoning_tokens or 0) + n, True
+        if type(n := data.get("cachedTokens")) is int and n >= 0:
+            self.cached_tokens, added = (self.cached_tokens or 0) + n, True
+        return added
+
+
+_Step = Callable[["RunProjector[Any]", Envelope], "list[Any] | None"]
+
+# Every kind the base knows (the others go to on_unknown).
+_KNOWN = (*load_contract().event_kinds, PERMISSION_REQUEST, PERMISSION_RESULT)
+_SKIPPABLE = ("on_stage_start", "on_llm_request", "on_llm_response", "on_round_end")
+
+
+class RunProjector(Generic[W]):
+    """One run, one client, one protocol: ``start``, ``feed``, ``close`` return messages.
+
+    Hooks append their messages to ``out``: a step makes one list for an event, however many
+    parts it opens and closes. State a subclass reads (the base alone writes it):
+    ``finished``, ``last`` (the newest envelope), ``segment``, ``rounds``/``in_round``,
+    ``calls`` (every call this stream knows) and ``pending`` (those not answered yet, in start
+    order), ``model``, ``usage``, ``budget``, ``budget_kind``, ``last_error``.
+    """
+
+    # False for a protocol that shows every envelope as it is (JSON-RPC, native SSE): the base
+    # then only watches for the terminal completion, and tracks no part at no cost per event.
+    tracks_parts: ClassVar[bool] = True
+    # Kind → step, for this class (see the end of the class body).
+    _steps: ClassVar[dict[str, _Step | None]]
+    # The event hooks this protocol overrides: the others would decline, so they are not called
+    # (on paths every round takes).
+    _shows: ClassVar[frozenset[str]] = frozenset()
+
+    def __init_subclass__(cls, **kwargs: Any) -> None:
+        super().__init_subclass__(**kwargs)
+        cls._steps = cls._all_steps if cls.tracks_parts else cls._terminal_steps
+        cls._shows = frozenset(
+            hook for hook in _SKIPPABLE if getattr(cls, hook) is not getattr(RunProjector, hook)
+        )
+
+    def __init__(self, context: ProjectorContext) -> None:
+        # The class's tables, copied onto the instance: read on every event, and a class
+        # attribute read through an instance is not specialised by CPython 3.11 (a full type
+        # lookup each time, a tenth of an event's cost).
+        cls = type(self)
+        self._dispatch = cls._steps
+        self._hooked = cls._shows
+        self._tracks = cls.tracks_parts
+        self.context = context
+        self.run_id = context.run_id
+        self.finished = False
+        self.last: Envelope | None = None
+        self.segment: Segment | None = None
+        self.rounds = 0
+        self.in_round = False
+        self.calls: dict[str, Call] = {}
+        self.pending: dict[str, Call] = {}
+        self.model: str | None = None
+        self.usage: dict[str | None, Usage] = {}
+        self.budget: dict[str, Any] | None = None
+        self.budget_kind: BudgetKind | None = None
+        self.last_error: str | None = None
+        # Ids of messages a protocol mints: "<run id>:msg:<seq of the envelope that opened it>".
+        self.message_prefix = f"{context.run_id}:msg:"
+        self._reasoning_prefix = f"{context.run_id}:reasoning:"
+        # Built by seen_calls (the option is ours, not a client's).
+        seen: dict[str, SeenCall] = context.options.get(SEEN_CALLS) or {}
+        for call_id, call in seen.items():
+            self.calls[call_id] = known = Call(call_id, call.name, None, 0)
+            if not call.answered:
+                self.pending[call_id] = known
+
+    # --- the Projector protocol -----------------------------------------------------------
+
+    def start(self) -> list[W]:
+        out: list[W] = []
+        self.on_start(out)
+        return out
+
+    def feed(self, envelope: Envelope) -> list[W]:
+        if self.finished:
+            return []
+        self.last = envelope
+        kind = envelope.kind
+        try:
+            segment = self.segment
+            if segment is not None and segment.kind == kind:
+                # A delta continuing its segment: most of any stream, served without dispatch.
+                delta = envelope.data["delta"]
+                if type(delta) is str:
+                    return self.on_delta(segment, delta, envelope)
+            steps = self._dispatch
+            step = steps.get(kind)
+            if step is not None:
+                shown: list[W] | None = step(self, envelope)
+                if shown is not None:
+                    return shown
+            elif kind not in steps:
+                unknown: list[W] = []
+                self.on_unknown(unknown, envelope)
+                return unknown
+        except (AttributeError, KeyError, TypeError, ValueError):
+            # A payload nobody foresaw (not an object, say): the event degrades, the run goes on.
+            pass
+        out: list[W] = []
+        self.passthrough(out, envelope)
+        return out
+
+    def close(self, reason: str | None = None) -> list[W]:
+        """The stream stops without a terminal event: close what is open, then say so."""
+        if self.finished:
+            return []
+        terminal: list[W] = []
+        self.on_truncated(terminal, reason or "truncated")
+        return self.finish(None, "failed", terminal)
+
+    def finish(self, envelope: Envelope | None, status: str, terminal: list[W]) -> list[W]:
+        """End this stream: close every open part, then ``terminal``. ``envelope`` (the event
+        that ends it, if any) goes out through ``passthrough`` inside the open round;
+        ``status`` is the run's status as the closing hooks see it."""
+        out: list[W] = []
+        self.on_finish(out, status)
+        segment = self.segment
+        if segment is not None:
+            self.segment = None
+            self.close_segment(out, segment)
+        if envelope is not None:
+            self.passthrough(out, envelope)
+        for call in self.pending.values():
+            self.close_call(out, call, status)
+        self.pending.clear()
+        if self.in_round:
+            self.in_round = False
+            self.close_round(out, self.rounds)
+        self.finished = True
+        out += terminal
+        return out
+
+    # --- hooks: messages for the parts the base opens and closes (appended to out) --------
+
+    def on_start(self, out: list[W]) -> None:
+        pass
+
+    def passthrough(self, out: list[W], envelope: Envelope) -> None:
+        """The protocol's place for an event without a home of its own (default: none)."""
+
+    def on_unknown(self, out: list[W], envelope: Envelope) -> None:
+        """A kind that is neither a loop kind nor a gateway kind."""
+        self.passthrough(out, envelope)
+
+    def open_round(self, out: list[W], number: int, envelope: Envelope) -> None:
+        pass
+
+    def close_round(self, out: list[W], number: int) -> None:
+        pass
+
+    def open_segment(self, out: list[W], segment: Segment, delta: str, envelope: Envelope) -> None:
+        """Open ``segment`` and show its first delta."""
+        out += self.on_delta(segment, delta, envelope)
+
+    def close_segment(self, out: list[W], segment: Segment) -> None:
+        pass
+
+    def on_delta(self, segment: Segment, delta: str, envelope: Envelope) -> list[W]:
+        """A delta continuing ``segment``: the hot path, so it returns its own list."""
+        out: list[W] = []
+        self.passthrough(out, envelope)
+        return out
+
+    def on_tool_start(self, out: list[W], call: Call, envelope: Envelope) -> None:
+        self.passthrough(out, envelope)
+
+    def announce_call(self, out: list[W], call: Call, envelope: Envelope) -> None:
+        """An orphan's call, before its result (``envelope``): show it as a start would be."""
+
+    def on_tool_result(self, out: list[W], call: Call, envelope: Envelope, failed: bool) -> None:
+        self.passthrough(out, envelope)
+
+    def close_call(self, out: list[W], call: Call, status: str) -> None:
+        """A call still in flight when the stream ends (``status``: the run's, as sent)."""
+
+    def on_finish(self, out: list[W], status: str) -> None:
+        """First thing when the stream ends: close the parts only this protocol has."""
+
+    def on_terminal(self, out: list[W], status: str, envelope: Envelope) -> None:
+        """The messages that end the run (a terminal completion; ``status`` as sent, or
+        ``failed`` when it is not a string)."""
+
+    def on_truncated(self, out: list[W], reason: str) -> None:
+        """The messages that end a stream cut short (``reason``: why, ``truncated`` if unsaid)."""
+
+    # --- hooks: loop events (False: the event goes to passthrough) ------------------------
+
+    def on_stage_start(self, out: list[W], envelope: Envelope) -> bool:
+        return False
+
+    def on_llm_request(self, out: list[W], envelope: Envelope) -> bool:
+        return False
+
+    def on_llm_response(self, out: list[W], envelope: Envelope) -> bool:
+        return False
+
+    def on_round_end(self, out: list[W], envelope: Envelope) -> bool:
+        """``stage_complete`` or ``completion{executing}``: the round's close follows."""
+        return False
+
+    def on_error(self, out: list[W], envelope: Envelope) -> bool:
+        return False
+
+    def on_budget(self, out: list[W], envelope: Envelope) -> bool:
+        return False
+
+    def on_permission_request(
+        self, out: list[W], view: PermissionRequestView, envelope: Envelope
+    ) -> bool:
+        return False
+
+    def on_permission_result(
+        self, out: list[W], view: PermissionResultView, envelope: Envelope
+    ) -> bool:
+        return False
+
+    # --- totals -----------------------------------------------------------------------------
+
+    def usage_totals(self) -> tuple[int, int]:
+        """Input and output tokens summed over every model."""
+        counts = self.usage.values()
+        return (
+            sum(u.input_tokens or 0 for u in counts),
+            sum(u.output_tokens or 0 for u in counts),
+        )
+
+    # --- steps, one per kind (None: degrade to passthrough) -------------------------------
+    #
+    # Every event takes these paths, so the opening and closing of parts is written out flat:
+    # a helper call costs as much as the work it would hide.
+
+    def _inside_round(self, out: list[W], envelope: Envelope) -> None:
+        """Close the open segment and open a round if none is: what a part of a round needs."""
+        segment = self.segment
+        if segment is not None:
+            self.segment = None
+            self.close_segment(out, segment)
+        if not self.in_round:
+            self.rounds += 1
+            self.in_round = True
+            self.open_round(out, self.rounds, envelope)
+
+    def _open(self, envelope: Envelope) -> list[W] | None:
+        """A delta that opens a segment (one that continues its segment never gets here)."""
+        delta = envelope.data.get("delta")
+        if type(delta) is not str:
+            return None
+        out: list[W] = []
+        segment = self.segment
+        if segment is not None:  # the other kind's: a segment holds one kind of delta
+            self.segment = None
+            self.close_segment(out, segment)
+        if not self.in_round:
+            self.rounds += 1
+            self.in_round = True
+            self.open_round(out, self.rounds, envelope)
+        if envelope.kind == TEXT:
+            self.segment = segment = Segment(TEXT, self.message_prefix + str(envelope.seq))
+        else:
+            self.segment = segment = Segment(REASONING, self._reasoning_prefix + str(envelope.seq))
+        self.open_segment(out, segment, delta, envelope)
+        return out
+
+    def _tool_start(self, envelope: Envelope) -> list[W] | None:
+        data = envelope.data
+        call_id, name = data.get("id"), data.get("name")
+        if type(call_id) is not str or type(name) is not str:
+            return None
+        out: list[W] = []
+        if self.segment is not None or not self.in_round:
+            self._inside_round(out, envelope)
+        call = Call(call_id, name, data.get("arguments"), envelope.seq)
+        self.calls[call_id] = self.pending[call_id] = call
+        self.on_tool_start(out, call, envelope)
+        return out
+
+    def _tool_result(self, envelope: Envelope) -> list[W] | None:
+        data = envelope.data
+        call_id = data.get("id")
+        if type(call_id) is not str:
+            return None
+        call = self.pending.pop(call_id, None)
+        name = data.get("name")
+        if call is None and (call_id in self.calls or type(name) is not str):
+            # A second answer to one call, or an orphan that names no tool to announce.
+            return None
+        out: list[W] = []
+        if self.segment is not None or not self.in_round:
+            self._inside_round(out, envelope)
+        if call is None:
+            assert isinstance(name, str)
+            self.calls[call_id] = call = Call(call_id, name, None, envelope.seq)
+            self.announce_call(out, call, envelope)
+        self.on_tool_result(out, call, envelope, tool_failed(envelope.kind, data))
+        return out
+
+    def _stage_start(self, envelope: Envelope) -> list[W] | None:
+        model = envelope.data.get("model")
+        if type(model) is str and model:
+            self.model = model
+        out: list[W] = []
+        segment = self.segment
+        if segment is not None:
+            self.segment = None
+            self.close_segment(out, segment)
+        if self.in_round:
+            self.close_round(out, self.rounds)
+        self.rounds += 1
+        self.in_round = True
+        self.open_round(out, self.rounds, envelope)
+        if "on_stage_start" not in self._hooked or not self.on_stage_start(out, envelope):
+            self.passthrough(out, envelope)
+        return out
+
+    def _llm_request(self, envelope: Envelope) -> list[W] | None:
+        model = envelope.data.get("model")
+        if type(model) is str and model:
+            self.model = model
+        out: list[W] = []
+        if not self.in_round:
+            self.rounds += 1
+            self.in_round = True
+            self.open_round(out, self.rounds, envelope)
+        if "on_llm_request" not in self._hooked or not self.on_llm_request(out, envelope):
+            self.passthrough(out, envelope)
+        return out
+
+    def _llm_response(self, envelope: Envelope) -> list[W] | None:
+        data = envelope.data
+        model = data.get("model")
+        key = model if type(model) is str and model else self.model
+        usage = self.usage.get(key)
+        if usage is not None:
+            usage.add(data)
+        elif (usage := Usage()).add(data):
+            self.usage[key] = usage
+        # The model's turn is over: what it streamed is complete.
+        out: list[W] = []
+        if self.segment is not None or not self.in_round:
+            self._inside_round(out, envelope)
+        if "on_llm_response" not in self._hooked or not self.on_llm_response(out, envelope):
+            self.passthrough(out, envelope)
+        return out
+
+    def _round_end(self, envelope: Envelope) -> list[W] | None:
+        out: list[W] = []
+        segment = self.segment
+        if segment is not None:
+            self.segment = None
+            self.close_segment(out, segment)
+        if "on_round_end" not in self._hooked or not self.on_round_end(out, envelope):
+            self.passthrough(out, envelope)
+        if self.in_round:
+            self.in_round = False
+            self.close_round(out, self.rounds)
+        return out
+
+    def _completion(self, envelope: Envelope) -> list[W] | None:
+        data = envelope.data
+        if data.get("status") == TERMINAL_EXCLUDED:
+            return self._round_end(envelope) if self._tracks else None
+        status = completion_status(data)
+        # Worked out before the parts close: a terminal may list the calls still in flight.
+        terminal: list[W] = []
+        self.on_terminal(terminal, status, envelope)
+        return self.finish(envelope, status, terminal)
+
+    def _error(self, envelope: Envelope) -> list[W] | None:
+        message = envelope.data.get("message")
+        if type(message) is str and message:
+            self.last_error = message
+        out: list[W] = []
+        return out if self.on_error(out, envelope) else None
+
+    def _budget(self, envelope: Envelope) -> list[W] | None:
+        self.budget = envelope.data
+        kind = budget_kind(envelope.data)  # "kind", or "budget" as seed 001's engine spells it
+        if kind is not None:
+            self.budget_kind = kind
+        out: list[W] = []
+        return out if self.on_budget(out, envelope) else None
+
+    def _permission_request(self, envelope: Envelope) -> list[W] | None:
+        view = view_of(PermissionRequestView, envelope.data)
+        out: list[W] = []
+        return out if self.on_permission_request(out, view, envelope) else None
+
+    def _permission_result(self, envelope: Envelope) -> list[W] | None:
+        view = view_of(PermissionResultView, envelope.data)
+        out: list[W] = []
+        return out if self.on_permission_result(out, view, envelope) else None
+
+    # Kind → step; None for a kind the base has no part in (it goes to passthrough). Plain
+    # dicts, treated as immutable: the lookup is on every event's path.
+    _all_steps: ClassVar[dict[str, _Step | None]] = {
+        **dict.fromkeys(_KNOWN),
+        "content_delta": _open,
+        "reasoning_delta": _open,
+        "tool_call_start": _tool_start,
+        "tool_call_result": _tool_result,
+        "tool_error": _tool_result,
+        "stage_start": _stage_start,
+        "llm_request": _llm_request,
+        "llm_response": _llm_response,
+        "stage_complete": _round_end,
+        "completion": _completion,
+        "error": _error,
+        "budget_exhausted": _budget,
+        PERMISSION_REQUEST: _permission_request,
+        PERMISSION_RESULT: _permission_result,
+    }
+    _terminal_steps: ClassVar[dict[str, _Step | None]] = {
+        **dict.fromkeys(_KNOWN),
+        "completion": _completion,
+    }
+    _steps = _all_steps
+
+
+def seen_calls(envelopes: Iterable[Envelope]) -> dict[str, SeenCall]:
+    """The tool calls a client saw in ``envelopes`` (a stream it already had), by the base's
+    rules: a start opens a call, a result answers it, an orphan result announced its call. Pass
+    as ``ProjectorContext.options[SEEN_CALLS]`` to the projector that continues that stream."""
+    seen: dict[str, SeenCall] = {}
+    for envelope in envelopes:
+        kind = envelope.kind
+        if kind != "tool_call_start" and kind not in TOOL_RESULTS:
+            continue
+        call_id, name = envelope.data.get("id"), envelope.data.get("name")
+        if type(call_id) is not str:
+            continue
+        earlier = seen.get(call_id)
+        if kind == "tool_call_start":
+            if type(name) is str:
+                seen[call_id] = SeenCall(name, answered=False)
+        elif earlier is not None:
+            seen[call_id] = earlier._replace(answered=True)
+        elif type(name) is str:
+            seen[call_id] = SeenCall(name, answered=True)
+    return seen
