@@ -86,12 +86,12 @@ def parse_prompt(text: str) -> tuple[str, int, float]:
 
 
 def agent_loopgate(events: int) -> None:
-    from adapters.acp.agent import AcpAgent, AgentOptions
-    from adapters.acp.rpc import NdjsonTransport
-    from adapters.acp.server import serve_connection
-    from gateway.commands.acp import _reserve_stdout, _stdio_streams
+    from contracts.projector import StdioOptions
+    from gateway.app import endpoint_limits
+    from gateway.commands.stdio import reserve_stdout, stdio_streams
     from gateway.hub import Hub
     from gateway.journal import open_journal
+    from gateway.registry import stdio_adapter
     from gateway.settings import Settings
 
     class Producer:
@@ -134,12 +134,12 @@ def agent_loopgate(events: int) -> None:
     settings = Settings(max_events_per_run=10_000_000, subscriber_max_lag=10_000_000)
 
     async def main(protocol_fd: int) -> None:
-        reader, writer = await _stdio_streams(protocol_fd, settings.max_line_bytes + 1)
-        transport = NdjsonTransport(reader, writer, settings.max_line_bytes)
+        read, write = await stdio_streams(protocol_fd, settings.max_line_bytes + 1)
+        options = StdioOptions(limits=endpoint_limits(settings))
         async with Hub(settings, open_journal("memory"), {"loop": BenchSource()}) as hub:
-            await serve_connection(AcpAgent(hub, AgentOptions()), transport)
+            await stdio_adapter("acp").serve_stdio(hub, options, read, write)
 
-    anyio.run(main, _reserve_stdout())
+    anyio.run(main, reserve_stdout())
 
 
 def agent_sdk(events: int) -> None:

@@ -156,7 +156,7 @@ class RunService(Protocol):
 
     async def get(self, run_id: str) -> RunInfo: ...
 
-    async def list(self, *, limit: int = 100, thread_id: str | None = None) -> list[RunInfo]:
+    async def list_runs(self, *, limit: int = 100, thread_id: str | None = None) -> list[RunInfo]:
         """Newest first; only the runs of ``thread_id`` when given."""
         ...
 

@@ -1,4 +1,5 @@
-"""What every wire adapter provides: a sans-IO projector and the rendering of its messages.
+"""What every wire adapter provides: a sans-IO projector, the rendering of its messages, its
+routes on the gateway's HTTP server and, optionally, a stdio transport.
 
 Adapters register under the ``loopgate.adapters`` entry-point group (see pyproject.toml), so a
 third-party package plugs in the same way as the built-in ones.
@@ -6,8 +7,8 @@ third-party package plugs in the same way as the built-in ones.
 
 from __future__ import annotations
 
-from collections.abc import Iterable
-from typing import Any, Literal, Protocol, TypeVar
+from collections.abc import Awaitable, Callable, Iterable
+from typing import Any, Protocol, TypeGuard, TypeVar
 
 import msgspec
 
@@ -16,7 +17,8 @@ from contracts.envelope import Envelope
 from contracts.limits import EndpointLimits
 from contracts.ports import RunService
 
-W_co = TypeVar("W_co", covariant=True)
+# Invariant: a projector's lists are the caller's to extend.
+W = TypeVar("W")
 
 
 class ProjectorContext(msgspec.Struct, kw_only=True, frozen=True):
@@ -26,33 +28,29 @@ class ProjectorContext(msgspec.Struct, kw_only=True, frozen=True):
     thread_id: str
     # The protocol version the client asked for, if any (AG-UI protocolVersion, ACP's integer).
     protocol_version: str | int | None = None
-    options: dict[str, Any] = msgspec.field(default_factory=dict)
+    options: dict[str, Any] = msgspec.field(default_factory=dict[str, Any])
 
 
-class Projector(Protocol[W_co]):
+class Projector(Protocol[W]):
     """Turns envelopes of one run into wire messages of one protocol. Does no I/O.
 
     Unknown kinds and payload fields never raise; everything opened is closed before a terminal
     message; the output is deterministic for a given input.
     """
 
-    def start(self) -> list[W_co]: ...
+    def start(self) -> list[W]: ...
 
-    def feed(self, envelope: Envelope) -> list[W_co]: ...
+    def feed(self, envelope: Envelope) -> list[W]: ...
 
-    def close(self, reason: str | None = None) -> list[W_co]:
+    def close(self, reason: str | None = None) -> list[W]:
         """Close what is open; emit a terminal message if none was sent (``reason`` says why)."""
         ...
-
-
-Framing = Literal["sse", "jsonl"]
 
 
 class Adapter(Protocol):
     """A registry entry: the protocol's name, its projector and how its messages hit the wire."""
 
     name: str
-    framing: Framing
 
     def projector(self, context: ProjectorContext) -> Projector[Any]: ...
 
@@ -67,6 +65,38 @@ class Adapter(Protocol):
     def routes(self, service: RunService, limits: EndpointLimits) -> list[Any]:
         """Starlette routes serving this protocol over the gateway's HTTP server."""
         ...
+
+
+# Up to n bytes of the client's input; b"" once it has ended.
+ReadBytes = Callable[[int], Awaitable[bytes]]
+# Returns once the client's pipe has taken the bytes: a client that does not read holds it.
+WriteBytes = Callable[[bytes], Awaitable[None]]
+
+
+class StdioOptions(msgspec.Struct, kw_only=True, frozen=True):
+    """What a stdio command tells the transport it starts: bounds and whom it serves."""
+
+    # ``max_line_bytes`` bounds one message (a line); the rest as for the HTTP server.
+    limits: EndpointLimits = msgspec.field(default_factory=EndpointLimits)
+    version: str = "0.0.0"  # the gateway's
+    cwd: str = "/"  # where the command was started (the client's working directory)
+    # The protocol's own settings, from its command's flags (its adapter documents them).
+    options: dict[str, Any] = msgspec.field(default_factory=dict[str, Any])
+
+
+class StdioAdapter(Adapter, Protocol):
+    """An adapter that also serves its protocol on a process's stdin/stdout (the CLI finds it
+    in the registry: ``loopgate acp``, ``loopgate rpc``)."""
+
+    async def serve_stdio(
+        self, service: RunService, options: StdioOptions, read: ReadBytes, write: WriteBytes
+    ) -> None:
+        """Serve one client until its input ends."""
+        ...
+
+
+def serves_stdio(adapter: Adapter) -> TypeGuard[StdioAdapter]:
+    return callable(getattr(adapter, "serve_stdio", None))
 
 
 def project_run(

@@ -232,7 +232,7 @@ class RemoteService:
     async def get(self, run_id: str) -> RunInfo:
         return _run_info(await self._json("GET", f"/v1/runs/{run_id}", run_id))
 
-    async def list(self, *, limit: int = 100, thread_id: str | None = None) -> list[RunInfo]:
+    async def list_runs(self, *, limit: int = 100, thread_id: str | None = None) -> list[RunInfo]:
         params: dict[str, Any] = {"limit": max(1, min(limit, 1000))}
         if thread_id is not None:
             params["thread_id"] = thread_id

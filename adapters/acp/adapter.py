@@ -1,15 +1,17 @@
-"""The ACP registry entry: projector, JSON-lines rendering, and ACP over WebSocket at ``/acp``."""
+"""The ACP registry entry: projector, JSON-lines rendering, ACP over WebSocket at ``/acp``, and
+the agent on stdin/stdout (``loopgate acp``)."""
 
 from __future__ import annotations
 
-from typing import Any, Literal
+from typing import Any
 
 import msgspec
+from starlette.routing import BaseRoute
 
 from adapters.acp.projector import AcpItem, AcpProjector, to_wire
 from contracts.limits import EndpointLimits
 from contracts.ports import RunService
-from contracts.projector import ProjectorContext
+from contracts.projector import ProjectorContext, ReadBytes, StdioOptions, WriteBytes
 
 _encode = msgspec.json.Encoder().encode
 
@@ -18,7 +20,6 @@ class AcpAdapter:
     """``contracts.projector.Adapter`` for the Agent Client Protocol (JSON-RPC 2.0, NDJSON)."""
 
     name: str = "acp"
-    framing: Literal["jsonl"] = "jsonl"
 
     def projector(self, context: ProjectorContext) -> AcpProjector:
         return AcpProjector(context)
@@ -29,10 +30,30 @@ class AcpAdapter:
     def render(self, messages: list[AcpItem]) -> bytes:
         return b"".join(_encode(to_wire(m)) + b"\n" for m in messages)
 
-    def routes(self, service: RunService, limits: EndpointLimits) -> list[Any]:
+    def routes(self, service: RunService, limits: EndpointLimits) -> list[BaseRoute]:
         from adapters.acp.websocket import routes
 
         return routes(service, limits)
+
+    async def serve_stdio(
+        self, service: RunService, options: StdioOptions, read: ReadBytes, write: WriteBytes
+    ) -> None:
+        """One IDE on stdin/stdout. ``options.options`` are :class:`AgentOptions` fields
+        (``context_size``, ``tool_kinds``, ``mcp_transports``…); a line is at most
+        ``limits.max_line_bytes``."""
+        from adapters.acp.agent import AcpAgent, AgentOptions
+        from adapters.acp.rpc import NdjsonTransport
+        from adapters.acp.server import serve_connection
+
+        agent_options = msgspec.convert(
+            {"version": options.version, "default_cwd": options.cwd, **options.options},
+            AgentOptions,
+        )
+        limits = options.limits
+        transport = NdjsonTransport(
+            read, write, limits.max_line_bytes, max_depth=limits.max_json_depth
+        )
+        await serve_connection(AcpAgent(service, agent_options), transport)
 
 
 ADAPTER = AcpAdapter()

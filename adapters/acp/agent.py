@@ -13,7 +13,6 @@ import datetime as dt
 import logging
 import uuid
 from collections import OrderedDict
-from collections.abc import Awaitable, Callable
 from typing import Any, Literal, Protocol
 
 import anyio
@@ -31,12 +30,19 @@ from adapters.acp.projector import (
     SessionUpdate,
     user_message,
 )
+from adapters.shared.follow import RESUMING, follow
+from adapters.shared.projector import SEEN_CALLS, SeenCall, seen_calls
+from adapters.shared.rpc_errors import (
+    INTERNAL_ERROR,
+    INVALID_PARAMS,
+    INVALID_REQUEST,
+    RESOURCE_NOT_FOUND,
+)
 from contracts.client_errors import ClientError
 from contracts.envelope import Envelope
 from contracts.history import last_user_text, messages_from_events
 from contracts.messages import Message
 from contracts.ports import (
-    CutOff,
     LimitReached,
     RunFinished,
     RunInfo,
@@ -50,10 +56,6 @@ log = logging.getLogger("loopgate.acp")
 
 PROTOCOL_VERSION = 1
 SUPPORTED_VERSIONS = frozenset({1})
-RESOURCE_NOT_FOUND = -32002
-INVALID_PARAMS = -32602
-INVALID_REQUEST = -32600
-INTERNAL_ERROR = -32603
 Approval = Literal["auto", "always"]
 APPROVAL_CHOICES: dict[str, str] = {
     "auto": "When a tool needs approval",
@@ -92,10 +94,16 @@ class AgentOptions(msgspec.Struct, frozen=True, kw_only=True):
     max_runs_per_session: int = 1000  # session/load replays at most this many runs
     list_scan_runs: int = 1000  # session/list looks at this many recent runs
     list_page_size: int = 100
-    poll_s: float = 1.0
     # The MCP transports of session/new ``mcpServers`` this agent takes: "stdio" has the
     # gateway start a program, so it is for clients that started the gateway themselves.
     mcp_transports: tuple[str, ...] = ("stdio", "http")
+
+
+class _Answer:
+    """What a followed prompt ended with, once its projector said."""
+
+    def __init__(self) -> None:
+        self.end: PromptAnswer | PromptFailure | None = None
 
 
 class ActivePrompt:
@@ -217,7 +225,7 @@ class AcpAgent:
 
     async def _runs(self, session_id: str) -> list[RunInfo]:
         """The session's runs, oldest first."""
-        runs = await self.service.list(
+        runs = await self.service.list_runs(
             limit=self.options.max_runs_per_session, thread_id=session_id
         )
         return sorted(runs, key=lambda r: r.created_at)
@@ -227,7 +235,7 @@ class AcpAgent:
         if session is not None:
             self.sessions.move_to_end(session_id)
             return session
-        runs = await self.service.list(limit=1, thread_id=session_id)
+        runs = await self.service.list_runs(limit=1, thread_id=session_id)
         if not runs:
             raise not_found(session_id)
         return self._remember(Session(session_id, cwd or self._cwd_of(runs[0])))
@@ -336,9 +344,12 @@ class AcpAgent:
         session = await self._session(session_id, cwd)
         session.mcp_servers = servers
         if session.active is None:
-            runs = await self.service.list(limit=1, thread_id=session_id)
+            runs = await self.service.list_runs(limit=1, thread_id=session_id)
             if runs and runs[0].state == "running":
-                self._watch(session, runs[0], runs[0].last_seq)
+                run = runs[0]
+                # No replay: the client has the run so far, its tool calls included.
+                seen = seen_calls(await self.service.history(run.id, limit=run.last_seq))
+                self._watch(session, run, run.last_seq, self._projector(run.id, session_id, seen))
         return {"configOptions": self.config_options(session)}
 
     async def close_session(self, session_id: str, **_meta: Any) -> dict[str, Any]:
@@ -355,7 +366,7 @@ class AcpAgent:
         self, cwd: str | None = None, cursor: str | None = None, **_meta: Any
     ) -> dict[str, Any]:
         newest: dict[str, RunInfo] = {}
-        for run in await self.service.list(limit=self.options.list_scan_runs):
+        for run in await self.service.list_runs(limit=self.options.list_scan_runs):
             newest.setdefault(run.thread_id, run)
         listed: list[dict[str, Any]] = []
         for thread_id, run in newest.items():
@@ -405,13 +416,18 @@ class AcpAgent:
 
     # --- prompts --------------------------------------------------------------------------
 
-    def _projector(self, run_id: str, session_id: str) -> AcpProjector:
+    def _projector(
+        self, run_id: str, session_id: str, seen: dict[str, SeenCall] | None = None
+    ) -> AcpProjector:
+        options = (
+            self.projector_options if not seen else {**self.projector_options, SEEN_CALLS: seen}
+        )
         return AcpProjector(
             ProjectorContext(
                 run_id=run_id,
                 thread_id=session_id,
                 protocol_version=PROTOCOL_VERSION,
-                options=self.projector_options,
+                options=options,
             )
         )
 
@@ -476,7 +492,7 @@ class AcpAgent:
         text = self.prompt_text(prompt)
         active = session.active = ActivePrompt()
         try:
-            latest = await self.service.list(limit=1, thread_id=session_id)
+            latest = await self.service.list_runs(limit=1, thread_id=session_id)
             if latest and latest[0].state == "running":
                 raise self._busy(session_id)
             messages = [*await self._history(session), Message(role="user", content=text)]
@@ -529,33 +545,36 @@ class AcpAgent:
 
         ``projector`` continues one that has already seen the events up to ``after``.
         """
+        fresh = projector is None
         projector = projector or self._projector(run_id, session.id)
-        cursor = after
-        end: PromptAnswer | PromptFailure | None = None
+        answer = _Answer()
+        feed = projector.feed
+
+        def project(batch: list[Envelope]) -> list[AcpItem]:
+            if events is not None:
+                events.extend(batch)
+            return [item for env in batch for item in feed(env)]
+
         async with anyio.create_task_group() as asks:
-            following = True
-            while following:
-                try:
-                    async with self.service.subscribe(run_id, after=cursor, consumer="acp") as sub:
-                        while end is None and not sub.done:
-                            for env in await sub.next_batch(self.options.poll_s):
-                                cursor = env.seq
-                                if events is not None:
-                                    events.append(env)
-                                for item in projector.feed(env):
-                                    end = (
-                                        await self._emit(session, active, run_id, item, asks) or end
-                                    )
-                    following = False
-                except CutOff as exc:
-                    cursor = exc.cursor  # the client was slow; catch up from the journal
+
+            async def send(items: list[AcpItem]) -> None:
+                for item in items:
+                    answer.end = await self._emit(session, active, run_id, item, asks) or answer.end
+
+            await follow(
+                lambda cursor: self.service.subscribe(run_id, after=cursor, consumer="acp"),
+                projector,
+                send,
+                RESUMING,
+                after=after,
+                start=fresh,
+                project=project,
+                finished=lambda: answer.end is not None,
+            )
             # Only now: cancelling while still inside the subscription would cancel its exit.
             asks.cancel_scope.cancel()
-        if end is None:
-            for item in projector.close():
-                end = await self._emit(session, active, run_id, item, None) or end
-        assert end is not None
-        return end
+        assert answer.end is not None
+        return answer.end
 
     async def _emit(
         self,
@@ -563,14 +582,13 @@ class AcpAgent:
         active: ActivePrompt,
         run_id: str,
         item: AcpItem,
-        asks: TaskGroup | None,
+        asks: TaskGroup,
     ) -> PromptAnswer | PromptFailure | None:
         if isinstance(item, SessionUpdate):
             await self._notify(item.params)
         elif isinstance(item, PermissionAsk):
-            if asks is not None:
-                # Asked in the background: the run's other events keep flowing meanwhile.
-                asks.start_soon(self._ask, active, run_id, item)
+            # Asked in the background: the run's other events keep flowing meanwhile.
+            asks.start_soon(self._ask, active, run_id, item)
         else:
             return item
         return None
@@ -684,12 +702,3 @@ def decision_from(response: Any, offered: set[str]) -> str:
     if option in offered and option in DECISIONS:
         return option
     return "reject_once"  # an option we never offered is no approval
-
-
-Handler = Callable[[str, Any, bool], Awaitable[Any]]
-
-
-def session_id_of(params: Any) -> str | None:
-    if isinstance(params, dict) and isinstance(params.get("sessionId"), str):
-        return params["sessionId"]
-    return None

@@ -17,21 +17,26 @@ from typing import Any
 import anyio
 import msgspec
 
+from adapters.shared.jsonrpc import ACP, Invalid, ParseFailure, batch_items, parse
+from adapters.shared.jsonrpc import classify as check_item
+from adapters.shared.lines import LineTooLong, read_lines
+from adapters.shared.rpc_errors import INVALID_REQUEST, PARSE_ERROR, codes
 from adapters.shared.ws import CLOSE_TIMEOUT_S, report_cut_off
 from contracts import json_input
-from contracts.client_errors import describe_input_error
+from contracts.projector import ReadBytes, WriteBytes
 
 log = logging.getLogger("loopgate.acp")
 
-PARSE_ERROR = -32700
-INVALID_REQUEST = -32600
-SERVER_BUSY = -32000
-
 _encode = msgspec.json.Encoder().encode
+_MESSAGES = {code: entry.message for code, entry in codes("acp").items()}
 
 
-def error_response(request_id: Any, code: int, message: str) -> dict[str, Any]:
-    return {"jsonrpc": "2.0", "id": request_id, "error": {"code": code, "message": message}}
+def error_response(request_id: Any, code: int, detail: str, data: Any = None) -> dict[str, Any]:
+    """ACP's error answer: the code's message, then what was wrong (``Invalid params: …``)."""
+    error: dict[str, Any] = {"code": code, "message": f"{_MESSAGES[code]}: {detail}"}
+    if data is not None:
+        error["data"] = data
+    return {"jsonrpc": "2.0", "id": request_id, "error": error}
 
 
 def classify(
@@ -40,47 +45,17 @@ def classify(
     """(message to dispatch, None) or (None, error response to send back)."""
     try:
         # Bounded before the SDK's pydantic models (and msgspec) recurse into it.
-        message = json_input.decode(raw, max_depth=max_depth)
-    except json_input.JsonTooDeep as exc:
-        return None, error_response(None, PARSE_ERROR, f"Parse error: {describe_input_error(exc)}")
-    except msgspec.DecodeError:
-        return None, error_response(None, PARSE_ERROR, "Parse error: the message is not JSON")
+        message = parse(raw, max_depth)
+    except ParseFailure as exc:
+        return None, error_response(None, PARSE_ERROR, exc.detail)
     if isinstance(message, list):
-        return None, error_response(
-            None, INVALID_REQUEST, "Invalid request: batches are not supported by ACP"
-        )
-    if not isinstance(message, dict):
-        return None, error_response(
-            None, INVALID_REQUEST, "Invalid request: a message must be a JSON object"
-        )
-    request_id = message.get("id")
-    if request_id is not None and (
-        isinstance(request_id, bool) or not isinstance(request_id, int | str)
-    ):
-        return None, error_response(
-            None, INVALID_REQUEST, "Invalid request: id must be a number or a string"
-        )
-    if message.get("jsonrpc") != "2.0":
-        return None, error_response(
-            request_id, INVALID_REQUEST, 'Invalid request: jsonrpc must be "2.0"'
-        )
-    method = message.get("method")
-    if "method" in message:
-        if not isinstance(method, str) or not method:
-            return None, error_response(
-                request_id, INVALID_REQUEST, "Invalid request: method must be a non-empty string"
-            )
-        params = message.get("params")
-        if params is not None and not isinstance(params, dict):
-            return None, error_response(
-                request_id, -32602, "Invalid params: params must be an object"
-            )
-        return message, None
-    if "id" in message and ("result" in message or "error" in message):
-        return message, None  # a response to one of our requests
-    return None, error_response(
-        request_id, INVALID_REQUEST, "Invalid request: neither a request nor a response"
-    )
+        refused = batch_items(message, ACP)
+        assert isinstance(refused, Invalid)
+        return None, error_response(None, refused.code, refused.detail)
+    kind = check_item(message, ACP)
+    if isinstance(kind, Invalid):
+        return None, error_response(kind.id, kind.code, kind.detail)
+    return message, None
 
 
 class PeerGone(ConnectionError):
@@ -89,7 +64,7 @@ class PeerGone(ConnectionError):
 
 
 def too_large(what: str, limit: int) -> dict[str, Any]:
-    return error_response(None, INVALID_REQUEST, f"Invalid request: {what} {limit} bytes")
+    return error_response(None, INVALID_REQUEST, f"{what} {limit} bytes")
 
 
 class _Answering:
@@ -112,24 +87,24 @@ class _Answering:
 
 
 class NdjsonTransport(_Answering):
-    """One JSON-RPC message per line over asyncio byte streams (the agent's stdin/stdout).
+    """One JSON-RPC message per line over a pair of byte streams (the agent's stdin/stdout).
 
-    ``reader`` must have been created with ``limit`` > ``max_line_bytes`` so that an
-    over-long line is noticed before it is buffered whole.
+    ``write`` returns once the pipe took the bytes: a parent process that does not read holds
+    the agent's answers, not its memory.
     """
 
     def __init__(
         self,
-        reader: asyncio.StreamReader,
-        writer: asyncio.StreamWriter,
+        read: ReadBytes,
+        write: WriteBytes,
         max_line_bytes: int,
         *,
         max_depth: int = json_input.DEFAULT_MAX_DEPTH,
     ) -> None:
         self.max_depth = max_depth
-        self.reader = reader
-        self.writer = writer
+        self.write = write
         self.max_line_bytes = max_line_bytes
+        self._lines = read_lines(read, max_line_bytes)
         self._lock = asyncio.Lock()
         self._closed = False
 
@@ -139,53 +114,26 @@ class NdjsonTransport(_Answering):
             if self._closed:
                 raise PeerGone("transport closed")
             try:
-                self.writer.write(data)
-                # Blocks while the pipe is full: the parent process reads at its own pace.
-                await self.writer.drain()
+                await self.write(data)
             except (ConnectionError, OSError, RuntimeError):
                 self._closed = True
                 raise PeerGone("the client closed its input") from None
 
     async def receive(self) -> dict[str, Any] | None:
-        while True:
-            line = await self._line()
-            if line is None:
-                return None
+        async for line in self._lines:
+            if isinstance(line, LineTooLong):
+                await self._answer(too_large("message is longer than", self.max_line_bytes))
+                continue
             if not line.strip():
                 continue
             message = await self._accept(line)
             if message is not None:
                 return message
-
-    async def _line(self) -> bytes | None:
-        overran = False
-        try:
-            line = await self.reader.readuntil(b"\n")
-        except asyncio.IncompleteReadError as exc:
-            return exc.partial or None
-        except asyncio.LimitOverrunError:
-            await self._discard_line()
-            overran, line = True, b""
-        if overran or len(line) > self.max_line_bytes:
-            await self._answer(too_large("message is longer than", self.max_line_bytes))
-            return b""
-        return line
-
-    async def _discard_line(self) -> None:
-        while True:
-            try:
-                await self.reader.readuntil(b"\n")
-                return
-            except asyncio.LimitOverrunError as exc:
-                await self.reader.readexactly(exc.consumed)
-            except asyncio.IncompleteReadError:
-                return
+        return None
 
     async def close(self) -> None:
         async with self._lock:
             self._closed = True
-        with contextlib.suppress(OSError, RuntimeError):
-            self.writer.close()
 
 
 class WebSocketTransport(_Answering):
@@ -235,6 +183,7 @@ class WebSocketTransport(_Answering):
 
     async def receive(self) -> dict[str, Any] | None:
         while not self._closed:
+            frame: dict[str, Any] = {"type": "websocket.disconnect"}
             with anyio.CancelScope() as scope:
                 self._receiving = scope
                 try:

@@ -21,8 +21,14 @@ from acp.connection import Connection
 from acp.exceptions import RequestError
 from pydantic import ValidationError
 
-from adapters.acp.agent import RESOURCE_NOT_FOUND, AcpAgent, AgentError
-from adapters.acp.rpc import SERVER_BUSY, PeerGone, error_response
+from adapters.acp.agent import AcpAgent, AgentError
+from adapters.acp.rpc import PeerGone, error_response
+from adapters.shared.rpc_errors import (
+    INTERNAL_ERROR,
+    INVALID_PARAMS,
+    METHOD_NOT_FOUND,
+    RESOURCE_NOT_FOUND,
+)
 from contracts.client_errors import client_message
 from contracts.ports import RunNotFound
 
@@ -47,7 +53,7 @@ def invalid_params(exc: ValidationError) -> RequestError:
     reported = [{"field": _field(e["loc"]), "message": e["msg"]} for e in errors]
     first = reported[0] if reported else {"field": "params", "message": "invalid"}
     return RequestError(
-        -32602,
+        INVALID_PARAMS,
         f"Invalid params: {first['field']}: {first['message']}",
         {"errors": reported[:MAX_REPORTED_ERRORS]},
     )
@@ -66,9 +72,9 @@ def make_handler(agent: AcpAgent) -> Any:
         except RequestError as exc:
             if is_notification:
                 return None  # unknown notifications are ignored (spec)
-            if exc.code == -32601:
+            if exc.code == METHOD_NOT_FOUND:
                 raise RequestError(
-                    -32601, f"Method not found: {method}", {"method": method}
+                    METHOD_NOT_FOUND, f"Method not found: {method}", {"method": method}
                 ) from None
             raise
         except ValidationError as exc:
@@ -90,12 +96,14 @@ def make_handler(agent: AcpAgent) -> Any:
             # reaches it, and nothing unexpected happened.
             if is_notification:
                 return None
-            raise RequestError(-32603, "Internal error: the client went away") from None
+            raise RequestError(INTERNAL_ERROR, "Internal error: the client went away") from None
         except anyio.get_cancelled_exc_class():
             raise
         except Exception:
             log.exception("unexpected error handling %s", method)
-            raise RequestError(-32603, "Internal error: the agent's log has the details") from None
+            raise RequestError(
+                INTERNAL_ERROR, "Internal error: the agent's log has the details"
+            ) from None
 
     return handle
 
@@ -106,7 +114,8 @@ class BoundedConnection(Connection):
     The SDK reads every message at once and starts a task for each: a client that floods
     requests and reads no answers grows tasks and unsent answers without end, and each of
     them logs a traceback once the client is gone. Here at most ``max_in_flight`` requests
-    and notifications run at once; beyond, a request is answered -32000 by the reader itself
+    and notifications run at once; beyond, a request is answered -32603 (``data.retryAfter``,
+    as for a busy gateway; ACP reserves -32000 for "authentication required") by the reader itself
     and a notification (``session/cancel``) runs in the reader — so the reader reads no
     further while that answer cannot be written. Replies to the agent's own requests (a
     permission answer) are always read, whatever is in progress.
@@ -131,9 +140,10 @@ class BoundedConnection(Connection):
             elif "id" in message:
                 busy = error_response(
                     message["id"],
-                    SERVER_BUSY,
-                    f"Server busy: {self.in_flight} requests of this connection are in "
+                    INTERNAL_ERROR,
+                    f"server busy: {self.in_flight} requests of this connection are in "
                     "progress; wait for their answers",
+                    {"retryAfter": 1},
                 )
                 # Written by the reader: it reads nothing more until this answer is out.
                 with contextlib.suppress(ConnectionError):

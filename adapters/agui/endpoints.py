@@ -8,34 +8,44 @@ from typing import Any
 
 import anyio
 import msgspec
+from anyio.abc import TaskGroup
 from starlette.requests import Request
 from starlette.responses import Response
 from starlette.routing import BaseRoute, Route, WebSocketRoute
 from starlette.websockets import WebSocket, WebSocketDisconnect
 
 from adapters.agui.adapter import AguiAdapter
-from adapters.agui.encoder import KEEPALIVE
 from adapters.agui.events import Custom, RunError
 from adapters.agui.input import RunAgentInput, detached
 from adapters.agui.projector import AguiProjector
-from adapters.agui.runs import plan_run
+from adapters.agui.runs import RunPlan, plan_run
+from adapters.shared import sse
 from adapters.shared.body import decode_json, read_body
 from adapters.shared.endpoint import guarded
+from adapters.shared.follow import (
+    CONNECTION,
+    CUT_OFF_REASON,
+    Ending,
+    FollowPolicy,
+    Send,
+    follow,
+    stream_policy,
+)
 from adapters.shared.problem import problem_for
-from adapters.shared.stream import StreamResponse, Write, keepalive_writer, pump
+from adapters.shared.stream import StreamResponse, Write
 from adapters.shared.ws import close_stopped_reader, origin_allowed, refuse, report_cut_off
 from contracts import json_input
 from contracts.client_errors import describe_input_error
-from contracts.envelope import Envelope
 from contracts.limits import EndpointLimits
-from contracts.ports import CutOff, RunService, Subscription
+from contracts.ports import RunService
 
 log = logging.getLogger("loopgate.agui")
 CONSUMER = "agui"
-Emit = Callable[[list[Any]], Awaitable[None]]
 
 
 def routes(adapter: AguiAdapter, service: RunService, limits: EndpointLimits) -> list[BaseRoute]:
+    policy = stream_policy(limits)
+
     @guarded
     async def run_agent(request: Request) -> Response:
         body = decode_json(
@@ -45,24 +55,22 @@ def routes(adapter: AguiAdapter, service: RunService, limits: EndpointLimits) ->
         )
         headers = request.headers
         plan = await plan_run(service, body, headers.get("traceparent"), headers.get("tracestate"))
-        projector = adapter.projector(plan.context)
 
-        async def produce(subscription: Subscription, write: Write) -> None:
-            async def emit(events: list[Any]) -> None:
-                if events:
-                    await write(adapter.render(events))
+        async def produce(opened: Callable[[], Awaitable[None]], write: Write) -> None:
+            async def send(events: list[Any]) -> None:
+                await write(adapter.render(events))
 
-            await stream_run(
-                projector, subscription, emit, limits, keepalive_writer(write, KEEPALIVE)
-            )
+            async def keepalive() -> None:
+                await write(sse.KEEPALIVE)
+
+            await stream_run(adapter, service, plan, send, policy, opened, keepalive)
 
         async def cancel() -> None:
             await service.cancel(plan.info.id)
 
-        return StreamResponse(  # type: ignore[return-value]
-            lambda: service.subscribe(plan.info.id, after=plan.after, consumer=CONSUMER),
+        return StreamResponse(
             produce,
-            media_type="text/event-stream",
+            media_type=adapter.media_type,
             on_disconnect=cancel if plan.drives and not detached(body) else None,
         )
 
@@ -75,43 +83,45 @@ def routes(adapter: AguiAdapter, service: RunService, limits: EndpointLimits) ->
     ]
 
 
-class _StreamEnded(Exception):
-    """The projector sent its terminal event before the run's: an approval interrupt."""
-
-
 async def stream_run(
-    projector: AguiProjector,
-    subscription: Subscription,
-    emit: Emit,
-    limits: EndpointLimits,
-    idle: Callable[[], Awaitable[None]] | None,
-) -> None:
-    """RUN_STARTED, the run's events, and whatever closes it — also when the client lags."""
+    adapter: AguiAdapter,
+    service: RunService,
+    plan: RunPlan,
+    send: Send[Any],
+    policy: FollowPolicy,
+    opened: Callable[[], Awaitable[None]] | None = None,
+    keepalive: Callable[[], Awaitable[None]] | None = None,
+) -> Ending:
+    """RUN_STARTED, the run's events, and whatever closes the stream: the run's end, an
+    approval interrupt (the stream ends while the run waits), or RUN_ERROR for a cut-off."""
+    projector = adapter.projector(plan.context)
+    return await follow(
+        lambda after: service.subscribe(plan.info.id, after=after, consumer=CONSUMER),
+        projector,
+        send,
+        policy,
+        after=plan.after,
+        opened=opened,
+        finished=lambda: projector.finished,
+        keepalive=keepalive,
+        cut_off=cut_off_events(projector),
+    )
 
-    async def deliver(batch: list[Envelope]) -> None:
-        feed = projector.feed
-        events = [m for env in batch for m in feed(env)]
-        await emit(events)
-        if projector.finished:
-            raise _StreamEnded
 
-    await emit(projector.start())
-    try:
-        await pump(
-            subscription,
-            deliver,
-            idle=idle,
-            keepalive_s=limits.keepalive_s,
-            write_timeout_s=limits.write_timeout_s,
-        )
-    except _StreamEnded:
-        return
-    except CutOff:
-        # AG-UI has no resume: tell the client why its run ended, if it is still listening.
-        with anyio.move_on_after(1.0):
-            await emit(projector.close("subscriber_cut_off"))
-        raise
-    await emit(projector.close(None))
+def cut_off_events(projector: AguiProjector) -> Callable[[int], list[Any]]:
+    """What a cut-off client is told: the projector closes what is open and ends the run with
+    RUN_ERROR, whose code is ``subscriber_cut_off`` (its own code for a run ended early is
+    ``truncated``), so the client can tell its own slowness from a run cut short."""
+
+    def told(cursor: int) -> list[Any]:
+        return [
+            msgspec.structs.replace(event, code=CUT_OFF_REASON)
+            if isinstance(event, RunError)
+            else event
+            for event in projector.close(CUT_OFF_REASON)
+        ]
+
+    return told
 
 
 # --- WebSocket -------------------------------------------------------------------------------
@@ -199,18 +209,14 @@ class _Socket:
                 return
             self.run_id = plan.info.id
             self.detached = detached(body) or not plan.drives
-            projector = self.adapter.projector(plan.context)
-            async with self.service.subscribe(
-                plan.info.id, after=plan.after, consumer=CONSUMER
-            ) as subscription:
-                await stream_run(projector, subscription, self.emit, self.limits, None)
-        except CutOff:
-            # AG-UI cannot resume: a client too slow for its run has stopped reading.
-            self.cut_off()
+            ending = await stream_run(self.adapter, self.service, plan, self.emit, CONNECTION)
+            if ending == "cut_off":
+                # AG-UI cannot resume: a client too slow for its run has stopped reading.
+                self.cut_off()
         finally:
             self.busy, self.run_id = False, None
 
-    async def handle(self, raw: str | bytes, tg: Any) -> None:
+    async def handle(self, raw: str | bytes, tg: TaskGroup) -> None:
         if len(raw) > self.limits.max_frame_bytes:
             limit = self.limits.max_frame_bytes
             await self.error(f"frame is larger than the limit of {limit} bytes", "frame_too_large")

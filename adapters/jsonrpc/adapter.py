@@ -1,16 +1,17 @@
-"""Registry entry of the JSON-RPC 2.0 adapter: projector, JSON-lines rendering, routes."""
+"""Registry entry of the JSON-RPC 2.0 adapter: projector, JSON-lines rendering, routes, stdio."""
 
 from __future__ import annotations
 
-from typing import Any, Literal
+from typing import Any
 
 import msgspec
+from starlette.routing import BaseRoute
 
 from adapters.jsonrpc.projector import JsonRpcProjector
 from adapters.jsonrpc.protocol import Notification
 from contracts.limits import EndpointLimits
 from contracts.ports import RunService
-from contracts.projector import ProjectorContext
+from contracts.projector import ProjectorContext, ReadBytes, StdioOptions, WriteBytes
 
 _encode = msgspec.json.Encoder().encode
 
@@ -20,11 +21,11 @@ class JsonRpcAdapter:
 
     The keyword arguments override :class:`adapters.jsonrpc.limits.RpcLimits` (``max_batch``,
     ``max_subscriptions``, ``max_pending_requests``…): register your own instance under the
-    ``loopgate.adapters`` entry-point group to change them for a server.
+    ``loopgate.adapters`` entry-point group to change them for a server. Over stdio the
+    command's ``StdioOptions.options`` override them in turn (``loopgate rpc --max-batch``).
     """
 
     name: str = "jsonrpc"
-    framing: Literal["jsonl"] = "jsonl"
 
     def __init__(self, **limit_overrides: int | float) -> None:
         self.limit_overrides = limit_overrides
@@ -40,13 +41,27 @@ class JsonRpcAdapter:
         JSON as one text frame)."""
         return b"".join(_encode(m) + b"\n" for m in messages)
 
-    def routes(self, service: RunService, limits: EndpointLimits) -> list[Any]:
+    def routes(self, service: RunService, limits: EndpointLimits) -> list[BaseRoute]:
         from adapters.jsonrpc.dispatch import Dispatcher
         from adapters.jsonrpc.http import routes
         from adapters.jsonrpc.limits import RpcLimits
 
         rpc_limits = RpcLimits.from_endpoint(limits, **self.limit_overrides)
         return routes(Dispatcher(service, rpc_limits), limits)
+
+    async def serve_stdio(
+        self, service: RunService, options: StdioOptions, read: ReadBytes, write: WriteBytes
+    ) -> None:
+        """One connection on stdin/stdout: a message is a line of at most
+        ``limits.max_line_bytes``."""
+        from adapters.jsonrpc.dispatch import Dispatcher
+        from adapters.jsonrpc.limits import RpcLimits
+        from adapters.jsonrpc.stdio import serve_lines
+
+        rpc_limits = RpcLimits.from_stdio(
+            options.limits, **{**self.limit_overrides, **options.options}
+        )
+        await serve_lines(Dispatcher(service, rpc_limits), read, write)
 
 
 ADAPTER = JsonRpcAdapter()

@@ -11,10 +11,15 @@ import logging
 from collections.abc import Awaitable, Callable, Mapping
 from typing import Any
 
-from adapters.jsonrpc.errors import (
+from adapters.jsonrpc.errors import RpcError, error_object
+from adapters.jsonrpc.limits import RpcLimits
+from adapters.jsonrpc.methods import METHODS, NO_TRACE, CallContext, Method, Streams, Trace, bind
+from adapters.jsonrpc.openrpc import with_discover
+from adapters.jsonrpc.protocol import Failure, Success, encode, invalid, parse_error
+from adapters.shared.jsonrpc import Call, Invalid, ParseFailure, Reply, batch_items, classify, parse
+from adapters.shared.rpc_errors import (
     INTERNAL_ERROR,
     INVALID_PARAMS,
-    INVALID_REQUEST,
     LIMIT_REACHED,
     METHOD_NOT_FOUND,
     RESPONSE_LIMIT,
@@ -23,24 +28,6 @@ from adapters.jsonrpc.errors import (
     RUN_GONE,
     RUN_NOT_FOUND,
     TOO_LARGE,
-    RpcError,
-    error_object,
-)
-from adapters.jsonrpc.limits import RpcLimits
-from adapters.jsonrpc.methods import METHODS, NO_TRACE, CallContext, Method, Streams, Trace, bind
-from adapters.jsonrpc.openrpc import with_discover
-from adapters.jsonrpc.protocol import (
-    Call,
-    Failure,
-    Invalid,
-    ParseFailure,
-    Reply,
-    Success,
-    classify,
-    encode,
-    invalid,
-    parse,
-    parse_error,
 )
 from contracts.client_errors import ClientError, client_message
 from contracts.ports import (
@@ -123,13 +110,14 @@ class Dispatcher:
         except ParseFailure as exc:
             return parse_error(exc.detail)
         if isinstance(doc, list):
-            if not doc:
-                return encode(Failure(error=error_object(INVALID_REQUEST, "empty batch"), id=None))
-            if len(doc) > self.limits.max_batch:
+            items = batch_items(doc)
+            if isinstance(items, Invalid):
+                return encode(invalid(items))
+            if len(items) > self.limits.max_batch:
                 return too_large(
-                    f"batch has {len(doc)} items; the limit is {self.limits.max_batch}"
+                    f"batch has {len(items)} items; the limit is {self.limits.max_batch}"
                 )
-            return await self.batch(doc, streams, on_reply, trace)
+            return await self.batch(items, streams, on_reply, trace)
         limit = self.limits.max_batch_response_bytes
         answer = await self.item(doc, streams, on_reply, trace, limit)
         return None if answer is None else encode(answer)

@@ -14,11 +14,12 @@ from starlette.routing import BaseRoute, Route, WebSocketRoute
 from starlette.websockets import WebSocket
 
 from adapters.jsonrpc.dispatch import Dispatcher, too_large
-from adapters.jsonrpc.errors import INVALID_REQUEST, error_object
+from adapters.jsonrpc.errors import error_object
 from adapters.jsonrpc.methods import Trace
 from adapters.jsonrpc.protocol import Failure, encode
 from adapters.shared.body import read_body
 from adapters.shared.problem import HttpProblem
+from adapters.shared.rpc_errors import INVALID_REQUEST
 from contracts.limits import EndpointLimits
 
 JSON = "application/json"

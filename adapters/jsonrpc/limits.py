@@ -2,6 +2,8 @@
 
 from __future__ import annotations
 
+from typing import Any
+
 import msgspec
 
 from contracts.json_input import DEFAULT_MAX_DEPTH
@@ -31,12 +33,27 @@ class RpcLimits(msgspec.Struct, frozen=True, kw_only=True):
                 raise ValueError(f"{name} must be positive, got {getattr(self, name)}")
 
     @classmethod
-    def from_endpoint(cls, limits: EndpointLimits, **overrides: int | float) -> RpcLimits:
-        values: dict[str, int | float] = {
+    def from_endpoint(cls, limits: EndpointLimits, **overrides: Any) -> RpcLimits:
+        values: dict[str, Any] = {
             "max_message_bytes": min(limits.max_body_bytes, limits.max_frame_bytes),
             "write_timeout_s": limits.write_timeout_s,
             "max_json_depth": limits.max_json_depth,
             "max_batch_response_bytes": limits.max_batch_response_bytes,
         }
-        values.update(overrides)
-        return cls(**values)  # type: ignore[arg-type]
+        return cls._with(values, overrides)
+
+    @classmethod
+    def from_stdio(cls, limits: EndpointLimits, **overrides: Any) -> RpcLimits:
+        """Over stdio a message is a line: ``max_line_bytes`` bounds it."""
+        values: dict[str, Any] = {
+            "max_message_bytes": limits.max_line_bytes,
+            "write_timeout_s": limits.write_timeout_s,
+            "max_json_depth": limits.max_json_depth,
+            "max_batch_response_bytes": limits.max_batch_response_bytes,
+        }
+        return cls._with(values, overrides)
+
+    @classmethod
+    def _with(cls, values: dict[str, Any], overrides: dict[str, Any]) -> RpcLimits:
+        # Converted, not passed as keywords: a bad override is a ValidationError naming it.
+        return msgspec.convert({**values, **overrides}, cls)

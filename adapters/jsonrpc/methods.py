@@ -15,7 +15,8 @@ from typing import Annotated, Any, Literal, NamedTuple, Protocol
 
 import msgspec
 
-from adapters.jsonrpc.errors import (
+from adapters.jsonrpc.errors import RpcError, invalid_params
+from adapters.shared.rpc_errors import (
     INVALID_PARAMS,
     LIMIT_REACHED,
     NOT_ACCEPTED,
@@ -24,8 +25,6 @@ from adapters.jsonrpc.errors import (
     RUN_NOT_FOUND,
     STREAMING_REQUIRED,
     SUBSCRIPTION_NOT_FOUND,
-    RpcError,
-    invalid_params,
 )
 from contracts.client_errors import ClientError, describe_input_error
 from contracts.contract import contract_bytes
@@ -250,7 +249,7 @@ async def run_get(ctx: CallContext, p: RunParams) -> RunView:
 
 
 async def run_list(ctx: CallContext, p: ListParams) -> RunList:
-    infos = await ctx.service.list(limit=p.limit, thread_id=p.thread_id)
+    infos = await ctx.service.list_runs(limit=p.limit, thread_id=p.thread_id)
     return RunList(runs=[run_view(i) for i in infos])
 
 

@@ -1,9 +1,9 @@
 """One streaming connection (a WebSocket or a stdio pair), independent of its transport.
 
 It answers the client's messages in order, holds the connection's subscriptions (one task each,
-pumping ``service.subscribe`` into ``run.event`` / ``run.end`` notifications), and turns each
-``permission_request`` event into a server→client ``run.permission`` request whose answer it
-passes to ``service.respond``.
+following its run into ``run.event`` / ``run.end`` notifications: adapters.shared.follow), and
+turns each ``permission_request`` event into a server→client ``run.permission`` request whose
+answer it passes to ``service.respond``.
 
 Server→client request ids are strings ``"loopgate:<n>"``, counted per connection; replies are
 routed by id through a per-connection table, so a client's own ids never matter to the server.
@@ -22,13 +22,15 @@ import anyio
 from anyio.abc import TaskGroup, TaskStatus
 
 from adapters.jsonrpc.dispatch import Dispatcher
-from adapters.jsonrpc.errors import LIMIT_REACHED, RpcError
+from adapters.jsonrpc.errors import RpcError
 from adapters.jsonrpc.projector import JsonRpcProjector, run_end
-from adapters.jsonrpc.protocol import Reply, Request, encode
+from adapters.jsonrpc.protocol import Request, encode
+from adapters.shared.follow import CONNECTION, follow
+from adapters.shared.jsonrpc import Reply
+from adapters.shared.rpc_errors import LIMIT_REACHED
 from contracts.contract import is_terminal_completion
 from contracts.envelope import Envelope
 from contracts.gateway_events import DECISIONS, PERMISSION_REQUEST, PERMISSION_RESULT
-from contracts.ports import CutOff, Subscription
 from contracts.projector import ProjectorContext
 
 log = logging.getLogger("loopgate.jsonrpc")
@@ -177,19 +179,48 @@ class Session:
         self, sub: _Subscription, *, task_status: TaskStatus[None] = anyio.TASK_STATUS_IGNORED
     ) -> None:
         started = False
+        projector = _Encoded(
+            JsonRpcProjector(
+                ProjectorContext(
+                    run_id=sub.run_id, thread_id=sub.run_id, options={"subscription": sub.id}
+                )
+            )
+        )
+
+        async def opened() -> None:
+            nonlocal started
+            started = True
+            task_status.started()
+            await sub.gate.wait()
+
+        feed = projector.projector.feed_encoded
+
+        def project(batch: list[Envelope]) -> list[bytes]:
+            messages = [m for env in batch for m in feed(env)]
+            messages.extend(self._questions(sub, batch))
+            sub.cursor = batch[-1].seq
+            return messages
+
+        def cut_off(cursor: int) -> list[bytes]:
+            # Fell too far behind: the client resumes with run.subscribe {after: lastSeq}.
+            return [encode(run_end(sub.id, sub.run_id, None, cursor, "cut_off"))]
+
         try:
             with anyio.CancelScope() as scope:
                 sub.scope = scope
-                async with self.service.subscribe(
-                    sub.run_id, after=sub.after, consumer="jsonrpc"
-                ) as feed:
-                    started = True
-                    task_status.started()
-                    await sub.gate.wait()
-                    await self._follow(sub, feed)
-        except CutOff as exc:
-            # Fell too far behind: the client resumes with run.subscribe {after: lastSeq}.
-            await self.send([encode(run_end(sub.id, sub.run_id, None, exc.cursor, "cut_off"))])
+                await follow(
+                    lambda after: self.service.subscribe(
+                        sub.run_id, after=after, consumer="jsonrpc"
+                    ),
+                    projector,
+                    self.send,
+                    CONNECTION,
+                    after=sub.after,
+                    opened=opened,
+                    start=False,
+                    project=project,
+                    cut_off=cut_off,
+                )
         except Exception:
             if not started:
                 raise
@@ -198,21 +229,6 @@ class Session:
         finally:
             if self.subscriptions.get(sub.id) is sub:
                 del self.subscriptions[sub.id]
-
-    async def _follow(self, sub: _Subscription, feed: Subscription) -> None:
-        projector = JsonRpcProjector(
-            ProjectorContext(
-                run_id=sub.run_id, thread_id=sub.run_id, options={"subscription": sub.id}
-            )
-        )
-        while not feed.done:
-            batch = await feed.next_batch()
-            if not batch:
-                continue
-            messages = [m for env in batch for m in projector.feed_encoded(env)]
-            messages.extend(self._questions(sub, batch))
-            await self.send(messages)
-            sub.cursor = batch[-1].seq
 
     def _questions(self, sub: _Subscription, batch: list[Envelope]) -> list[bytes]:
         """Server→client requests for the permission requests of a batch still open at its end
@@ -228,7 +244,7 @@ class Session:
                     asked = self._asked.get((sub.run_id, request_id))
                     if asked is not None:
                         self.pending.pop(asked, None)
-        out = []
+        out: list[bytes] = []
         for env in batch:
             request_id = env.data.get("requestId")
             if env.kind != PERMISSION_REQUEST or not isinstance(request_id, str):
@@ -249,6 +265,23 @@ class Session:
             self.pending.popitem(last=False)
         while len(self._asked) > 4 * self.limits.max_pending_requests:
             self._asked.popitem(last=False)
+
+
+class _Encoded:
+    """The subscription's projector with its messages encoded: ``run.event`` is spliced from
+    the envelope's JSON (``feed_encoded``), the live path of every subscription."""
+
+    def __init__(self, projector: JsonRpcProjector) -> None:
+        self.projector = projector
+
+    def feed(self, envelope: Envelope) -> list[bytes]:
+        return self.projector.feed_encoded(envelope)
+
+    def start(self) -> list[bytes]:
+        return [encode(m) for m in self.projector.start()]
+
+    def close(self, reason: str | None = None) -> list[bytes]:
+        return [encode(m) for m in self.projector.close(reason)]
 
 
 def question(sub: _Subscription, env: Envelope) -> dict[str, Any]:

@@ -6,55 +6,17 @@ blank lines are ignored; the end of input ends the connection after its subscrip
 
 from __future__ import annotations
 
-from collections.abc import AsyncIterator, Awaitable, Callable
-
 import anyio
 
 from adapters.jsonrpc.dispatch import Dispatcher, too_large
 from adapters.jsonrpc.session import Session
+from adapters.shared.lines import LineTooLong, read_lines
+from contracts.projector import ReadBytes, WriteBytes
 
-READ_CHUNK = 1 << 16
-Read = Callable[[int], Awaitable[bytes]]
-Write = Callable[[bytes], Awaitable[None]]
-
-
-class LineTooLong:
-    def __init__(self, size: int) -> None:
-        self.size = size
+__all__ = ["LineTooLong", "read_lines", "serve_lines"]
 
 
-async def read_lines(read: Read, limit: int) -> AsyncIterator[bytes | LineTooLong]:
-    """Lines without their terminator; ``LineTooLong`` in place of one over ``limit`` bytes
-    (never buffered past the limit)."""
-    buffer = bytearray()
-    skipping = 0  # bytes of an oversized line dropped so far; 0 = not skipping
-    while True:
-        chunk = await read(READ_CHUNK)
-        if not chunk:
-            break
-        buffer += chunk
-        while True:
-            cut = buffer.find(b"\n")
-            if cut < 0:
-                break
-            if skipping:
-                yield LineTooLong(skipping + cut)
-                skipping = 0
-            elif cut > limit:
-                yield LineTooLong(cut)
-            else:
-                yield bytes(buffer[:cut])
-            del buffer[: cut + 1]
-        if len(buffer) > limit:
-            skipping += len(buffer)
-            buffer.clear()
-    if skipping:
-        yield LineTooLong(skipping + len(buffer))
-    elif buffer.strip():
-        yield bytes(buffer)
-
-
-async def serve_lines(dispatcher: Dispatcher, read: Read, write: Write) -> None:
+async def serve_lines(dispatcher: Dispatcher, read: ReadBytes, write: WriteBytes) -> None:
     """Serve one session until the input ends, then end its subscriptions."""
     limit = dispatcher.limits.max_message_bytes
 

@@ -1,4 +1,5 @@
-"""A streaming ASGI response that notices the client leaving, and the subscription pump.
+"""A streaming response that opens its resource before the status line and notices the client
+leaving.
 
 Starlette's StreamingResponse on ASGI 2.4 servers (uvicorn) only learns of a disconnect when a
 write fails, and uvicorn silently drops writes to a closed connection: an idle stream would then
@@ -7,84 +8,77 @@ live until its run ends. This response listens for ``http.disconnect`` and cance
 
 from __future__ import annotations
 
-import contextlib
 import logging
 from collections.abc import Awaitable, Callable, Mapping
-from contextlib import AbstractAsyncContextManager
-from typing import Generic, TypeVar
+from typing import cast
 
 import anyio
+from starlette.responses import Response
 from starlette.types import Receive, Scope, Send
 
+from adapters.shared import sse
 from adapters.shared.problem import problem_for, problem_response
-from contracts.envelope import Envelope
-from contracts.ports import CutOff, Subscription
 
-T = TypeVar("T")
 log = logging.getLogger("loopgate.http")
 Write = Callable[[bytes], Awaitable[None]]
-
-SSE_MEDIA_TYPE = "text/event-stream; charset=utf-8"
-SSE_HEADERS = {
-    "cache-control": "no-cache",
-    # nginx buffers ~16 KB of a proxied response unless told not to.
-    "x-accel-buffering": "no",
-}
-# A comment line and no blank line after it: a blank line dispatches an event in parsers that
-# keep the last event id (httpx-sse hands out an empty event per keep-alive then); the WHATWG
-# parser ignores the comment either way.
-KEEPALIVE = b": keep-alive\n"
+# ``produce(opened, write)``: opens what it streams (e.g. a subscription), awaits ``opened()``
+# (the status line goes out), then writes the body.
+Produce = Callable[[Callable[[], Awaitable[None]], Write], Awaitable[None]]
+# How long the end of a body may wait on a client that may not be reading at all.
+FINAL_WRITE_S = 1.0
 
 
-class StreamResponse(Generic[T]):
-    """Opens ``resource`` (e.g. a subscription) *before* the status line, so a missing run or a
-    full run still gets a proper problem response; then streams what ``produce`` writes."""
+class StreamResponse(Response):
+    """Streams what ``produce`` writes. Whatever fails before ``opened()`` (a missing run, a
+    full run) is answered with a problem response instead; ``on_disconnect`` runs when the
+    client leaves before the end."""
 
     def __init__(
         self,
-        resource: Callable[[], AbstractAsyncContextManager[T]],
-        produce: Callable[[T, Write], Awaitable[None]],
+        produce: Produce,
         *,
-        media_type: str = SSE_MEDIA_TYPE,
+        media_type: str = sse.MEDIA_TYPE,
         headers: Mapping[str, str] | None = None,
         on_disconnect: Callable[[], Awaitable[None]] | None = None,
     ) -> None:
-        self.resource = resource
         self.produce = produce
         self.on_disconnect = on_disconnect
-        raw = {"content-type": media_type, **SSE_HEADERS, **(headers or {})}
-        self.headers = [(k.lower().encode(), v.encode()) for k, v in raw.items()]
+        self.status_code = 200
+        self.media_type = media_type
+        self.background = None
+        self.init_headers({**sse.HEADERS, **(headers or {})})
 
     async def __call__(self, scope: Scope, receive: Receive, send: Send) -> None:
         disconnected = started = False
+
+        async def opened() -> None:
+            nonlocal started
+            status, headers = self.status_code, self.raw_headers
+            await send({"type": "http.response.start", "status": status, "headers": headers})
+            started = True
+
+        async def write(chunk: bytes) -> None:
+            await send({"type": "http.response.body", "body": chunk, "more_body": True})
+
         try:
-            async with self.resource() as resource:
-                await send({"type": "http.response.start", "status": 200, "headers": self.headers})
-                started = True
+            async with anyio.create_task_group() as tg:
 
-                async def write(chunk: bytes) -> None:
-                    await send({"type": "http.response.body", "body": chunk, "more_body": True})
-
-                async with anyio.create_task_group() as tg:
-
-                    async def watch() -> None:
-                        nonlocal disconnected
-                        while (await receive())["type"] != "http.disconnect":
-                            pass
-                        disconnected = True
-                        tg.cancel_scope.cancel()
-
-                    tg.start_soon(watch)
-                    # Caught inside: leaving the task group would wrap it in an ExceptionGroup.
-                    with contextlib.suppress(CutOff):
-                        await self.produce(resource, write)
+                async def watch() -> None:
+                    nonlocal disconnected
+                    while (await receive())["type"] != "http.disconnect":
+                        pass
+                    disconnected = True
                     tg.cancel_scope.cancel()
-        except CutOff:
-            pass  # the subscriber fell behind; it resumes from its cursor on reconnect
+
+                tg.start_soon(watch)
+                await self.produce(opened, write)
+                tg.cancel_scope.cancel()
         except Exception as exc:
-            problem = problem_for(exc)
+            # One exception from the producer comes wrapped by the task group.
+            cause = _single(exc)
+            problem = problem_for(cause)
             if problem is None or started:
-                log.exception("event stream %s failed", scope.get("path"))
+                log.error("event stream %s failed", scope.get("path"), exc_info=cause)
                 return
             response = problem_response(problem.status, problem.detail, headers=problem.headers)
             await response(scope, receive, send)
@@ -94,53 +88,15 @@ class StreamResponse(Generic[T]):
                 with anyio.CancelScope(shield=True):
                     await self.on_disconnect()
             return
-        # A cut-off client may not be reading at all: do not wait on it forever.
-        with anyio.move_on_after(1.0):
+        with anyio.move_on_after(FINAL_WRITE_S):
             await send({"type": "http.response.body", "body": b"", "more_body": False})
 
 
-Deliver = Callable[[list[Envelope]], Awaitable[None]]
-
-
-async def pump(
-    subscription: Subscription,
-    deliver: Deliver,
-    *,
-    keepalive_s: float,
-    write_timeout_s: float,
-    idle: Callable[[], Awaitable[None]] | None = None,
-) -> None:
-    """Hand each batch of envelopes to ``deliver`` until the run's terminal event.
-
-    A quiet stream calls ``idle`` every ``keepalive_s`` (a keep-alive comment, so idle proxies
-    keep it open). Raises :class:`contracts.ports.CutOff` if the client falls too far behind,
-    or takes longer than ``write_timeout_s`` to accept one delivery (lag alone cannot catch a
-    client that is stuck when the run has already ended).
-    """
-    while not subscription.done:
-        before = subscription.cursor
-        batch = await subscription.next_batch(max_wait=keepalive_s)
-        if not batch and (subscription.done or idle is None):
-            continue
-        with anyio.move_on_after(write_timeout_s) as timer:
-            await (deliver(batch) if batch else idle())  # type: ignore[misc]
-        if timer.cancelled_caught:
-            raise CutOff(before)
-
-
-def sse_writer(render: Callable[[list[Envelope]], bytes], write: Write) -> Deliver:
-    """A ``deliver`` that writes the rendered bytes of each batch (skipping empty ones)."""
-
-    async def deliver(batch: list[Envelope]) -> None:
-        chunk = render(batch)
-        if chunk:
-            await write(chunk)
-
-    return deliver
-
-
-def keepalive_writer(write: Write, comment: bytes = KEEPALIVE) -> Callable[[], Awaitable[None]]:
-    async def idle() -> None:
-        await write(comment)
-
-    return idle
+def _single(exc: Exception) -> Exception:
+    found = exc
+    while isinstance(found, ExceptionGroup):
+        inner: tuple[Exception, ...] = cast("ExceptionGroup[Exception]", found).exceptions
+        if len(inner) != 1:
+            break
+        found = inner[0]
+    return found

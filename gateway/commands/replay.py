@@ -13,7 +13,7 @@ import msgspec
 from contracts.envelope import Envelope
 from contracts.projector import as_served, project_run
 from gateway.commands.flags import add_client_token_flags, client_token
-from gateway.registry import load_adapters
+from gateway.registry import ALIASES, find_adapter, load_adapters
 from gateway.sources.replay import read_recording
 
 
@@ -32,7 +32,11 @@ def register(sub: argparse._SubParsersAction) -> None:  # type: ignore[type-arg]
         help="a recording, e.g. conformance/streams/parallel-tools.jsonl",
     )
     target = p.add_mutually_exclusive_group(required=True)
-    target.add_argument("--adapter", help="adapter name (see `loopgate replay --list`)")
+    target.add_argument(
+        "--adapter",
+        help="adapter name (see `loopgate replay --list`); "
+        + ", ".join(f"{old} = {new}" for old, new in ALIASES.items()),
+    )
     target.add_argument("--server", help="gateway base URL, e.g. http://127.0.0.1:8000")
     target.add_argument("--list", action="store_true", help="list the adapters and exit")
     p.add_argument("--protocol-version", help="the protocol version the client would ask for")
@@ -70,7 +74,7 @@ def main(args: argparse.Namespace) -> int:
             print(f"loopgate replay: {exc}", file=sys.stderr)
             return 2
         return push_to_server(args.server, envelopes, token)
-    adapter = adapters.get(args.adapter)
+    adapter = find_adapter(adapters, args.adapter)
     if adapter is None:
         print(
             f"loopgate replay: no adapter {args.adapter!r}; have: {', '.join(adapters)}",

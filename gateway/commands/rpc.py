@@ -1,8 +1,9 @@
 """``loopgate rpc``: a private gateway serving JSON-RPC 2.0 on stdin/stdout, one message a line.
 
-For clients that spawn a process (editors, scripts). stdout carries the protocol only: logs and
-anything else printed go to stderr. The end of stdin ends the process: this connection's
-subscriptions are cancelled and runs still going are stopped (the hub drains).
+For clients that spawn a process (editors, scripts). The server is the ``jsonrpc`` adapter's
+stdio transport, found in the registry. stdout carries the protocol only: logs and anything
+else printed go to stderr. The end of stdin ends the process: this connection's subscriptions
+are cancelled and runs still going are stopped (the hub drains).
 """
 
 from __future__ import annotations
@@ -11,7 +12,7 @@ import argparse
 import logging
 import os
 import sys
-from typing import Any, BinaryIO
+from typing import Any
 
 from gateway.commands.flags import LOOP_SETTINGS, add_log_level, add_loop_flags
 
@@ -52,16 +53,9 @@ def main(args: argparse.Namespace) -> int:
         settings = load_settings(os.environ, {k: getattr(args, k) for k in SETTING_FLAGS})
         overrides: dict[str, Any] = {}
         if args.max_batch is not None:
+            if args.max_batch <= 0:
+                raise ValueError(f"max_batch must be positive, got {args.max_batch}")
             overrides["max_batch"] = args.max_batch
-        from adapters.jsonrpc.limits import RpcLimits
-
-        limits = RpcLimits(
-            max_message_bytes=settings.max_body_bytes,
-            write_timeout_s=settings.write_timeout_s,
-            max_json_depth=settings.max_json_depth,
-            max_batch_response_bytes=settings.max_batch_response_bytes,
-            **overrides,
-        )
     except ValueError as exc:
         print(f"loopgate rpc: {exc}", file=sys.stderr)
         return 2
@@ -70,32 +64,26 @@ def main(args: argparse.Namespace) -> int:
         level=args.log_level.upper(),
         format="%(asctime)s %(levelname)s %(name)s: %(message)s",
     )
-    # The protocol owns the real stdout; a stray print anywhere must not corrupt it.
-    protocol_out = os.fdopen(os.dup(sys.stdout.fileno()), "wb")
-    sys.stdout.flush()
-    sys.stdout = sys.stderr
-    try:
-        anyio.run(serve, settings, limits, sys.stdin.buffer, protocol_out)
-    finally:
-        protocol_out.close()
+    from gateway.commands.stdio import reserve_stdout
+
+    anyio.run(serve, settings, overrides, reserve_stdout())
     return 0
 
 
-async def serve(settings: Any, limits: Any, stdin: BinaryIO, stdout: BinaryIO) -> None:
-    import anyio
+async def serve(settings: Any, overrides: dict[str, Any], protocol_fd: int) -> None:
+    import msgspec
 
-    from adapters.jsonrpc.dispatch import Dispatcher
-    from adapters.jsonrpc.stdio import serve_lines
-    from gateway.app import traced_hub
+    from contracts.projector import StdioOptions
+    from gateway.app import endpoint_limits, traced_hub
+    from gateway.commands.stdio import stdio_streams
+    from gateway.registry import stdio_adapter
 
-    reader = anyio.wrap_file(stdin)
-
-    def write_all(data: bytes) -> None:
-        stdout.write(data)
-        stdout.flush()
-
-    async def write(data: bytes) -> None:
-        await anyio.to_thread.run_sync(write_all, data)
-
+    adapter = stdio_adapter("jsonrpc")
+    # A message is a line: --max-body-bytes bounds it.
+    limits = msgspec.structs.replace(
+        endpoint_limits(settings), max_line_bytes=settings.max_body_bytes
+    )
+    options = StdioOptions(limits=limits, cwd=os.getcwd(), options=overrides)
+    read, write = await stdio_streams(protocol_fd, settings.max_body_bytes + 1)
     async with traced_hub(settings) as hub:
-        await serve_lines(Dispatcher(hub, limits), reader.read1, write)
+        await adapter.serve_stdio(hub, options, read, write)

@@ -405,7 +405,7 @@ class Hub:
     async def get(self, run_id: str) -> RunInfo:
         return (await self._load(run_id)).info()
 
-    async def list(self, *, limit: int = 100, thread_id: str | None = None) -> list[RunInfo]:
+    async def list_runs(self, *, limit: int = 100, thread_id: str | None = None) -> list[RunInfo]:
         infos = {
             r.id: r.info()
             for r in self._runs.values()

@@ -78,9 +78,13 @@ async def test_a_session_busy_in_another_connection_refuses_a_prompt(tmp_path: A
         await first.prompt([Text("plain")], session_id)
         tg.start_soon(first.prompt, [Text("slow tool")], session_id)
         with anyio.fail_after(5):
-            while not [r for r in await hub.list(thread_id=session_id) if r.state == "running"]:  # noqa: ASYNC110
+            while not await running(hub, session_id):  # noqa: ASYNC110
                 await anyio.sleep(0.01)
         with pytest.raises(AgentError) as busy:
             await second.prompt([Text("plain")], session_id)
         await first.cancel(session_id)
     assert busy.value.code == -32600 and "already has a prompt running" in busy.value.message
+
+
+async def running(hub: Any, session_id: str) -> list[Any]:
+    return [r for r in await hub.list_runs(thread_id=session_id) if r.state == "running"]

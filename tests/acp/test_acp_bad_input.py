@@ -78,7 +78,7 @@ async def test_each_bad_line_is_answered_and_the_agent_keeps_serving() -> None:
     answers = await exchange(lines, 12)
     unnumbered = [a for a in answers if a["id"] is None]
     assert [a["error"]["code"] for a in unnumbered] == [-32700, -32600, -32600]
-    assert "not JSON" in unnumbered[0]["error"]["message"]
+    assert "not valid JSON" in unnumbered[0]["error"]["message"]
     assert "batches" in unnumbered[1]["error"]["message"]
     got = by_id(answers)
     assert got[1]["error"]["code"] == -32601

@@ -45,7 +45,7 @@ async def test_remote_service_runs_and_streams(gateway: str) -> None:
         history = await service.history(info.id)
         assert [e.kind for e in history] == kinds
         assert [e.seq for e in await service.history(info.id, after=3, limit=2)] == [4, 5]
-        listed = await service.list(thread_id="t-remote")
+        listed = await service.list_runs(thread_id="t-remote")
         assert [r.id for r in listed] == [info.id]
         got = await service.get(info.id)
         assert got.status == "completed" and got.input[0].content == "one tool: 2 and 3"

@@ -26,8 +26,9 @@ def replay(*args: str) -> subprocess.CompletedProcess[str]:
     )
 
 
-def test_sse_adapter_output_is_the_recording_as_an_event_stream() -> None:
-    result = replay(str(RECORDING), "--adapter", "sse")
+@pytest.mark.parametrize("name", ["native", "sse"])  # sse: the native adapter's former name
+def test_native_adapter_output_is_the_recording_as_an_event_stream(name: str) -> None:
+    result = replay(str(RECORDING), "--adapter", name)
     assert result.returncode == 0, result.stderr
     decoder = SSEDecoder()
     # A blank line with no data pending dispatches nothing (WHATWG: an empty data buffer).
@@ -48,12 +49,12 @@ def test_replay_into_a_server_makes_a_live_run() -> None:
 
 
 def test_errors_are_clear(tmp_path: Path) -> None:
-    assert "sse" in replay("--list").stdout.split()
-    missing = replay(str(tmp_path / "nope.jsonl"), "--adapter", "sse")
+    assert "native" in replay("--list").stdout.split()
+    missing = replay(str(tmp_path / "nope.jsonl"), "--adapter", "native")
     assert missing.returncode == 2 and "No such file" in missing.stderr
     bad = tmp_path / "bad.jsonl"
     bad.write_text('{"run_id":"r","seq":1,"ts":1,"kind":"content_delta","data":[1]}\n')
-    broken = replay(str(bad), "--adapter", "sse")
+    broken = replay(str(bad), "--adapter", "native")
     assert broken.returncode == 2 and "bad.jsonl line 1" in broken.stderr
     unknown = replay(str(RECORDING), "--adapter", "carrier-pigeon")
     assert unknown.returncode == 2 and "no adapter 'carrier-pigeon'" in unknown.stderr

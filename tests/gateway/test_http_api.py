@@ -363,7 +363,7 @@ def test_contract_health_and_listing(gateway: str) -> None:
     contract = httpx.get(f"{gateway}/v1/contract").json()
     assert contract["coreloopApi"] == 1 and len(contract["eventKinds"]) == 15
     health = httpx.get(f"{gateway}/healthz").json()
-    assert health["status"] == "ok" and "sse" in health["adapters"]
+    assert health["status"] == "ok" and "native" in health["adapters"]
     ids = [start(gateway, {"source": "ingest", "metadata": {"n": i}})["id"] for i in range(3)]
     listed = httpx.get(f"{gateway}/v1/runs", params={"limit": 3}).json()["runs"]
     assert [r["id"] for r in listed] == ids[::-1]

@@ -229,8 +229,8 @@ async def test_sqlite_journal_survives_a_restart(tmp_path: Path) -> None:
         assert (await hub.get(done)).thread_id == "t1"
         recovered = await hub.history(open_run)
         assert recovered[-1].data == {"status": "failed", "reason": "server_shutdown"}
-        assert {i.id for i in await hub.list()} == {done, open_run}
-        assert [i.id for i in await hub.list(thread_id="t1")] == [done]
+        assert {i.id for i in await hub.list_runs()} == {done, open_run}
+        assert [i.id for i in await hub.list_runs(thread_id="t1")] == [done]
 
 
 async def test_retention_drops_oldest_finished_runs(tmp_path: Path) -> None:
@@ -240,7 +240,7 @@ async def test_retention_drops_oldest_finished_runs(tmp_path: Path) -> None:
             ids.append(await ingest_run(hub))
             await hub.push(ids[-1], DONE)
         await hub._sweep()
-        kept = {i.id for i in await hub.list()}
+        kept = {i.id for i in await hub.list_runs()}
         assert kept == set(ids[2:])
 
 

@@ -262,7 +262,7 @@ async def test_streaming_methods_need_a_streaming_transport(hub: Hub) -> None:
     ]:
         code, data = error(await ask(d, req(method, params)))
         assert code == -32004 and "run.events" in data["detail"]
-    assert await hub.list() == []  # the refused subscribe:true started nothing
+    assert await hub.list_runs() == []  # the refused subscribe:true started nothing
 
 
 async def test_trace_context_from_meta_or_transport(hub: Hub) -> None:

@@ -73,7 +73,7 @@ async def test_subscriptions_per_connection_are_bounded(hub: Hub) -> None:
         assert "maximum of 2 subscriptions" in refused["error"]["data"]["detail"]
         refused = await peer.call(5, "run.start", {"input": "plain", "subscribe": True})
         assert refused["error"]["code"] == -32002
-        assert len(await hub.list()) == 1  # nothing was started for the refused call
+        assert len(await hub.list_runs()) == 1  # nothing was started for the refused call
         assert (await peer.call(6, "run.unsubscribe", ["sub_1"]))["result"] is True
         assert "result" in await peer.call(7, "run.subscribe", [run_id])
         await hub.cancel(run_id)

@@ -63,7 +63,7 @@ async def test_the_memory_journal_drops_finished_runs_oldest_first_and_remembers
         # Its events went when it was dropped, not when the last reference goes.
         assert first.events == [] and first.retained == 0
         # About 100 KiB each: the four newest fit, the oldest went first.
-        kept = [r for r in runs if r in {i.id for i in await hub.list()}]
+        kept = [r for r in runs if r in {i.id for i in await hub.list_runs()}]
         assert kept == runs[-len(kept) :] and 2 <= len(kept) < 8
         with pytest.raises(RunGone, match="max_retained_bytes"):
             await hub.get(runs[0])

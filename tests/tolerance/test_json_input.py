@@ -12,7 +12,7 @@ import pytest
 from adapters.acp.rpc import classify
 from adapters.agui.endpoints import parse_frame
 from adapters.agui.input import parse_arguments
-from adapters.jsonrpc.protocol import ParseFailure, parse
+from adapters.shared.jsonrpc import ParseFailure, parse
 from contracts.envelope import EnvelopeError, decode_envelope, decode_event, decode_recording
 from contracts.json_input import (
     DEFAULT_MAX_DEPTH,

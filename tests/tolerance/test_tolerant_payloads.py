@@ -16,7 +16,7 @@ import pytest
 from adapters.acp.projector import AcpProjector, PromptAnswer, PromptFailure
 from adapters.agui.projector import AguiProjector
 from adapters.jsonrpc.projector import JsonRpcProjector
-from adapters.sse.projector import SseProjector
+from adapters.native.projector import NativeProjector
 from contracts.contract import load_contract
 from contracts.envelope import Envelope
 from contracts.events import PAYLOAD_TYPES
@@ -131,7 +131,7 @@ def projectors() -> list[Any]:
         AguiProjector(ProjectorContext(run_id="odd", thread_id="odd", protocol_version="1.0")),
         AcpProjector(ctx),
         JsonRpcProjector(ctx),
-        SseProjector(ctx),
+        NativeProjector(ctx),
         TraceProjector(
             TraceContext(run_id="odd", thread_id="odd", source="ingest", created_at=1),
             content=True,
@@ -160,7 +160,7 @@ def test_no_projector_raises_on_any_foreign_type_in_any_known_field() -> None:
                 data = {**data, "status": "executing"}  # the run must go on to the next case
             projector.feed(Envelope("odd", seq, 1_000_000 * seq, kind, data))
         ended = projector.feed(TERMINAL)
-        assert ended or isinstance(projector, SseProjector), type(projector).__name__
+        assert ended or isinstance(projector, NativeProjector), type(projector).__name__
         assert projector.close() == []
         msgspec.json.encode(ended)  # whatever came out is JSON
 
@@ -257,7 +257,7 @@ def sse_events(text: str) -> list[dict[str, Any]]:
 def test_replay_of_a_truncated_recording_ends_as_the_live_server_ends_it(
     gateway: str, capsys: pytest.CaptureFixture[str]
 ) -> None:
-    offline = sse_events(replay(capsys, str(STREAMS / "truncated.jsonl"), "--adapter", "sse"))
+    offline = sse_events(replay(capsys, str(STREAMS / "truncated.jsonl"), "--adapter", "native"))
     assert offline[-1]["kind"] == "completion"
     assert offline[-1]["data"] == {"status": "failed", "reason": "truncated"}
     run_id = httpx.post(f"{gateway}/v1/runs", json={"replay": "truncated"}).json()["id"]
@@ -271,7 +271,7 @@ def test_replay_accepts_recordings_with_odd_fields(
     name: str, capsys: pytest.CaptureFixture[str]
 ) -> None:
     recording = str(STREAMS / f"{name}.jsonl")
-    sent = sse_events(replay(capsys, recording, "--adapter", "sse"))
+    sent = sse_events(replay(capsys, recording, "--adapter", "native"))
     assert sent == [json.loads(line) for line in Path(recording).read_text().splitlines()]
     for adapter in ("agui", "acp", "jsonrpc"):
         assert replay(capsys, recording, "--adapter", adapter, "--messages").strip()

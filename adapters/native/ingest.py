@@ -1,14 +1,14 @@
-"""The native HTTP API: start, list, inspect, command and stream runs; ingest from external loops.
+"""Ingest: events from a loop that runs on its own, pushed over HTTP (NDJSON) or a WebSocket.
 
-Every error is an RFC 9457 problem body with a ``detail`` that says what was wrong.
+Payloads are taken as the loop sends them; only the envelope is checked (contracts.envelope),
+and odd payload fields are logged once per run (contracts.oddities).
 """
 
 from __future__ import annotations
 
 import logging
-import re
 from collections.abc import Awaitable, Callable
-from typing import Any, Literal
+from typing import Any
 
 import anyio
 import msgspec
@@ -17,12 +17,11 @@ from starlette.responses import Response
 from starlette.routing import BaseRoute, Route, WebSocketRoute
 from starlette.websockets import WebSocket, WebSocketDisconnect
 
-from adapters.shared.body import decode_json, iter_lines, read_body
+from adapters.native.acks import CommitAcks
+from adapters.native.runs import json_response, run_json
+from adapters.shared.body import iter_lines
 from adapters.shared.endpoint import guarded
-from adapters.shared.numbers import cursor_param
-from adapters.shared.numbers import int_param as parse_int_param
-from adapters.shared.problem import HttpProblem, from_problem, problem_for
-from adapters.shared.stream import StreamResponse, keepalive_writer, pump, sse_writer
+from adapters.shared.problem import HttpProblem, problem_for
 from adapters.shared.ws import (
     CLOSE_TIMEOUT_S,
     close_stopped_reader,
@@ -30,86 +29,14 @@ from adapters.shared.ws import (
     refuse,
     report_cut_off,
 )
-from adapters.sse.acks import CommitAcks
-from adapters.sse.projector import render_events
 from contracts.client_errors import client_message
-from contracts.contract import contract_bytes, is_terminal_completion
+from contracts.contract import is_terminal_completion
 from contracts.envelope import EnvelopeError, decode_event
-from contracts.gateway_events import Decision
 from contracts.limits import EndpointLimits
-from contracts.messages import Message
 from contracts.oddities import OddityLog
-from contracts.ports import RunFinished, RunInfo, RunService, RunTooLarge, StartRun
+from contracts.ports import RunFinished, RunService, RunTooLarge
 
 log = logging.getLogger("loopgate.ingest")
-JSON = "application/json"
-_RUN_ID = re.compile(r"[A-Za-z0-9_.:-]{1,128}")
-
-
-class StartBody(msgspec.Struct, kw_only=True, forbid_unknown_fields=True):
-    input: str | list[Message] | None = None
-    config: dict[str, Any] = msgspec.field(default_factory=dict)
-    source: Literal["loop", "ingest"] | None = None
-    replay: str | None = None
-    pace: Literal["recorded", "fast"] = "fast"
-    run_id: str | None = None
-    thread_id: str | None = None
-    metadata: dict[str, Any] = msgspec.field(default_factory=dict)
-    approval: Literal["auto", "always", "never"] = "auto"
-
-
-class SteerBody(msgspec.Struct, forbid_unknown_fields=True):
-    content: str
-
-
-class RespondBody(msgspec.Struct, forbid_unknown_fields=True):
-    request_id: str
-    decision: Decision
-
-
-def json_response(body: Any, status: int = 200, headers: dict[str, str] | None = None) -> Response:
-    return Response(msgspec.json.encode(body), status, headers=headers, media_type=JSON)
-
-
-def run_json(info: RunInfo) -> dict[str, Any]:
-    body = msgspec.to_builtins(info)
-    body["links"] = {
-        "self": f"/v1/runs/{info.id}",
-        "events": f"/v1/runs/{info.id}/events",
-    }
-    return body
-
-
-def to_start_request(
-    body: StartBody, traceparent: str | None, tracestate: str | None = None
-) -> StartRun:
-    if body.replay is not None and body.source is not None:
-        raise HttpProblem(422, "give either `replay` or `source`, not both")
-    if body.run_id is not None and not _RUN_ID.fullmatch(body.run_id):
-        raise HttpProblem(422, "run_id must be 1-128 letters, digits, '_', '.', ':' or '-'")
-    source = "replay" if body.replay is not None else (body.source or "loop")
-    return StartRun(
-        input=body.input,
-        config=body.config,
-        source=source,
-        replay=body.replay,
-        replay_pace=body.pace,
-        run_id=body.run_id,
-        thread_id=body.thread_id,
-        metadata=body.metadata,
-        approval=body.approval,
-        traceparent=traceparent,
-        tracestate=tracestate,
-    )
-
-
-def cursor_from(request: Request) -> int:
-    """``Last-Event-ID`` (set by a reconnecting EventSource) wins over ``?after=``."""
-    return cursor_param(request.headers.get("last-event-id") or request.query_params.get("after"))
-
-
-def int_param(request: Request, name: str, default: int, low: int, high: int) -> int:
-    return parse_int_param(request.query_params.get(name), name, default, low, high)
 
 
 def ends_run(request: Request) -> bool:
@@ -120,49 +47,6 @@ def ends_run(request: Request) -> bool:
 def routes(service: RunService, limits: EndpointLimits) -> list[BaseRoute]:
     # Odd payload fields of ingested events, logged once per run (not per request).
     oddity_log = OddityLog(log)
-
-    @guarded
-    async def start_run(request: Request) -> Response:
-        body = decode_json(
-            await read_body(request, limits.max_body_bytes),
-            StartBody,
-            max_depth=limits.max_json_depth,
-        )
-        headers = request.headers
-        start = to_start_request(body, headers.get("traceparent"), headers.get("tracestate"))
-        info = await service.start(start)
-        location = f"/v1/runs/{info.id}"
-        return json_response(run_json(info), 201, {"location": location})
-
-    @guarded
-    async def list_runs(request: Request) -> Response:
-        limit = int_param(request, "limit", 100, 1, 1000)
-        infos = await service.list(limit=limit, thread_id=request.query_params.get("thread_id"))
-        return json_response({"runs": [run_json(i) for i in infos]})
-
-    @guarded
-    async def get_run(request: Request) -> Response:
-        return json_response(run_json(await service.get(request.path_params["run_id"])))
-
-    async def stream_events(request: Request) -> Response:
-        run_id = request.path_params["run_id"]
-        try:
-            after = cursor_from(request)
-        except HttpProblem as exc:
-            return from_problem(exc)
-
-        async def produce(subscription: Any, write: Any) -> None:
-            await pump(
-                subscription,
-                sse_writer(render_events, write),
-                idle=keepalive_writer(write),
-                keepalive_s=limits.keepalive_s,
-                write_timeout_s=limits.write_timeout_s,
-            )
-
-        return StreamResponse(
-            lambda: service.subscribe(run_id, after=after, consumer="sse"), produce
-        )  # type: ignore[return-value]
 
     @guarded
     async def ingest_events(request: Request) -> Response:
@@ -213,50 +97,12 @@ def routes(service: RunService, limits: EndpointLimits) -> list[BaseRoute]:
         info = await service.get(run_id)
         return json_response({"accepted": accepted, "last_seq": last_seq, "run": run_json(info)})
 
-    @guarded
-    async def cancel_run(request: Request) -> Response:
-        result = await service.cancel(request.path_params["run_id"])
-        return json_response(msgspec.to_builtins(result), 202 if result.accepted else 200)
-
-    @guarded
-    async def steer_run(request: Request) -> Response:
-        body = decode_json(
-            await read_body(request, limits.max_body_bytes),
-            SteerBody,
-            max_depth=limits.max_json_depth,
-        )
-        result = await service.steer(request.path_params["run_id"], body.content)
-        return json_response(msgspec.to_builtins(result), 202 if result.accepted else 200)
-
-    @guarded
-    async def respond(request: Request) -> Response:
-        body = decode_json(
-            await read_body(request, limits.max_body_bytes),
-            RespondBody,
-            max_depth=limits.max_json_depth,
-        )
-        result = await service.respond(
-            request.path_params["run_id"], body.request_id, body.decision
-        )
-        return json_response(msgspec.to_builtins(result), 202 if result.accepted else 200)
-
-    async def get_contract(request: Request) -> Response:
-        return Response(contract_bytes(), media_type=JSON)
-
     async def ingest_socket(websocket: WebSocket) -> None:
         await serve_ingest_socket(websocket, service, limits, oddity_log)
 
     return [
-        Route("/v1/runs", start_run, methods=["POST"]),
-        Route("/v1/runs", list_runs, methods=["GET"]),
-        Route("/v1/runs/{run_id}", get_run, methods=["GET"]),
-        Route("/v1/runs/{run_id}/events", stream_events, methods=["GET"]),
         Route("/v1/runs/{run_id}/events", ingest_events, methods=["POST"]),
-        Route("/v1/runs/{run_id}/cancel", cancel_run, methods=["POST"]),
-        Route("/v1/runs/{run_id}/steer", steer_run, methods=["POST"]),
-        Route("/v1/runs/{run_id}/respond", respond, methods=["POST"]),
         WebSocketRoute("/v1/runs/{run_id}/ingest", ingest_socket),
-        Route("/v1/contract", get_contract, methods=["GET"]),
     ]
 
 

@@ -1,0 +1,42 @@
+"""Registry entry of the native API: the envelope stream as it is, and the REST API around it."""
+
+from __future__ import annotations
+
+from typing import Any
+
+import msgspec
+from starlette.routing import BaseRoute
+
+from adapters.native.projector import NativeProjector, render_events
+from contracts.envelope import Envelope
+from contracts.limits import EndpointLimits
+from contracts.ports import RunService
+from contracts.projector import ProjectorContext
+
+
+class NativeAdapter:
+    """``contracts.projector.Adapter`` of loopgate's own API: runs over HTTP and WebSocket,
+    their events as native SSE (``loopgate replay --adapter native``; ``sse`` is an alias)."""
+
+    name = "native"
+
+    def projector(self, context: ProjectorContext) -> NativeProjector:
+        return NativeProjector(context)
+
+    def to_builtins(self, message: Envelope) -> Any:
+        return msgspec.to_builtins(message)
+
+    def render(self, messages: list[Envelope]) -> bytes:
+        return render_events(messages)
+
+    def routes(self, service: RunService, limits: EndpointLimits) -> list[BaseRoute]:
+        from adapters.native import events, ingest, runs
+
+        return [
+            *runs.routes(service, limits),
+            *events.routes(self, service, limits),
+            *ingest.routes(service, limits),
+        ]
+
+
+ADAPTER = NativeAdapter()

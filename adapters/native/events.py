@@ -1,0 +1,64 @@
+"""``GET /v1/runs/{id}/events``: a run's envelopes as native SSE, resumable with
+``Last-Event-ID`` (or ``?after=``)."""
+
+from __future__ import annotations
+
+from collections.abc import Awaitable, Callable
+
+from starlette.requests import Request
+from starlette.responses import Response
+from starlette.routing import BaseRoute, Route
+
+from adapters.native.adapter import NativeAdapter
+from adapters.native.projector import render_events
+from adapters.shared import sse
+from adapters.shared.follow import follow, stream_policy
+from adapters.shared.numbers import cursor_param
+from adapters.shared.problem import HttpProblem, from_problem
+from adapters.shared.stream import StreamResponse, Write
+from contracts.envelope import Envelope
+from contracts.limits import EndpointLimits
+from contracts.ports import RunService
+from contracts.projector import ProjectorContext
+
+# The hub's consumer name for these subscriptions (telemetry): the transport they read through.
+CONSUMER = "sse"
+
+
+def cursor_from(request: Request) -> int:
+    """``Last-Event-ID`` (set by a reconnecting EventSource) wins over ``?after=``."""
+    return cursor_param(request.headers.get("last-event-id") or request.query_params.get("after"))
+
+
+def routes(adapter: NativeAdapter, service: RunService, limits: EndpointLimits) -> list[BaseRoute]:
+    policy = stream_policy(limits)
+
+    async def stream_events(request: Request) -> Response:
+        run_id = request.path_params["run_id"]
+        try:
+            after = cursor_from(request)
+        except HttpProblem as exc:
+            return from_problem(exc)
+        projector = adapter.projector(ProjectorContext(run_id=run_id, thread_id=run_id))
+
+        async def produce(opened: Callable[[], Awaitable[None]], write: Write) -> None:
+            async def send(envelopes: list[Envelope]) -> None:
+                await write(render_events(envelopes))
+
+            async def keepalive() -> None:
+                await write(sse.KEEPALIVE)
+
+            await follow(
+                lambda cursor: service.subscribe(run_id, after=cursor, consumer=CONSUMER),
+                projector,
+                send,
+                policy,
+                after=after,
+                opened=opened,
+                project=projector.feed_batch,
+                keepalive=keepalive,
+            )
+
+        return StreamResponse(produce)
+
+    return [Route("/v1/runs/{run_id}/events", stream_events, methods=["GET"])]

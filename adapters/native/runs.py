@@ -1,0 +1,142 @@
+"""The REST API of runs: start, list, inspect, cancel, steer, answer permission requests.
+
+Every error is an RFC 9457 problem body with a ``detail`` that says what was wrong.
+"""
+
+from __future__ import annotations
+
+import re
+from typing import Any, Literal
+
+import msgspec
+from starlette.requests import Request
+from starlette.responses import Response
+from starlette.routing import BaseRoute, Route
+
+from adapters.shared.body import decode_json, read_body
+from adapters.shared.endpoint import guarded
+from adapters.shared.numbers import int_param
+from adapters.shared.problem import HttpProblem
+from contracts.contract import contract_bytes
+from contracts.gateway_events import Decision
+from contracts.limits import EndpointLimits
+from contracts.messages import Message
+from contracts.ports import CommandResult, RunInfo, RunService, StartRun
+
+JSON = "application/json"
+_RUN_ID = re.compile(r"[A-Za-z0-9_.:-]{1,128}")
+
+
+class StartBody(msgspec.Struct, kw_only=True, forbid_unknown_fields=True):
+    input: str | list[Message] | None = None
+    config: dict[str, Any] = msgspec.field(default_factory=dict[str, Any])
+    source: Literal["loop", "ingest"] | None = None
+    replay: str | None = None
+    pace: Literal["recorded", "fast"] = "fast"
+    run_id: str | None = None
+    thread_id: str | None = None
+    metadata: dict[str, Any] = msgspec.field(default_factory=dict[str, Any])
+    approval: Literal["auto", "always", "never"] = "auto"
+
+
+class SteerBody(msgspec.Struct, forbid_unknown_fields=True):
+    content: str
+
+
+class RespondBody(msgspec.Struct, forbid_unknown_fields=True):
+    request_id: str
+    decision: Decision
+
+
+def json_response(body: Any, status: int = 200, headers: dict[str, str] | None = None) -> Response:
+    return Response(msgspec.json.encode(body), status, headers=headers, media_type=JSON)
+
+
+def run_json(info: RunInfo) -> dict[str, Any]:
+    body: dict[str, Any] = msgspec.to_builtins(info)
+    body["links"] = {
+        "self": f"/v1/runs/{info.id}",
+        "events": f"/v1/runs/{info.id}/events",
+    }
+    return body
+
+
+def command_response(result: CommandResult) -> Response:
+    """202 for an accepted command; 200 with ``accepted: false`` for one with nothing to act on."""
+    return json_response(msgspec.to_builtins(result), 202 if result.accepted else 200)
+
+
+def to_start_request(
+    body: StartBody, traceparent: str | None, tracestate: str | None = None
+) -> StartRun:
+    if body.replay is not None and body.source is not None:
+        raise HttpProblem(422, "give either `replay` or `source`, not both")
+    if body.run_id is not None and not _RUN_ID.fullmatch(body.run_id):
+        raise HttpProblem(422, "run_id must be 1-128 letters, digits, '_', '.', ':' or '-'")
+    source = "replay" if body.replay is not None else (body.source or "loop")
+    return StartRun(
+        input=body.input,
+        config=body.config,
+        source=source,
+        replay=body.replay,
+        replay_pace=body.pace,
+        run_id=body.run_id,
+        thread_id=body.thread_id,
+        metadata=body.metadata,
+        approval=body.approval,
+        traceparent=traceparent,
+        tracestate=tracestate,
+    )
+
+
+def routes(service: RunService, limits: EndpointLimits) -> list[BaseRoute]:
+    async def body_of(request: Request, typ: type[Any]) -> Any:
+        raw = await read_body(request, limits.max_body_bytes)
+        return decode_json(raw, typ, max_depth=limits.max_json_depth)
+
+    @guarded
+    async def start_run(request: Request) -> Response:
+        body = await body_of(request, StartBody)
+        headers = request.headers
+        start = to_start_request(body, headers.get("traceparent"), headers.get("tracestate"))
+        info = await service.start(start)
+        return json_response(run_json(info), 201, {"location": f"/v1/runs/{info.id}"})
+
+    @guarded
+    async def list_runs(request: Request) -> Response:
+        limit = int_param(request.query_params.get("limit"), "limit", 100, 1, 1000)
+        thread_id = request.query_params.get("thread_id")
+        infos = await service.list_runs(limit=limit, thread_id=thread_id)
+        return json_response({"runs": [run_json(i) for i in infos]})
+
+    @guarded
+    async def get_run(request: Request) -> Response:
+        return json_response(run_json(await service.get(request.path_params["run_id"])))
+
+    @guarded
+    async def cancel_run(request: Request) -> Response:
+        return command_response(await service.cancel(request.path_params["run_id"]))
+
+    @guarded
+    async def steer_run(request: Request) -> Response:
+        body: SteerBody = await body_of(request, SteerBody)
+        return command_response(await service.steer(request.path_params["run_id"], body.content))
+
+    @guarded
+    async def respond(request: Request) -> Response:
+        body: RespondBody = await body_of(request, RespondBody)
+        run_id = request.path_params["run_id"]
+        return command_response(await service.respond(run_id, body.request_id, body.decision))
+
+    async def get_contract(request: Request) -> Response:
+        return Response(contract_bytes(), media_type=JSON)
+
+    return [
+        Route("/v1/runs", start_run, methods=["POST"]),
+        Route("/v1/runs", list_runs, methods=["GET"]),
+        Route("/v1/runs/{run_id}", get_run, methods=["GET"]),
+        Route("/v1/runs/{run_id}/cancel", cancel_run, methods=["POST"]),
+        Route("/v1/runs/{run_id}/steer", steer_run, methods=["POST"]),
+        Route("/v1/runs/{run_id}/respond", respond, methods=["POST"]),
+        Route("/v1/contract", get_contract, methods=["GET"]),
+    ]

@@ -1,0 +1,183 @@
+"""Following a run: subscribe → project → send, the one loop every endpoint streams with.
+
+One cut-off policy for every protocol. A subscriber is cut off when it falls more than
+``subscriber_max_lag`` events behind (the hub cuts it, even mid-write) or when one write takes
+longer than ``write_timeout_s``. That bound is kept here for a stream of its own (an SSE
+response); a connection shared by several streams and the answers to requests (WebSocket,
+stdio) bounds its own writes and, past it, closes itself whole, ending every follow on it.
+What a cut-off subscriber gets is its protocol's :class:`FollowPolicy`:
+
+============  ===========================================================================
+native SSE    the stream ends; the ids it carried are the cursor for ``Last-Event-ID``
+AG-UI         ``RUN_ERROR`` ``subscriber_cut_off`` (AG-UI has no resume), then the end
+JSON-RPC      ``run.end`` ``{status: null, reason: "cut_off", lastSeq}``: where to resume
+ACP           resumed from the journal at once; the client never notices
+============  ===========================================================================
+
+Keep-alives: a quiet stream gets one every ``keepalive_s`` where its transport has one (an SSE
+comment). WebSockets are pinged by the server; a pipe needs none.
+"""
+
+from __future__ import annotations
+
+from collections.abc import Awaitable, Callable
+from contextlib import AbstractAsyncContextManager
+from typing import Literal, TypeVar
+
+import anyio
+import msgspec
+
+from contracts.envelope import Envelope
+from contracts.limits import EndpointLimits
+from contracts.ports import CutOff, Subscription
+from contracts.projector import Projector
+
+W = TypeVar("W")
+# Opens a subscription to one run after the given seq.
+Subscribe = Callable[[int], AbstractAsyncContextManager[Subscription]]
+Send = Callable[[list[W]], Awaitable[None]]
+Ending = Literal["ended", "cut_off"]
+
+CUT_OFF_REASON = "subscriber_cut_off"
+# A cut-off client is behind already: the message telling it so gets this long, no more.
+CUT_OFF_GRACE_S = 1.0
+
+
+class FollowPolicy(msgspec.Struct, frozen=True, kw_only=True):
+    """What a protocol does with a quiet stream and with a subscriber too slow for its run."""
+
+    # Cut off: subscribe again from the cursor (the journal has everything) instead of ending.
+    resume: bool = False
+    # A quiet stream calls ``keepalive`` this often; None: wait for events however long.
+    keepalive_s: float | None = None
+    # Each write's bound; None: the connection bounds its own writes.
+    write_timeout_s: float | None = None
+
+
+def stream_policy(limits: EndpointLimits) -> FollowPolicy:
+    """An HTTP response streaming one run (SSE): keep-alives, and writes bounded here."""
+    return FollowPolicy(keepalive_s=limits.keepalive_s, write_timeout_s=limits.write_timeout_s)
+
+
+# One stream among others on a WebSocket or stdio connection, which bounds its writes.
+CONNECTION = FollowPolicy()
+# ACP: a prompt's answer must come whatever the client's pace, so a cut-off catches up.
+RESUMING = FollowPolicy(resume=True)
+
+
+def _never() -> bool:
+    return False
+
+
+async def follow(
+    subscribe: Subscribe,
+    projector: Projector[W],
+    send: Send[W],
+    policy: FollowPolicy,
+    *,
+    after: int = 0,
+    opened: Callable[[], Awaitable[None]] | None = None,
+    start: bool = True,
+    project: Callable[[list[Envelope]], list[W]] | None = None,
+    finished: Callable[[], bool] = _never,
+    keepalive: Callable[[], Awaitable[None]] | None = None,
+    cut_off: Callable[[int], list[W]] | None = None,
+) -> Ending:
+    """Send one subscriber its run after seq ``after``: ``start``, every batch, then ``close``.
+
+    ``opened`` runs once the first subscription is open (an HTTP response's status line goes
+    out there, so a missing or full run is still a problem response). ``start=False``
+    continues a projector that has seen the events up to ``after``. ``project`` turns a batch
+    into messages (default: ``projector.feed`` of each envelope). ``finished`` says the
+    protocol's stream ended before the run did (an AG-UI interrupt, an ACP answer).
+    ``cut_off(cursor)`` is what a cut-off subscriber is told, by default
+    ``projector.close("subscriber_cut_off")``. Returns how it ended.
+    """
+    feed = project or _feeder(projector)
+    cursor, first = after, True
+    while True:
+        try:
+            async with subscribe(cursor) as subscription:
+                if first:
+                    first = False
+                    if opened is not None:
+                        await opened()
+                    if start:
+                        await _write(policy, subscription.cursor, send, projector.start())
+                if await _pump(subscription, feed, send, policy, finished, keepalive):
+                    return "ended"
+            break
+        except CutOff as cut:
+            if policy.resume:
+                cursor = cut.cursor
+                continue
+            told = cut_off(cut.cursor) if cut_off is not None else projector.close(CUT_OFF_REASON)
+            await _tell(policy, send, told)
+            return "cut_off"
+    messages = projector.close(None)
+    if messages:
+        await _write(policy, cursor, send, messages)
+    return "ended"
+
+
+async def _pump(
+    subscription: Subscription,
+    feed: Callable[[list[Envelope]], list[W]],
+    send: Send[W],
+    policy: FollowPolicy,
+    finished: Callable[[], bool],
+    keepalive: Callable[[], Awaitable[None]] | None,
+) -> bool:
+    """Until the run's end (False) or the protocol's (True)."""
+    wait = policy.keepalive_s if keepalive is not None else None
+    while not subscription.done:
+        before = subscription.cursor
+        batch = await subscription.next_batch(wait)
+        if batch:
+            messages = feed(batch)
+            if messages:
+                await _write(policy, before, send, messages)
+            if finished():
+                return True
+        elif keepalive is not None and not subscription.done:
+            await _bounded(policy, before, keepalive)
+    return False
+
+
+async def _write(policy: FollowPolicy, before: int, send: Send[W], messages: list[W]) -> None:
+    if policy.write_timeout_s is None:
+        await send(messages)
+        return
+    with anyio.move_on_after(policy.write_timeout_s) as timer:
+        await send(messages)
+    if timer.cancelled_caught:
+        # Lag alone cannot catch a client that is stuck once the run has ended.
+        raise CutOff(before)
+
+
+async def _bounded(policy: FollowPolicy, before: int, call: Callable[[], Awaitable[None]]) -> None:
+    with anyio.move_on_after(policy.write_timeout_s or float("inf")) as timer:
+        await call()
+    if timer.cancelled_caught:
+        raise CutOff(before)
+
+
+async def _tell(policy: FollowPolicy, send: Send[W], messages: list[W]) -> None:
+    if not messages:
+        return
+    if policy.write_timeout_s is None:
+        await send(messages)
+        return
+    with anyio.move_on_after(min(CUT_OFF_GRACE_S, policy.write_timeout_s)):
+        await send(messages)
+
+
+def _feeder(projector: Projector[W]) -> Callable[[list[Envelope]], list[W]]:
+    feed = projector.feed
+
+    def project(batch: list[Envelope]) -> list[W]:
+        if len(batch) == 1:
+            return feed(batch[0])
+        return [message for envelope in batch for message in feed(envelope)]
+
+    return project

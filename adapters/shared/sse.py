@@ -1,0 +1,48 @@
+"""The one SSE framer: native SSE and AG-UI over SSE.
+
+LF framing (the AG-UI JS client splits the stream on "\\n\\n": CRLF would break every run), one
+``data:`` line per event (what is framed is msgspec JSON, which never holds a raw newline), and
+one keep-alive comment.
+"""
+
+from __future__ import annotations
+
+from collections.abc import Callable, Sequence
+from typing import Any
+
+from contracts.envelope import Envelope, encode_envelope
+
+MEDIA_TYPE = "text/event-stream; charset=utf-8"
+HEADERS = {
+    "cache-control": "no-cache",
+    # nginx buffers ~16 KB of a proxied response unless told not to.
+    "x-accel-buffering": "no",
+}
+# A comment line and no blank line after it: a blank line dispatches an event in parsers that
+# keep the last event id (httpx-sse hands out an empty event per keep-alive then). The WHATWG
+# parser ignores the comment either way, and the AG-UI JS client, which splits on "\n\n" and
+# reads only `data:` lines, finds it in front of the next event's block and skips it.
+KEEPALIVE = b": keep-alive\n"
+
+_DATA = b"data: %b\n\n"
+_BETWEEN = b"\n\ndata: "
+_EVENT = b"id: %d\nevent: %b\ndata: %b\n\n"
+
+
+def data_frames(messages: Sequence[Any], encode: Callable[[Any], bytes]) -> bytes:
+    """One ``data:`` event per message, its JSON made by ``encode``.
+
+    A live stream frames each feed's output, which is usually one message: that case is one
+    encode and one formatting copy; several are joined once, not framed one by one.
+    """
+    if len(messages) == 1:
+        return _DATA % encode(messages[0])
+    if not messages:
+        return b""
+    return _DATA % _BETWEEN.join(map(encode, messages))
+
+
+def envelope_frames(envelopes: Sequence[Envelope]) -> bytes:
+    """One named event per envelope: ``id`` = seq, ``event`` = kind (a validated identifier:
+    one line), ``data`` = the envelope."""
+    return b"".join(_EVENT % (e.seq, e.kind.encode(), encode_envelope(e)) for e in envelopes)
