@@ -3,32 +3,24 @@
 from __future__ import annotations
 
 from adapters.shared import sse
+from adapters.shared.projector import RunProjector
 from contracts.envelope import Envelope
-from contracts.projector import ProjectorContext
 
 
-class NativeProjector:
-    """The identity projection: native SSE carries envelopes unchanged.
+class NativeProjector(RunProjector[Envelope]):
+    """The identity projection: native SSE carries envelopes unchanged, the terminal one
+    last. ``close`` adds nothing: the hub gives every run its terminal event, and a cut-off
+    client is told nothing either (the ids it got are its ``Last-Event-ID``)."""
 
-    The hub guarantees a terminal event for every run, so ``close`` has nothing to add; a
-    cut-off client is told nothing either: the ids it got are its ``Last-Event-ID``.
-    """
+    tracks_parts = False
 
-    def __init__(self, context: ProjectorContext) -> None:
-        self.context = context
-
-    def start(self) -> list[Envelope]:
-        return []
-
-    def feed(self, envelope: Envelope) -> list[Envelope]:
-        return [envelope]
+    def passthrough(self, out: list[Envelope], envelope: Envelope) -> None:
+        out.append(envelope)
 
     def feed_batch(self, batch: list[Envelope]) -> list[Envelope]:
-        """``feed`` of every envelope at once: the batch itself (the live path)."""
+        """``feed`` of every envelope at once, for the live path: the batch itself (a hub
+        subscription ends at the run's terminal event, so there is nothing to drop)."""
         return batch
-
-    def close(self, reason: str | None = None) -> list[Envelope]:
-        return []
 
 
 def render_events(envelopes: list[Envelope]) -> bytes:
