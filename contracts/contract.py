@@ -33,7 +33,8 @@ def load_contract() -> RuntimeContract:
 
 
 def contract_dict() -> dict[str, Any]:
-    return json.loads(contract_bytes())
+    contract: dict[str, Any] = json.loads(contract_bytes())
+    return contract
 
 
 TERMINAL_EXCLUDED = "executing"

@@ -18,7 +18,7 @@ from starlette.routing import Route
 from adapters.shared.problem import problem_response
 from contracts.limits import EndpointLimits
 from gateway.auth import HostGuard, OriginGuard, TokenAuth
-from gateway.hub import Hub
+from gateway.hub import Hub, Source
 from gateway.journal import open_journal
 from gateway.loop.types import ModelProvider
 from gateway.loops.build import build_loop, guards_from
@@ -40,7 +40,7 @@ def build_hub(
     """``loop`` plugs a Python loop in (docs/loops.md) in place of the one the settings name."""
     scope = telemetry.scope if telemetry is not None else None
     agent_loop = build_loop(settings, provider, loop, scope=scope)
-    sources = {
+    sources: dict[str, Source] = {
         "loop": LoopSource(agent_loop, guards_from(settings), settings.loop_config),
         "ingest": IngestSource(settings.ingest_idle_timeout_s),
         "replay": ReplaySource(settings.replay_dir, settings.replay_max_gap_s),

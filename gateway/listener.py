@@ -28,6 +28,7 @@ import resource
 import socket
 import time
 from collections.abc import Callable, Collection
+from typing import Any
 
 import anyio
 
@@ -189,7 +190,7 @@ class Listener:
 
     def _connect(self, conn: socket.socket, factory: Callable[[], asyncio.Protocol]) -> None:
         loop = asyncio.get_running_loop()
-        task = loop.create_task(loop.connect_accepted_socket(factory, conn))  # type: ignore[arg-type]
+        task = loop.create_task(loop.connect_accepted_socket(factory, conn))
         self._starting.add(task)
         task.add_done_callback(self._started)
 
@@ -197,8 +198,8 @@ class Listener:
         self._starting.discard(task)
         if task.cancelled() or task.exception() is not None:
             return  # the client left before its transport was set up
-        transport, _ = task.result()  # type: ignore[misc]
-        self._transports[transport] = None
+        result: Any = task.result()
+        self._transports[result[0]] = None  # (transport, protocol)
 
     async def _accept_failed(self, exc: OSError) -> None:
         if exc.errno not in EXHAUSTED:

@@ -145,9 +145,8 @@ def _detail(response: httpx.Response) -> str:
         body = response.json()
     except ValueError:
         return f"HTTP {response.status_code}"
-    if isinstance(body, dict) and isinstance(body.get("detail"), str):
-        return body["detail"]
-    return f"HTTP {response.status_code}"
+    detail = body.get("detail") if isinstance(body, dict) else None
+    return detail if isinstance(detail, str) else f"HTTP {response.status_code}"
 
 
 def raise_for_problem(response: httpx.Response, run_id: str | None = None) -> None:
@@ -268,6 +267,13 @@ class RemoteService:
         if not events:
             raise RemoteError(f"the gateway accepted the event but has no seq {seq}")
         return events[0]
+
+    async def push_nowait(self, run_id: str, event: LoopEvent) -> Envelope:
+        # The gateway answers an ingest push only once it is committed: nothing to share.
+        return await self.push(run_id, event)
+
+    async def wait_committed(self, run_id: str, seq: int) -> None:
+        return None  # every push above returned after its commit
 
     async def end_ingest(self, run_id: str) -> None:
         await self._json(

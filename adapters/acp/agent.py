@@ -242,9 +242,8 @@ class AcpAgent:
 
     def _cwd_of(self, run: RunInfo) -> str:
         acp = run.metadata.get("acp")
-        if isinstance(acp, dict) and isinstance(acp.get("cwd"), str):
-            return acp["cwd"]
-        return self.options.default_cwd
+        cwd = acp.get("cwd") if isinstance(acp, dict) else None
+        return cwd if isinstance(cwd, str) else self.options.default_cwd
 
     def config_options(self, session: Session) -> list[dict[str, Any]]:
         return [
@@ -699,6 +698,6 @@ def decision_from(response: Any, offered: set[str]) -> str:
     if not isinstance(outcome, dict) or outcome.get("outcome") != "selected":
         return "cancelled"
     option = outcome.get("optionId")
-    if option in offered and option in DECISIONS:
+    if isinstance(option, str) and option in offered and option in DECISIONS:
         return option
     return "reject_once"  # an option we never offered is no approval

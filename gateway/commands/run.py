@@ -22,6 +22,7 @@ from gateway.loop.control import TurnControl
 from gateway.loop.core import CoreLoop
 from gateway.loop.providers import PROVIDERS, make_provider
 from gateway.loop.tools import DemoTools
+from gateway.loop.types import PermissionDecision
 
 EXIT_CODES = {"completed": 0, "waiting_user": 0, "cancelled": 130}
 DIM, RESET = "\x1b[2m", "\x1b[0m"
@@ -99,7 +100,7 @@ class _Approvals:
     def needs_approval(self, call: ToolCall) -> bool:
         return self.tools.needs_approval(call)
 
-    async def decide(self, call: ToolCall) -> str:
+    async def decide(self, call: ToolCall) -> PermissionDecision:
         return "allow" if self.allow else "reject"
 
 

@@ -5,7 +5,7 @@ from __future__ import annotations
 import logging
 import time
 import uuid
-from collections.abc import AsyncIterator, Awaitable, Callable, Mapping
+from collections.abc import AsyncIterator, Awaitable, Callable, Coroutine, Mapping
 from contextlib import asynccontextmanager
 from functools import partial
 from typing import Any, NamedTuple, NoReturn, Protocol
@@ -103,9 +103,8 @@ class Hub:
         self.clock = clock
         self.run_observers: list[RunObserver] = []
         self.subscription_observers: list[SubscriptionObserver] = []
-        # Tasks that live as long as the hub does, started when it is entered (telemetry's
-        # flush to its worker).
-        self.services: list[Callable[[], Awaitable[None]]] = []
+        # Tasks that live as long as the hub does, started when it is entered.
+        self.services: list[Callable[[], Coroutine[Any, Any, None]]] = []
         self._runs: dict[str, Run] = {}
         # Finished runs holding events in memory, oldest end first: the first to leave.
         self._hot_finished: dict[str, Run] = {}
@@ -200,9 +199,9 @@ class Hub:
                 self._drop(run, None if self._durable else why)
         doomed = await self.journal.prune(keep=s.max_runs, older_than_ns=cutoff)
         for run_id in doomed:
-            run = self._runs.get(run_id)
-            if run is not None and run.finished and not run.subscribers:
-                self._drop(run, None)
+            gone = self._runs.get(run_id)
+            if gone is not None and gone.finished and not gone.subscribers:
+                self._drop(gone, None)
             self._remember_gone(run_id, "retention (max_runs, max_run_age_s)")
 
     # --- memory -------------------------------------------------------------------------

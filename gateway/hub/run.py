@@ -15,7 +15,11 @@ from gateway.journal.base import RunRecord
 
 
 class Producer(Protocol):
-    """The run's event source, as far as commands reach it."""
+    """The run's event source: the hub runs it, and relays commands to it."""
+
+    async def run(self) -> None:
+        """Produce the run's events until it ends (the hub's task for the run)."""
+        ...
 
     def cancel(self) -> None: ...
 

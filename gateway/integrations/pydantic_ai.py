@@ -32,7 +32,7 @@ from __future__ import annotations
 import asyncio
 import logging
 import time
-from collections.abc import AsyncIterator, Callable, Mapping, Sequence
+from collections.abc import AsyncGenerator, AsyncIterator, Callable, Mapping, Sequence
 from contextlib import aclosing
 from dataclasses import dataclass, field
 from typing import Any
@@ -345,7 +345,7 @@ class _Turn:
         self.finished = False
         self._send: MemoryObjectSendStream[Event] | None = None
 
-    async def events(self) -> AsyncIterator[LoopEvent]:
+    async def events(self) -> AsyncGenerator[LoopEvent]:
         send, receive = anyio.create_memory_object_stream[Event]()
         self._send = send
         # A task, not a task group: a cancel scope must not span a yield, or it would fire in the
@@ -603,7 +603,8 @@ def _model_settings(explicit: ModelSettings | None, config: Mapping[str, Any]) -
 def _usage_limits(explicit: UsageLimits | None, config: Mapping[str, Any]) -> UsageLimits | None:
     if explicit is not None:
         return explicit
-    limits: dict[str, int] = {}
+    # Only the limits the config sets: pydantic-ai's own defaults stand for the others.
+    limits: dict[str, Any] = {}
     if type(config.get("max_rounds")) is int:
         limits["request_limit"] = config["max_rounds"]
     if type(config.get("budget")) is int:

@@ -2,7 +2,6 @@
 
 from __future__ import annotations
 
-import importlib
 from typing import Any
 
 from gateway.loop.scripted import ScriptedProvider
@@ -22,8 +21,8 @@ def make_provider(name: str, **settings: Any) -> ModelProvider:
         missing = [key for key in ("base_url", "model") if not given.get(key)]
         if missing:
             raise ValueError(f"the openai provider needs {' and '.join(missing)}")
-        # Imported lazily: it is optional at runtime and written alongside this module.
-        module = importlib.import_module("gateway.loop.openai")
-        provider_cls = module.OpenAIProvider
-        return provider_cls(**{k: v for k, v in given.items() if k in _OPENAI_SETTINGS})
+        # Imported here: httpx and the wire types cost start-up time the scripted model skips.
+        from gateway.loop.openai import OpenAIProvider
+
+        return OpenAIProvider(**{k: v for k, v in given.items() if k in _OPENAI_SETTINGS})
     raise ValueError(f"unknown provider {name!r}; choose one of: {', '.join(PROVIDERS)}")

@@ -199,7 +199,7 @@ def _eval(node: ast.AST) -> int | float:
 
 
 def _checked(value: Any) -> int | float:
-    if isinstance(value, complex):
+    if not isinstance(value, int | float):
         raise ToolFailure("the result is not a real number")
     if isinstance(value, int) and value.bit_length() > MAX_INT_BITS:
         raise ToolFailure("result would be too large")

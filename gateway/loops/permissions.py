@@ -110,7 +110,7 @@ class PermissionBroker:
         pending = self.pending.get(request_id)
         if pending is None or pending.answered.is_set():
             return f"no pending permission request {request_id!r} in this run"
-        pending.decision = decision  # type: ignore[assignment]
+        pending.decision = decision
         pending.answered.set()
         return None
 
@@ -133,10 +133,10 @@ def _tool_call(raw: Mapping[str, Any]) -> dict[str, Any]:
     }
 
 
-def _options(options: Sequence[str] | None) -> list[str]:
+def _options(options: Sequence[str] | None) -> list[Decision]:
     if options is None:
         return list(ASKABLE)
-    offered = [o for o in options if o in ASKABLE]
+    offered = [known for o in options for known in ASKABLE if o == known]  # the client's order
     if not offered or not any(o.startswith("allow") for o in offered):
         raise ClientError(f"permission options must include an allow decision from {ASKABLE}")
     return offered

@@ -108,7 +108,8 @@ class FunctionTool:
         if not isinstance(marks, dict):
             raise ValueError(f"{_label(fn)}: {TOOL_ATTRIBUTE} must be a dict")
         self.fn = fn
-        self.name: str = marks.get("name") or getattr(fn, "__name__", "")
+        name = marks.get("name") or getattr(fn, "__name__", "")
+        self.name: str = name if isinstance(name, str) else ""
         if not TOOL_NAME.fullmatch(self.name):
             raise ValueError(f"{_label(fn)}: invalid tool name {self.name!r}; {NAME_RULE}")
         kind = marks.get("kind", "other")
