@@ -8,7 +8,7 @@ import socket
 import subprocess
 import sys
 import time
-from collections.abc import Iterator, Sequence
+from collections.abc import Iterator, Mapping, Sequence
 from contextlib import contextmanager
 from pathlib import Path
 
@@ -25,34 +25,52 @@ def free_port() -> int:
 
 @contextmanager
 def server_process(
-    argv: Sequence[str], port: int, health: str
+    argv: Sequence[str], port: int, health: str, env: Mapping[str, str] | None = None
 ) -> Iterator[subprocess.Popen[bytes]]:
-    proc = subprocess.Popen(
-        list(argv),
-        cwd=REPO,
-        stdout=subprocess.DEVNULL,
-        stderr=subprocess.DEVNULL,
-        env={**os.environ, "PYTHONPATH": str(REPO)},
-    )
-    deadline = time.monotonic() + 20
-    while True:
-        try:
-            if httpx.get(f"http://127.0.0.1:{port}{health}", timeout=1).status_code < 500:
-                break
-        except httpx.TransportError:
-            pass
-        if time.monotonic() > deadline or proc.poll() is not None:
-            proc.kill()
-            raise RuntimeError(f"server {argv} did not start")
-        time.sleep(0.05)
-    try:
+    with server_processes([(argv, port, health)], env) as (proc,):
         yield proc
+
+
+@contextmanager
+def server_processes(
+    servers: Sequence[tuple[Sequence[str], int, str]], env: Mapping[str, str] | None = None
+) -> Iterator[list[subprocess.Popen[bytes]]]:
+    """Start every server at once (their imports overlap), wait until each answers ``health``,
+    and stop them all at the end (SIGINT, then kill). ``env`` is added to every server's."""
+    procs: list[subprocess.Popen[bytes]] = []
+    try:
+        for argv, _, _ in servers:
+            procs.append(
+                subprocess.Popen(
+                    list(argv),
+                    cwd=REPO,
+                    stdout=subprocess.DEVNULL,
+                    stderr=subprocess.DEVNULL,
+                    env={**os.environ, **(env or {}), "PYTHONPATH": str(REPO)},
+                )
+            )
+        deadline = time.monotonic() + 30
+        for proc, (argv, port, health) in zip(procs, servers, strict=True):
+            while True:
+                try:
+                    url = f"http://127.0.0.1:{port}{health}"
+                    if httpx.get(url, timeout=1).status_code < 500:
+                        break
+                except httpx.TransportError:
+                    pass
+                if time.monotonic() > deadline or proc.poll() is not None:
+                    raise RuntimeError(f"server {list(argv)} did not start")
+                time.sleep(0.05)
+        yield procs
     finally:
-        proc.send_signal(signal.SIGINT)
-        try:
-            proc.wait(10)
-        except subprocess.TimeoutExpired:
-            proc.kill()
+        for proc in procs:
+            proc.send_signal(signal.SIGINT)
+        for proc in procs:
+            try:
+                proc.wait(10)
+            except subprocess.TimeoutExpired:
+                proc.kill()
+                proc.wait()
 
 
 class ProcStats:
@@ -95,6 +113,12 @@ def rss_kib(pid: int) -> int:
     raise RuntimeError("no VmRSS")
 
 
+# loopgate's uvicorn stack (gateway/server.py: h11 on asyncio's loop; httptools measured no
+# faster, uvloop failed a flood test), pinned for every anchor too: the same on both sides.
+STACK = "h11/asyncio"
+STACK_UVICORN = {"http": "h11", "loop": "asyncio"}
+
+
 def percentile(values: list[float], q: float) -> float:
     ordered = sorted(values)
     return ordered[min(len(ordered) - 1, int(q * len(ordered)))]
@@ -107,3 +131,44 @@ def table(title: str, header: Sequence[str], rows: Sequence[Sequence[object]]) -
     for row in rows:
         print("  ".join(str(c).ljust(w) for c, w in zip(row, widths, strict=True)))
     sys.stdout.flush()
+
+
+def tree_cpu_s(pid: int) -> float:
+    """CPU seconds of a process, every live process under it, and the children it reaped.
+
+    A server is charged for all the work done on its behalf: a helper it spawned counts while it
+    lives (``/proc/PID/task/*/children``) and after it was reaped (cutime + cstime)."""
+    fields = Path(f"/proc/{pid}/stat").read_text().rsplit(")", 1)[1].split()
+    total = sum(int(f) for f in fields[11:15]) / os.sysconf("SC_CLK_TCK")
+    for task in Path(f"/proc/{pid}/task").iterdir():
+        try:
+            children = (task / "children").read_text().split()
+        except OSError:  # the thread ended while we looked
+            continue
+        for child in children:
+            try:
+                total += tree_cpu_s(int(child))
+            except OSError:  # the child ended (its time moves to our cutime)
+                continue
+    return total
+
+
+def median_range(values: Sequence[float]) -> tuple[float, float, float]:
+    """(median, lowest, highest): what a run of repeated rounds reports, never the best one."""
+    ordered = sorted(values)
+    n = len(ordered)
+    mid = ordered[n // 2] if n % 2 else (ordered[n // 2 - 1] + ordered[n // 2]) / 2
+    return mid, ordered[0], ordered[-1]
+
+
+def fmt_range(values: Sequence[float], spec: str = ",.0f") -> str:
+    """``median (low … high)`` of repeated rounds, or ``—`` for none."""
+    if not values:
+        return "—"
+    mid, lo, hi = median_range(values)
+    return f"{mid:{spec}} ({lo:{spec}} … {hi:{spec}})"
+
+
+def say(*parts: object) -> None:
+    """Print a partial result now: a long benchmark that dies later keeps what it measured."""
+    print(*parts, flush=True)
