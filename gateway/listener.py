@@ -28,7 +28,7 @@ import resource
 import socket
 import time
 from collections.abc import Callable, Collection
-from typing import Any
+from typing import Any, cast
 
 import anyio
 
@@ -66,10 +66,11 @@ class _Refusal(asyncio.Protocol):
         self.timer: asyncio.TimerHandle | None = None
 
     def connection_made(self, transport: asyncio.BaseTransport) -> None:
-        assert isinstance(transport, asyncio.Transport)
+        # A stream transport, though uvloop's does not subclass asyncio's: no isinstance.
+        stream = cast(asyncio.Transport, transport)
         self.refusing.add(self)
-        transport.write(BUSY)
-        self.timer = asyncio.get_running_loop().call_later(LINGER_S, transport.abort)
+        stream.write(BUSY)
+        self.timer = asyncio.get_running_loop().call_later(LINGER_S, stream.abort)
 
     def data_received(self, data: bytes) -> None:
         pass

@@ -153,6 +153,9 @@ def make_server(settings: Settings, *, log_level: str = "info") -> GatewayServer
         port=settings.port,
         log_level=log_level,
         ws_max_size=settings.max_frame_bytes,
+        # Not uvloop, even when installed: under it a WebSocket client that floods and reads
+        # nothing was never cut off (tests/hostile/test_floods.py).
+        loop="asyncio",
         timeout_graceful_shutdown=int(settings.shutdown_grace_s) + 1,
         # Event streams must never be compressed or buffered; uvicorn does neither.
         proxy_headers=False,
