@@ -60,7 +60,7 @@ def project(
     records = list(projector.start())
     for env in envelopes:
         records.extend(projector.feed(env))
-    if not projector.ended and envelopes:
+    if not projector.finished and envelopes:
         last = envelopes[-1]
         end = {"status": "failed", "reason": "truncated"}
         records.extend(

@@ -5,31 +5,37 @@ or closes when, under which parent, with which attributes and status. Times are 
 ``ts``, so a replayed or ingested stream yields the same timing shape as a live one, and the
 records of a recorded stream are byte-stable (the goldens in ``conformance/expected/otel/``).
 
-Span keys are stable names (``run``, ``chat.3``, ``tool.<call id>``, ``approval.<request id>``)
-instead of random ids; :mod:`gateway.telemetry.spans` maps them onto real spans.
+It is a projector like the wire adapters' (adapters.shared.projector): the base keeps the run's
+bookkeeping — the tool calls in flight, the model, token usage, the last error, the end of the
+run, orphan results announced — and the hooks here turn it into spans. Span keys are stable
+names (``run``, ``chat.3``, ``tool.<call id>``, ``approval.<request id>``) instead of random
+ids; :mod:`gateway.telemetry.spans` maps them onto real spans.
 """
 
 from __future__ import annotations
 
 import re
 from collections.abc import Callable, Sequence
-from typing import Any, Literal
+from typing import Any, Literal, TypeGuard
 
 import msgspec
 
-from contracts.contract import is_terminal_completion
+from adapters.shared.projector import TEXT, TOOL_RESULTS, Call, RunProjector, Segment
 from contracts.envelope import Envelope
-from contracts.events import completion_status, tool_failed
+from contracts.events import PermissionRequestView, PermissionResultView
+from contracts.gateway_events import PERMISSION_REQUEST, PERMISSION_RESULT
 from contracts.messages import Message
+from contracts.projector import ProjectorContext
 
 AttrValue = str | bool | int | float | list[str]
 Attributes = dict[str, AttrValue]
 SpanKind = Literal["internal", "client"]
 
 RUN = "run"
+TOOL = "tool."
+APPROVAL = "approval."
 # Content capture keeps the newest input messages only (a long history is in earlier traces).
 MAX_INPUT_MESSAGES = 32
-NONE: tuple[()] = ()
 
 # GenAI semantic conventions (Development status); spelled out so a rename is one grep away.
 OPERATION = "gen_ai.operation.name"
@@ -53,20 +59,24 @@ TOOL_RESULT = "gen_ai.tool.call.result"
 ERROR_TYPE = "error.type"
 
 DELTAS = frozenset(("content_delta", "reasoning_delta"))
-# Payload fields read only with content capture on, and the kinds that carry them: whoever
-# feeds a projector without it may leave them out (a tool result can be megabytes).
-CONTENT_FIELDS: dict[str, tuple[str, ...]] = {
-    "content_delta": ("delta",),
-    "reasoning_delta": ("delta",),
-    "tool_call_start": ("arguments",),
-    "tool_call_result": ("result", "resultPreview"),
-    "tool_error": ("result", "resultPreview"),
-    "steer": ("content",),
-}
 # Span events (point-in-time annotations on the run span) for these kinds.
-ANNOTATED = ("error", "hook_action", "steer", "soft_timeout", "budget_exhausted")
+ANNOTATED = frozenset(("error", "hook_action", "steer", "soft_timeout", "budget_exhausted"))
+# Every kind that changes a span or what the base knows of the run (its model, usage, tool
+# calls, last error, end). Whoever feeds a projector may leave the others out.
+TRACED_KINDS = frozenset(
+    ("stage_start", "llm_request", "llm_response", "tool_call_start", *TOOL_RESULTS)
+) | frozenset((PERMISSION_REQUEST, PERMISSION_RESULT, "completion", *ANNOTATED, *DELTAS))
+# The same without deltas: what a traced run's events are filtered to while the projector
+# does not want them (see TraceProjector.wants_deltas).
+SPAN_KINDS = TRACED_KINDS - DELTAS
 
 INT64_MAX = (1 << 63) - 1
+# An llm_response's token counts → the chat span's attributes.
+_COUNTS = (
+    ("promptTokens", INPUT_TOKENS),
+    ("completionTokens", OUTPUT_TOKENS),
+    ("reasoningTokens", REASONING_TOKENS),
+)
 _json = msgspec.json.Encoder()
 _CAMEL = re.compile(r"(?<=[a-z0-9])(?=[A-Z])")
 
@@ -112,19 +122,38 @@ class TraceContext(msgspec.Struct, frozen=True, kw_only=True):
 
 
 class _Chat:
-    __slots__ = ("first_delta", "key", "model", "reasoning", "start", "text")
+    __slots__ = ("first_delta", "key", "reasoning", "start", "text")
 
-    def __init__(self, key: str, start: int, model: str | None) -> None:
+    def __init__(self, key: str, start: int) -> None:
         self.key = key
         self.start = start
-        self.model = model
         self.first_delta: int | None = None
         self.text: list[str] = []
         self.reasoning: list[str] = []
 
 
-class TraceProjector:
-    """Envelopes of one run → span records. Never raises on odd input; never does I/O."""
+class TraceProjector(RunProjector[Record]):
+    """Envelopes of one run → span records. Never raises on odd input; never does I/O.
+
+    ``wants_deltas`` is False while a delta would change nothing (no model request waiting for
+    its first delta, no content capture): a caller on a hot path may skip feeding deltas then.
+    """
+
+    # Slots, not the instance dict: with the base's attributes a dict would hold 30 keys, and
+    # CPython 3.11 stops sharing keys there, which slows every attribute read on every event.
+    __slots__ = (
+        "_approvals",
+        "_chat",
+        "_chats",
+        "_dropped",
+        "_tool_calls",
+        "_tools",
+        "content",
+        "max_content_chars",
+        "max_open_spans",
+        "trace",
+        "wants_deltas",
+    )
 
     def __init__(
         self,
@@ -134,32 +163,25 @@ class TraceProjector:
         max_content_chars: int = 16_384,
         max_open_spans: int = 1_024,
     ) -> None:
-        self.context = context
+        super().__init__(ProjectorContext(run_id=context.run_id, thread_id=context.thread_id))
+        self.trace = context
         self.content = content
         self.max_content_chars = max_content_chars
         self.max_open_spans = max_open_spans
-        self.ended = False
-        self._model: str | None = None
+        self.wants_deltas = False
         self._chat: _Chat | None = None
         self._chats = 0
-        # Open tool and approval spans, key → tool call id / parent key (insertion-ordered).
-        self._tools: dict[str, str] = {}
+        # Calls whose span is open: not every call in flight has one (max_open_spans).
+        self._tools: set[str] = set()
+        self._tool_calls = 0
+        # Open approval spans: key → the key of their parent (insertion-ordered).
         self._approvals: dict[str, str] = {}
         self._dropped = 0
-        self._tool_calls = 0
-        self._input_tokens = 0
-        self._output_tokens = 0
-        self._usage_seen = False
-        self._last_error: str | None = None
-        self._last: Envelope | None = None
-        # False while a delta would change nothing (no model request waiting for its first
-        # delta, no content capture): callers on a hot path may skip feeding deltas then.
-        self.wants_deltas = False
 
-    # --- lifecycle ----------------------------------------------------------------------
+    # --- the run span -------------------------------------------------------------------
 
-    def start(self) -> list[Record]:
-        ctx = self.context
+    def on_start(self, out: list[Record]) -> None:
+        ctx = self.trace
         attrs: Attributes = {
             OPERATION: "invoke_agent",
             AGENT_NAME: ctx.agent_name,
@@ -171,7 +193,7 @@ class TraceProjector:
         if self.content and ctx.input:
             messages = _messages(ctx.input[-MAX_INPUT_MESSAGES:], self._clip)
             attrs[INPUT_MESSAGES] = _json.encode(messages).decode()
-        return [
+        out.append(
             SpanStart(
                 key=RUN,
                 name=f"invoke_agent {ctx.agent_name}",
@@ -180,87 +202,57 @@ class TraceProjector:
                 start_ns=ctx.created_at,
                 attributes=attrs,
             )
-        ]
-
-    def feed(self, env: Envelope) -> Sequence[Record]:
-        kind = env.kind
-        if kind in DELTAS and not self.wants_deltas:
-            return NONE
-        if self.ended:
-            return NONE
-        self._last = env
-        data = env.data if isinstance(env.data, dict) else {}
-        if kind in DELTAS:
-            chat = self._chat
-            if chat is not None:
-                if chat.first_delta is None:
-                    chat.first_delta = env.ts
-                    self.wants_deltas = self.content
-                if self.content:
-                    delta = data.get("delta")
-                    if isinstance(delta, str):
-                        (chat.text if kind == "content_delta" else chat.reasoning).append(delta)
-            return NONE
-        handler = _HANDLERS.get(kind)
-        if handler is not None:
-            return handler(self, env, data)
-        if kind in ANNOTATED:
-            return [self._annotation(env, data)]
-        return NONE
-
-    def close(self, status: str = "failed", reason: str = "truncated") -> list[Record]:
-        """End the run as if a terminal completion arrived (a stream that stopped short)."""
-        if self.ended:
-            return []
-        ts = self._last.ts if self._last is not None else self.context.created_at
-        seq = self._last.seq + 1 if self._last is not None else 1
-        return self._complete(ts, seq, {"status": status, "reason": reason})
-
-    # --- handlers -----------------------------------------------------------------------
-
-    def _stage_start(self, env: Envelope, data: dict[str, Any]) -> Sequence[Record]:
-        model = data.get("model")
-        if isinstance(model, str) and model:
-            self._model = model
-        return NONE
-
-    def _llm_request(self, env: Envelope, data: dict[str, Any]) -> list[Record]:
-        out: list[Record] = []
-        if self._chat is not None:
-            out.append(self._interrupt(self._chat.key, env.ts, "a new model request began"))
-            self._chat = None
-        model = data.get("model")
-        if not isinstance(model, str) or not model:
-            model = self._model
-        self._chats += 1
-        chat = _Chat(f"chat.{self._chats}", env.ts, model)
-        self._chat = chat
-        self.wants_deltas = True
-        attrs: Attributes = {OPERATION: "chat", PROVIDER: self._provider(data)}
-        if model:
-            attrs[REQUEST_MODEL] = model
-        _copy_int(data, "round", attrs, "loopgate.round")
-        _copy_int(data, "attempt", attrs, "loopgate.attempt")
-        out.append(
-            SpanStart(
-                key=chat.key,
-                name=f"chat {model}" if model else "chat",
-                kind="client",
-                parent=RUN,
-                start_ns=env.ts,
-                attributes=attrs,
-            )
         )
-        return out
 
-    def _llm_response(self, env: Envelope, data: dict[str, Any]) -> list[Record]:
-        out: list[Record] = []
+    def passthrough(self, out: list[Record], envelope: Envelope) -> None:
+        if envelope.kind in ANNOTATED:
+            out.append(self._annotation(envelope))
+
+    def on_terminal(self, out: list[Record], status: str, envelope: Envelope) -> None:
+        reason = _text(envelope.data.get("reason"))
+        out.append(self._run_end(status, reason, envelope.ts, envelope.seq))
+
+    def on_truncated(self, out: list[Record], reason: str) -> None:
+        # As if a completion came one seq after the last event, at its time.
+        last = self.last
+        seq = last.seq + 1 if last is not None else 1
+        out.append(self._run_end("failed", reason, self._now(), seq))
+
+    def on_finish(self, out: list[Record], status: str) -> None:
+        # Whatever is still open ends with the run (the tools in close_call, after these).
+        self.wants_deltas = False
+        if not self._approvals and self._chat is None:
+            return
+        ts, why = self._now(), f"the run ended ({status})"
+        for key in self._approvals:
+            out.append(_interrupted(key, ts, why))
+        self._approvals.clear()
+        if self._chat is not None:
+            out.append(_interrupted(self._chat.key, ts, why))
+            self._chat = None
+
+    # --- model requests -----------------------------------------------------------------
+
+    def on_llm_request(self, out: list[Record], envelope: Envelope) -> bool:
+        if self._chat is not None:
+            out.append(_interrupted(self._chat.key, envelope.ts, "a new model request began"))
+        self._open_chat(out, envelope)
+        return True
+
+    def on_delta(self, segment: Segment, delta: str, envelope: Envelope) -> list[Record]:
         chat = self._chat
-        if chat is None:
-            # An external loop that reports responses only: a zero-length span still counts.
-            out.extend(self._llm_request(env, data))
-            chat = self._chat
-            assert chat is not None
+        if chat is not None:
+            if chat.first_delta is None:
+                chat.first_delta = envelope.ts
+                self.wants_deltas = self.content
+            if self.content:
+                (chat.text if segment.kind == TEXT else chat.reasoning).append(delta)
+        return []
+
+    def on_llm_response(self, out: list[Record], envelope: Envelope) -> bool:
+        data = envelope.data
+        # An external loop that reports responses only: a zero-length span still counts.
+        chat = self._chat or self._open_chat(out, envelope)
         self._chat = None
         self.wants_deltas = False
         attrs: Attributes = {}
@@ -270,19 +262,11 @@ class TraceProjector:
         finish = data.get("finishReason")
         if isinstance(finish, str) and finish:
             attrs[FINISH_REASONS] = [finish]
-        for src, dst in (
-            ("promptTokens", INPUT_TOKENS),
-            ("completionTokens", OUTPUT_TOKENS),
-            ("reasoningTokens", REASONING_TOKENS),
-        ):
-            value = data.get(src)
-            if type(value) is int and 0 <= value <= INT64_MAX:
-                attrs[dst] = value
-                self._usage_seen = True
-                if dst == INPUT_TOKENS:
-                    self._input_tokens += value
-                elif dst == OUTPUT_TOKENS:
-                    self._output_tokens += value
+        # This response's own counts (the run's totals are the base's usage).
+        for src, dst in _COUNTS:
+            count = data.get(src)
+            if type(count) is int and 0 <= count <= INT64_MAX:
+                attrs[dst] = count
         if chat.first_delta is not None:
             attrs[FIRST_CHUNK] = (chat.first_delta - chat.start) / 1e9
         if self.content and (chat.text or chat.reasoning):
@@ -295,55 +279,74 @@ class TraceProjector:
             attrs[ERROR_TYPE] = (
                 error_type if isinstance(error_type, str) and error_type else "provider_error"
             )
-            self._last_error = message
-        out.append(SpanEnd(key=chat.key, end_ns=env.ts, attributes=attrs, error=message))
-        return out
+            # The base knows the errors of error events; a failed request's is as telling.
+            self.last_error = message
+        out.append(SpanEnd(key=chat.key, end_ns=envelope.ts, attributes=attrs, error=message))
+        return True
 
-    def _tool_call_start(self, env: Envelope, data: dict[str, Any]) -> Sequence[Record]:
-        call_id = _text(data.get("id"))
-        key = f"tool.{call_id}"
-        if key in self._tools:
-            return NONE
-        if len(self._tools) + len(self._approvals) >= self.max_open_spans:
-            self._dropped += 1
-            return NONE
-        self._tools[key] = call_id
-        self._tool_calls += 1
-        return [self._tool_start(key, call_id, env, data)]
-
-    def _tool_start(self, key: str, call_id: str, env: Envelope, data: dict[str, Any]) -> SpanStart:
-        name = _text(data.get("name"))
-        attrs: Attributes = {
-            OPERATION: "execute_tool",
-            TOOL_NAME: name,
-            TOOL_CALL_ID: call_id,
-            TOOL_TYPE: "function",
-        }
+    def _open_chat(self, out: list[Record], envelope: Envelope) -> _Chat:
+        data = envelope.data
+        # The base's model is the newest a stage or request named; a response names its own.
+        model = data.get("model")
+        if not isinstance(model, str) or not model:
+            model = self.model
+        self._chats += 1
+        self._chat = chat = _Chat(f"chat.{self._chats}", envelope.ts)
+        self.wants_deltas = True
+        provider = data.get("provider")
+        if not isinstance(provider, str) or not provider:
+            provider = self.trace.provider_name
+        attrs: Attributes = {OPERATION: "chat", PROVIDER: provider}
+        if model:
+            attrs[REQUEST_MODEL] = model
         _copy_int(data, "round", attrs, "loopgate.round")
-        if self.content and "arguments" in data:
-            attrs[TOOL_ARGUMENTS] = self._clip(_json.encode(data["arguments"]).decode())
-        return SpanStart(
-            key=key,
-            name=f"execute_tool {name}",
-            kind="internal",
-            parent=RUN,
-            start_ns=env.ts,
-            attributes=attrs,
+        _copy_int(data, "attempt", attrs, "loopgate.attempt")
+        out.append(
+            SpanStart(
+                key=chat.key,
+                name=f"chat {model}" if model else "chat",
+                kind="client",
+                parent=RUN,
+                start_ns=envelope.ts,
+                attributes=attrs,
+            )
         )
+        return chat
 
-    def _tool_end(self, env: Envelope, data: dict[str, Any]) -> list[Record]:
-        call_id = _text(data.get("id"))
-        key = f"tool.{call_id}"
-        out: list[Record] = []
-        if self._tools.pop(key, None) is None:
-            # A result without a start (an ingested stream that began mid-round).
-            out.append(self._tool_start(key, call_id, env, data))
+    # --- tool calls ---------------------------------------------------------------------
+
+    def on_tool_start(self, out: list[Record], call: Call, envelope: Envelope) -> None:
+        if call.id in self._tools:
+            return  # a start repeated while its span is open
+        if self._full():
+            self._dropped += 1
+            return
+        self._tools.add(call.id)
+        self._tool_calls += 1
+        out.append(self._tool_span(call, envelope))
+
+    def announce_call(self, out: list[Record], call: Call, envelope: Envelope) -> None:
+        # A result without a start (an ingested stream that began mid-round): its span opens
+        # here and ends with the result.
+        self._tools.add(call.id)
+        out.append(self._tool_span(call, envelope))
+
+    def on_tool_result(
+        self, out: list[Record], call: Call, envelope: Envelope, failed: bool
+    ) -> None:
+        data = envelope.data
+        key = TOOL + call.id
+        if call.id in self._tools:
+            self._tools.remove(call.id)
+        else:
+            # Its start found no room (max_open_spans): a span of no length still shows it.
+            out.append(self._tool_span(call, envelope))
         attrs: Attributes = {}
         message: str | None = None
-        if env.kind == "tool_error":
+        if envelope.kind == "tool_error":
             attrs[ERROR_TYPE] = "tool_error"
             message = _text(data.get("error")) or "the tool raised an error"
-        elif tool_failed(env.kind, data):
+        elif failed:
             attrs[ERROR_TYPE] = "tool_failed"
             message = _text(data.get("error")) or "the tool reported a failure"
         if self.content:
@@ -353,78 +356,94 @@ class TraceProjector:
             if result is not None:
                 text = result if isinstance(result, str) else _json.encode(result).decode()
                 attrs[TOOL_RESULT] = self._clip(text)
-        out.extend(self._close_approvals_under(key, env.ts))
-        out.append(SpanEnd(key=key, end_ns=env.ts, attributes=attrs, error=message))
-        return out
+        ts = envelope.ts
+        under = [k for k, parent in self._approvals.items() if parent == key]
+        for approval in under:
+            del self._approvals[approval]
+            out.append(_interrupted(approval, ts, "the tool call ended first"))
+        out.append(SpanEnd(key=key, end_ns=ts, attributes=attrs, error=message))
 
-    def _permission_request(self, env: Envelope, data: dict[str, Any]) -> Sequence[Record]:
-        request_id = _text(data.get("requestId"))
-        key = f"approval.{request_id}"
-        if key in self._approvals or len(self._tools) + len(self._approvals) >= (
-            self.max_open_spans
-        ):
-            return NONE
-        call = data.get("toolCall") if isinstance(data.get("toolCall"), dict) else {}
-        tool_key = f"tool.{_text(call.get('id'))}"
-        parent = tool_key if tool_key in self._tools else RUN
+    def close_call(self, out: list[Record], call: Call, status: str) -> None:
+        if call.id not in self._tools:
+            return
+        key = TOOL + call.id
+        if status == "waiting_user":  # it waits for the user: pending, not cut short
+            pending: Attributes = {"loopgate.tool.pending": True}
+            out.append(SpanEnd(key=key, end_ns=self._now(), attributes=pending))
+        else:
+            out.append(_interrupted(key, self._now(), f"the run ended ({status})"))
+
+    def _tool_span(self, call: Call, envelope: Envelope) -> SpanStart:
+        attrs: Attributes = {
+            OPERATION: "execute_tool",
+            TOOL_NAME: call.name,
+            TOOL_CALL_ID: call.id,
+            TOOL_TYPE: "function",
+        }
+        _copy_int(envelope.data, "round", attrs, "loopgate.round")
+        if self.content and call.arguments is not None:
+            attrs[TOOL_ARGUMENTS] = self._clip(_json.encode(call.arguments).decode())
+        return SpanStart(
+            key=TOOL + call.id,
+            name=f"execute_tool {call.name}",
+            kind="internal",
+            parent=RUN,
+            start_ns=envelope.ts,
+            attributes=attrs,
+        )
+
+    # --- approvals ----------------------------------------------------------------------
+
+    def on_permission_request(
+        self, out: list[Record], view: PermissionRequestView, envelope: Envelope
+    ) -> bool:
+        request_id = view.request_id or ""
+        key = APPROVAL + request_id
+        if key in self._approvals or self._full():
+            return True
+        call = view.tool_call or {}
+        call_id, name = _text(call.get("id")), _text(call.get("name"))
+        parent = TOOL + call_id if call_id in self._tools else RUN
         self._approvals[key] = parent
-        name = _text(call.get("name"))
         attrs: Attributes = {
             "loopgate.permission.request_id": request_id,
             TOOL_NAME: name,
-            TOOL_CALL_ID: _text(call.get("id")),
+            TOOL_CALL_ID: call_id,
         }
-        return [
+        out.append(
             SpanStart(
                 key=key,
                 name=f"await_approval {name}",
                 kind="internal",
                 parent=parent,
-                start_ns=env.ts,
+                start_ns=envelope.ts,
                 attributes=attrs,
             )
-        ]
+        )
+        return True
 
-    def _permission_result(self, env: Envelope, data: dict[str, Any]) -> Sequence[Record]:
+    def on_permission_result(
+        self, out: list[Record], view: PermissionResultView, envelope: Envelope
+    ) -> bool:
         attrs: Attributes = {
-            "loopgate.permission.decision": _text(data.get("decision")),
-            "loopgate.permission.by": _text(data.get("by")),
+            "loopgate.permission.decision": view.decision or "",
+            "loopgate.permission.by": view.by or "",
         }
-        key = f"approval.{_text(data.get('requestId'))}"
+        key = APPROVAL + (view.request_id or "")
         if self._approvals.pop(key, None) is not None:
-            return [SpanEnd(key=key, end_ns=env.ts, attributes=attrs)]
+            out.append(SpanEnd(key=key, end_ns=envelope.ts, attributes=attrs))
+            return True
         # A remembered decision never asked anyone: an annotation, not a span.
-        tool_key = f"tool.{_text(data.get('toolCallId'))}"
-        target = tool_key if tool_key in self._tools else RUN
-        return [SpanEvent(key=target, name="permission_result", ts=env.ts, attributes=attrs)]
-
-    def _completion(self, env: Envelope, data: dict[str, Any]) -> Sequence[Record]:
-        if not is_terminal_completion("completion", data):
-            return NONE
-        return self._complete(env.ts, env.seq, data)
+        call_id = view.tool_call_id or ""
+        target = TOOL + call_id if call_id in self._tools else RUN
+        out.append(
+            SpanEvent(key=target, name="permission_result", ts=envelope.ts, attributes=attrs)
+        )
+        return True
 
     # --- helpers ------------------------------------------------------------------------
 
-    def _complete(self, ts: int, seq: int, data: dict[str, Any]) -> list[Record]:
-        self.ended = True
-        status = completion_status(data)
-        reason = _text(data.get("reason"))
-        out: list[Record] = []
-        # Whatever is still open ends with the run: a tool that waits for the user is pending,
-        # anything else was cut short.
-        for key in list(self._approvals):
-            out.append(self._interrupt(key, ts, f"the run ended ({status})"))
-        self._approvals.clear()
-        if self._chat is not None:
-            out.append(self._interrupt(self._chat.key, ts, f"the run ended ({status})"))
-            self._chat = None
-            self.wants_deltas = False
-        for key in self._tools:
-            if status == "waiting_user":
-                out.append(SpanEnd(key=key, end_ns=ts, attributes={"loopgate.tool.pending": True}))
-            else:
-                out.append(self._interrupt(key, ts, f"the run ended ({status})"))
-        self._tools.clear()
+    def _run_end(self, status: str, reason: str, ts: int, seq: int) -> SpanEnd:
         attrs: Attributes = {
             "loopgate.run.status": status,
             "loopgate.run.events": seq,
@@ -433,28 +452,28 @@ class TraceProjector:
         }
         if reason:
             attrs["loopgate.run.reason"] = reason
-        if self._usage_seen:
-            attrs[INPUT_TOKENS] = self._input_tokens
-            attrs[OUTPUT_TOKENS] = self._output_tokens
+        if self.usage:
+            input_tokens, output_tokens = self.usage_totals()
+            attrs[INPUT_TOKENS] = min(input_tokens, INT64_MAX)
+            attrs[OUTPUT_TOKENS] = min(output_tokens, INT64_MAX)
         if self._dropped:
             attrs["loopgate.spans.dropped"] = self._dropped
         error: str | None = None
         if status == "failed":
             attrs[ERROR_TYPE] = reason or "failed"
-            error = self._last_error or reason or "the run failed"
-        out.append(SpanEnd(key=RUN, end_ns=ts, attributes=attrs, error=error))
-        return out
+            error = self.last_error or reason or "the run failed"
+        return SpanEnd(key=RUN, end_ns=ts, attributes=attrs, error=error)
 
-    def _close_approvals_under(self, parent: str, ts: int) -> list[Record]:
-        keys = [k for k, p in self._approvals.items() if p == parent]
-        for key in keys:
-            del self._approvals[key]
-        return [self._interrupt(key, ts, "the tool call ended first") for key in keys]
+    def _full(self) -> bool:
+        return len(self._tools) + len(self._approvals) >= self.max_open_spans
 
-    def _interrupt(self, key: str, ts: int, why: str) -> SpanEnd:
-        return SpanEnd(key=key, end_ns=ts, attributes={ERROR_TYPE: "interrupted"}, error=why)
+    def _now(self) -> int:
+        """The time of whatever ends now: the newest event's."""
+        last = self.last
+        return last.ts if last is not None else self.trace.created_at
 
-    def _annotation(self, env: Envelope, data: dict[str, Any]) -> SpanEvent:
+    def _annotation(self, envelope: Envelope) -> SpanEvent:
+        data = envelope.data if isinstance(envelope.data, dict) else {}
         attrs: Attributes = {}
         for name, value in data.items():
             if name == "content" and not self.content:
@@ -464,13 +483,7 @@ class TraceProjector:
                 attrs[key] = self._clip(value)
             elif isinstance(value, bool | float) or _int64(value):
                 attrs[key] = value
-        if env.kind == "error" and isinstance(data.get("message"), str):
-            self._last_error = data["message"]
-        return SpanEvent(key=RUN, name=env.kind, ts=env.ts, attributes=attrs)
-
-    def _provider(self, data: dict[str, Any]) -> str:
-        provider = data.get("provider")
-        return provider if isinstance(provider, str) and provider else self.context.provider_name
+        return SpanEvent(key=RUN, name=envelope.kind, ts=envelope.ts, attributes=attrs)
 
     def _output_messages(self, chat: _Chat, finish: Any) -> str:
         parts: list[dict[str, str]] = []
@@ -486,6 +499,10 @@ class TraceProjector:
     def _clip(self, text: str) -> str:
         limit = self.max_content_chars
         return text if len(text) <= limit else text[:limit] + "…"
+
+
+def _interrupted(key: str, ts: int, why: str) -> SpanEnd:
+    return SpanEnd(key=key, end_ns=ts, attributes={ERROR_TYPE: "interrupted"}, error=why)
 
 
 def _messages(messages: Sequence[Message], clip: Callable[[str], str]) -> list[dict[str, Any]]:
@@ -517,7 +534,7 @@ def _text(value: Any) -> str:
     return value if isinstance(value, str) else ""
 
 
-def _int64(value: Any) -> bool:
+def _int64(value: Any) -> TypeGuard[int]:
     # OTLP carries 64-bit integers: a bigger one would fail the whole export batch.
     return type(value) is int and -INT64_MAX - 1 <= value <= INT64_MAX
 
@@ -526,22 +543,3 @@ def _copy_int(data: dict[str, Any], src: str, attrs: Attributes, dst: str) -> No
     value = data.get(src)
     if _int64(value):
         attrs[dst] = value
-
-
-_HANDLERS = {
-    "stage_start": TraceProjector._stage_start,
-    "llm_request": TraceProjector._llm_request,
-    "llm_response": TraceProjector._llm_response,
-    "tool_call_start": TraceProjector._tool_call_start,
-    "tool_call_result": TraceProjector._tool_end,
-    "tool_error": TraceProjector._tool_end,
-    "permission_request": TraceProjector._permission_request,
-    "permission_result": TraceProjector._permission_result,
-    "completion": TraceProjector._completion,
-}
-# Every kind a projector may act on (completions: terminal ones only). Whoever feeds one may
-# leave the others out: they change no span.
-TRACED_KINDS = frozenset(_HANDLERS) | frozenset(ANNOTATED) | DELTAS
-# The same without deltas: what a traced run's events are filtered to while no delta would
-# change a span (outside model calls, and after the first delta of each without content).
-SPAN_KINDS = TRACED_KINDS - DELTAS

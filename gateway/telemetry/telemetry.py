@@ -29,13 +29,7 @@ from contracts.contract import is_terminal_completion
 from contracts.envelope import Envelope
 from gateway.telemetry.delivery import Deliveries, delivery_summary, served_now
 from gateway.telemetry.metrics import hub_meters
-from gateway.telemetry.projector import (
-    DELTAS,
-    SPAN_KINDS,
-    TRACED_KINDS,
-    TraceContext,
-    TraceProjector,
-)
+from gateway.telemetry.projector import SPAN_KINDS, TRACED_KINDS, TraceContext, TraceProjector
 from gateway.telemetry.spans import RunSpans, parent_context, parse_traceparent, traceparent_of
 
 if TYPE_CHECKING:
@@ -245,8 +239,9 @@ class _Traced:
 
     :meth:`event` is the run's observer. A model call's deltas change a span only at the
     first (its time to first chunk) unless content capture is on, and deltas are most of a
-    stream: after that first delta the run's ``observed`` kinds narrow to the span kinds, and
-    the next ``llm_request`` widens them again, so the hub skips the calls in between.
+    stream: while the projector does not want them (``wants_deltas``: after that first delta,
+    and outside model calls) the run's ``observed`` kinds narrow to the span kinds, so the hub
+    skips the calls in between; the next ``llm_request`` widens them again.
     """
 
     __slots__ = ("closed", "dead", "owner", "projector", "run", "spans")
@@ -268,19 +263,13 @@ class _Traced:
     def event(self, env: Envelope) -> None:
         if self.dead:
             return
-        kind = env.kind
-        if kind in DELTAS:
-            if not self.projector.content:
-                self.run.observed = SPAN_KINDS
-        elif kind == "llm_request":
-            self.run.observed = TRACED_KINDS
-        elif kind == "llm_response":
-            self.run.observed = SPAN_KINDS
         try:
-            records = self.projector.feed(env)
+            projector = self.projector
+            records = projector.feed(env)
+            self.run.observed = TRACED_KINDS if projector.wants_deltas else SPAN_KINDS
             if records:
                 self.spans.apply(records)
-                if self.projector.ended:
+                if projector.finished:
                     self._forget()
         except Exception:
             log.exception("telemetry failed on run %s; its trace is dropped", self.run.id)

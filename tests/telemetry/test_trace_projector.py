@@ -92,19 +92,23 @@ def test_stream_shape(stream: Path) -> None:
     chats = [c for c in tree["children"] if c["name"].startswith("chat")]
     tools = [c for c in tree["children"] if c["name"].startswith("execute_tool")]
     assert len(chats) == kinds.count("llm_request")
-    assert len(tools) == len({e.data["id"] for e in envelopes if e.kind == "tool_call_start"})
+    # A call is a start with a string id and name (the projector base's rule; AG-UI shows
+    # any other start as CUSTOM).
+    started = [e.data for e in envelopes if e.kind == "tool_call_start"]
+    assert len(tools) == len({d["id"] for d in started if isinstance(d.get("id"), str)})
     requested: list[str | None] = []
-    stage_model = None
+    named = None
 
-    def model_of(data: dict) -> str | None:  # a model of a foreign type is no model
+    def model_of(data: dict[str, Any]) -> str | None:  # a model of a foreign type is no model
         model = data.get("model")
         return model if isinstance(model, str) and model else None
 
     for e in envelopes:
-        if e.kind == "stage_start":
-            stage_model = model_of(e.data) or stage_model
-        elif e.kind == "llm_request":  # the request's model, else the stage's
-            requested.append(model_of(e.data) or stage_model)
+        # A request's model is the newest a stage or request named.
+        if e.kind in ("stage_start", "llm_request"):
+            named = model_of(e.data) or named
+        if e.kind == "llm_request":
+            requested.append(named)
     for chat, model in zip(chats, requested, strict=True):
         assert chat["kind"] == "client"
         assert chat["attributes"].get("gen_ai.request.model") == model
@@ -341,6 +345,31 @@ def test_ingested_streams_with_halves_missing() -> None:
     assert tree["status"]["code"] == "unset"
 
 
+def test_calls_are_the_projector_bases() -> None:
+    """What is a tool call, an answer, the model and the last error is the base's say, as for
+    every wire adapter: a second answer opens no second span, a start whose id is no string is
+    no call, an empty error message hides no earlier one, and a request that names no model
+    is the newest named one's."""
+    p = TraceProjector(ctx())
+    records = list(p.start())
+    for e in envs(
+        ("tool_call_start", {"id": "a", "name": "t"}),
+        ("tool_call_result", {"id": "a", "name": "t", "success": True}),
+        ("tool_call_result", {"id": "a", "name": "t", "success": True}),
+        ("tool_call_start", {"id": 7, "name": "t"}),
+        ("llm_request", {"round": 1, "model": "m1"}),
+        ("llm_response", {"round": 1, "error": "upstream 502"}),
+        ("error", {"message": ""}),
+        ("llm_request", {"round": 2}),
+        ("completion", {"status": "failed", "reason": "provider_error"}),
+    ):
+        records.extend(p.feed(e))
+    tree = tree_from_records(records)
+    assert [c["name"] for c in tree["children"]] == ["execute_tool t", "chat m1", "chat m1"]
+    assert tree["attributes"]["loopgate.run.tool_calls"] == 1
+    assert tree["status"] == {"code": "error", "description": "upstream 502"}
+
+
 def test_open_span_limit_and_duplicates() -> None:
     p = TraceProjector(ctx(), max_open_spans=2)
     p.start()
@@ -359,7 +388,7 @@ def test_events_after_the_end_and_close_are_ignored() -> None:
     p = TraceProjector(ctx())
     p.start()
     assert p.feed(Envelope("r", 1, 5, "completion", {"status": "completed"}))
-    assert p.feed(Envelope("r", 2, 6, "llm_request", {"round": 1})) == ()
+    assert p.feed(Envelope("r", 2, 6, "llm_request", {"round": 1})) == []
     assert p.close() == []
     q = TraceProjector(ctx())
     q.start()
