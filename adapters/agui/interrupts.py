@@ -19,6 +19,8 @@ class InterruptRef(NamedTuple):
     kind: InterruptKind
     # The terminal event's seq ("interrupt"), or the permission request's id ("permission").
     key: str
+    # Which of the completion's listed ``interrupts`` ("interrupt" with several; else None).
+    position: int | None = None
 
 
 def interrupt_id(run_id: str, kind: InterruptKind, key: str | int, index: int | None = None) -> str:
@@ -36,7 +38,7 @@ def parse_interrupt_id(value: str) -> InterruptRef | None:
             seq, _, index = key.partition(":")
             if not _digits(seq) or (index and not _digits(index)):
                 return None
-            return InterruptRef(run_id, kind, seq)
+            return InterruptRef(run_id, kind, seq, int(index) if index else None)
         return InterruptRef(run_id, kind, key)
     return None
 

@@ -164,6 +164,18 @@ async def start_run(
     return info, projector_context(info, body)
 
 
+def _suspended_call(completion: dict[str, Any], index: int | None) -> str | None:
+    """The tool call an interrupt suspended: the listed interrupt's own, else the turn's."""
+    listed = completion.get("interrupts")
+    if index is not None and isinstance(listed, list) and index < len(listed):
+        item = listed[index]
+        own = item.get("toolCallId") if isinstance(item, dict) else None
+        if isinstance(own, str):
+            return own
+    call_id = completion.get("toolCallId")
+    return call_id if isinstance(call_id, str) else None
+
+
 async def apply_resume(
     service: RunService, interrupt_id: str, status: str, payload: Any, history: list[Message]
 ) -> None:
@@ -189,8 +201,8 @@ async def apply_resume(
         if status == "resolved"
         else "The user cancelled this request."
     )
-    call_id = terminal.data.get("toolCallId")
-    if not isinstance(call_id, str):
+    call_id = _suspended_call(terminal.data, ref.position)
+    if call_id is None:
         history.append(Message(role="user", content=answer))
         return
     history[:] = [m for m in history if not (m.role == "tool" and m.tool_call_id == call_id)]

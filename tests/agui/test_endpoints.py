@@ -215,3 +215,60 @@ def test_run_started_names_the_trace_when_telemetry_is_on(tmp_path: Path) -> Non
         ["node", str(verify), str(recorded)], capture_output=True, text=True, timeout=60
     )
     assert checked.returncode == 0, checked.stdout + checked.stderr
+
+
+def test_each_of_two_interrupts_resumes_with_its_own_call(base: str) -> None:
+    """A completion listing two interrupts mints ``<run>:interrupt:<seq>:<i>``; resuming one
+    answers the call that interrupt names (once parsed as digits only: 422)."""
+    run_id = f"two-interrupts-{time.monotonic_ns()}"
+    httpx.post(f"{base}/v1/runs", json={"source": "ingest", "run_id": run_id}).raise_for_status()
+    events = [
+        {"kind": "tool_call_start", "data": {"id": "ask-a", "name": "ask_user", "arguments": {}}},
+        {"kind": "tool_call_start", "data": {"id": "ask-b", "name": "ask_user", "arguments": {}}},
+        {
+            "kind": "completion",
+            "data": {
+                "status": "waiting_user",
+                "reason": "ask_user",
+                "interrupts": [
+                    {"toolCallId": "ask-a", "message": "A or B?"},
+                    {"toolCallId": "ask-b", "message": "Red or blue?"},
+                ],
+            },
+        },
+    ]
+    lines = "".join(json.dumps(e) + "\n" for e in events)
+    pushed = httpx.post(
+        f"{base}/v1/runs/{run_id}/events",
+        content=lines,
+        headers={"content-type": "application/x-ndjson"},
+    )
+    assert pushed.status_code == 200, pushed.text
+    watch = {
+        "threadId": run_id,
+        "runId": run_id,
+        "messages": [],
+        "protocolVersion": "1.0",
+        "forwardedProps": {"loopgate": {"attach": True}},
+    }
+    raw = httpx.post(f"{base}/agui", json=watch, timeout=20).content
+    interrupts = [e for e in sse_events(raw) if e["type"] == "RUN_FINISHED"][-1]["outcome"][
+        "interrupts"
+    ]
+    assert [i["id"] for i in interrupts] == [f"{run_id}:interrupt:3:0", f"{run_id}:interrupt:3:1"]
+    assert [i["toolCallId"] for i in interrupts] == ["ask-a", "ask-b"]
+
+    resume = body(
+        "plain go on",
+        resume=[{"interruptId": interrupts[1]["id"], "status": "resolved", "payload": "blue"}],
+    )
+    with httpx.stream("POST", f"{base}/agui", json=resume, timeout=20) as response:
+        assert response.status_code == 200, response.read()
+        streamed = sse_events(b"".join(response.iter_bytes()))
+    assert streamed[-1]["type"] == "RUN_FINISHED"
+    started = httpx.get(f"{base}/v1/runs/{resume['runId']}").json()
+    # The suspended call is paired into the history, answered by the second interrupt's payload.
+    assert started["input"][1:] == [
+        {"role": "assistant", "tool_calls": [{"id": "ask-b", "name": "ask_user", "arguments": {}}]},
+        {"role": "tool", "content": "blue", "tool_call_id": "ask-b"},
+    ]

@@ -662,3 +662,23 @@ def test_render_is_lf_only_sse_one_data_line_per_event() -> None:
         assert json.loads(frame[6:]) == adapter.to_builtins(message)
     assert adapter.render([]) == b""
     assert adapter.render_json(messages[0]) == wire.split(b"\n\n")[0][6:]
+
+
+def test_interrupt_ids_parse_back_to_what_minted_them() -> None:
+    from adapters.agui.interrupts import InterruptRef, interrupt_id, parse_interrupt_id
+
+    run = "run:with:colons"
+    assert parse_interrupt_id(interrupt_id(run, "interrupt", 7)) == InterruptRef(
+        run, "interrupt", "7"
+    )
+    assert parse_interrupt_id(interrupt_id(run, "interrupt", 7, 0)) == InterruptRef(
+        run, "interrupt", "7", 0
+    )
+    assert parse_interrupt_id(interrupt_id(run, "interrupt", 7, 1)) == InterruptRef(
+        run, "interrupt", "7", 1
+    )
+    assert parse_interrupt_id(interrupt_id(run, "permission", "req:1")) == InterruptRef(
+        run, "permission", "req:1"
+    )
+    for foreign in ("nope", f"{run}:interrupt:x", f"{run}:interrupt:7:y", ":interrupt:7"):
+        assert parse_interrupt_id(foreign) is None
