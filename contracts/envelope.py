@@ -18,7 +18,11 @@ class LoopEvent(msgspec.Struct, frozen=True):
     data: dict[str, Any] = msgspec.field(default_factory=dict)
 
 
-class Envelope(msgspec.Struct, frozen=True):
+# gc=False: the cyclic collector never tracks envelopes (a running run holds thousands, and a
+# full collection would scan each). Safe because an envelope cannot be part of a cycle: it is
+# frozen, and only its ``data`` (a JSON payload: builtins) could point back at it. Its ``data``
+# is tracked as any dict is. (The docstring is the JSON Schema's description.)
+class Envelope(msgspec.Struct, frozen=True, gc=False):
     """One accepted event: the SSE id and resume cursor is ``seq`` (gapless from 1 per run)."""
 
     run_id: str

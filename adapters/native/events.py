@@ -10,13 +10,12 @@ from starlette.responses import Response
 from starlette.routing import BaseRoute, Route
 
 from adapters.native.adapter import NativeAdapter
-from adapters.native.projector import render_events
+from adapters.native.projector import NativeFrames, read_batch
 from adapters.shared import sse
 from adapters.shared.follow import follow, stream_policy
 from adapters.shared.numbers import cursor_param
 from adapters.shared.problem import HttpProblem, from_problem
 from adapters.shared.stream import StreamResponse, Write
-from contracts.envelope import Envelope
 from contracts.limits import EndpointLimits
 from contracts.ports import RunService
 from contracts.projector import ProjectorContext
@@ -39,11 +38,13 @@ def routes(adapter: NativeAdapter, service: RunService, limits: EndpointLimits) 
             after = cursor_from(request)
         except HttpProblem as exc:
             return from_problem(exc)
-        projector = adapter.projector(ProjectorContext(run_id=run_id, thread_id=run_id))
+        # Frames, not envelopes: a finished run's are framed from the bytes the hub keeps.
+        context = ProjectorContext(run_id=run_id, thread_id=run_id)
+        projector = NativeFrames(adapter.projector(context))
 
         async def produce(opened: Callable[[], Awaitable[None]], write: Write) -> None:
-            async def send(envelopes: list[Envelope]) -> None:
-                await write(render_events(envelopes))
+            async def send(chunks: list[bytes]) -> None:
+                await write(chunks[0] if len(chunks) == 1 else b"".join(chunks))
 
             async def keepalive() -> None:
                 await write(sse.KEEPALIVE)
@@ -56,6 +57,7 @@ def routes(adapter: NativeAdapter, service: RunService, limits: EndpointLimits) 
                 after=after,
                 opened=opened,
                 project=projector.feed_batch,
+                read=read_batch,
                 keepalive=keepalive,
             )
 

@@ -148,16 +148,21 @@ async def serve_ingest_socket(
     acks = None
     if websocket.query_params.get("ack") in ("1", "true"):
         acks = CommitAcks(service, run_id, send)
+    # The relay and the acks end by scopes of their own, not the group's: a child task that
+    # ends cancelled leaves a reference cycle in anyio (its CancelledError's traceback holds
+    # the frame that holds it), and with it the connection, for the cyclic collector.
+    helpers = anyio.CancelScope(), anyio.CancelScope()
     try:
         with cut:
             async with anyio.create_task_group() as tg:
-                tg.start_soon(relay_commands)
+                tg.start_soon(_within, helpers[0], relay_commands)
                 if acks is not None:
-                    tg.start_soon(acks.run)
+                    tg.start_soon(_within, helpers[1], acks.run)
                 await receive_events(
                     websocket, service, run_id, limits, send, oddities or OddityLog(log), acks
                 )
-                tg.cancel_scope.cancel()
+                for helper in helpers:
+                    helper.cancel()
     except* (WebSocketDisconnect, RunFinished):
         pass
     finally:
@@ -168,6 +173,11 @@ async def serve_ingest_socket(
     elif websocket.client_state.name == "CONNECTED":
         with anyio.move_on_after(CLOSE_TIMEOUT_S):
             await websocket.close()
+
+
+async def _within(scope: anyio.CancelScope, run: Callable[[], Awaitable[None]]) -> None:
+    with scope:
+        await run()
 
 
 async def receive_events(

@@ -20,9 +20,9 @@ comment). WebSockets are pinged by the server; a pipe needs none.
 
 from __future__ import annotations
 
-from collections.abc import Awaitable, Callable
+from collections.abc import Awaitable, Callable, Sized
 from contextlib import AbstractAsyncContextManager
-from typing import Literal, TypeVar
+from typing import Literal, TypeVar, cast
 
 import anyio
 import msgspec
@@ -33,9 +33,13 @@ from contracts.ports import CutOff, Subscription
 from contracts.projector import Projector
 
 W = TypeVar("W")
+# A batch as ``read`` hands it to ``project``: by default a list of envelopes.
+B = TypeVar("B", bound=Sized)
 # Opens a subscription to one run after the given seq.
 Subscribe = Callable[[int], AbstractAsyncContextManager[Subscription]]
 Send = Callable[[list[W]], Awaitable[None]]
+# Reads a subscription's next batch, waiting up to the given seconds (``[]`` when idle).
+Read = Callable[[Subscription, float | None], Awaitable[B]]
 Ending = Literal["ended", "cut_off"]
 
 CUT_OFF_REASON = "subscriber_cut_off"
@@ -78,10 +82,11 @@ async def follow(
     after: int = 0,
     opened: Callable[[], Awaitable[None]] | None = None,
     start: bool = True,
-    project: Callable[[list[Envelope]], list[W]] | None = None,
+    project: Callable[[B], list[W]] | None = None,
     finished: Callable[[], bool] = _never,
     keepalive: Callable[[], Awaitable[None]] | None = None,
     cut_off: Callable[[int], list[W]] | None = None,
+    read: Read[B] | None = None,
 ) -> Ending:
     """Send one subscriber its run after seq ``after``: ``start``, every batch, then ``close``.
 
@@ -91,9 +96,13 @@ async def follow(
     into messages (default: ``projector.feed`` of each envelope). ``finished`` says the
     protocol's stream ended before the run did (an AG-UI interrupt, an ACP answer).
     ``cut_off(cursor)`` is what a cut-off subscriber is told, by default
-    ``projector.close("subscriber_cut_off")``. Returns how it ended.
+    ``projector.close("subscriber_cut_off")``. ``read`` reads a batch (default: the
+    subscription's ``next_batch``): a protocol that writes envelopes as the hub stores them
+    reads those instead, and ``project`` gets what it reads. Returns how it ended.
     """
-    feed = project or _feeder(projector)
+    # Without ``read`` and ``project``, B is list[Envelope]: what the defaults take.
+    feed = project or cast("Callable[[B], list[W]]", _feeder(projector))
+    take = read or cast("Read[B]", _next_batch)
     cursor, first = after, True
     while True:
         try:
@@ -104,7 +113,7 @@ async def follow(
                         await opened()
                     if start:
                         await _write(policy, subscription.cursor, send, projector.start())
-                if await _pump(subscription, feed, send, policy, finished, keepalive):
+                if await _pump(subscription, take, feed, send, policy, finished, keepalive):
                     return "ended"
             break
         except CutOff as cut:
@@ -122,7 +131,8 @@ async def follow(
 
 async def _pump(
     subscription: Subscription,
-    feed: Callable[[list[Envelope]], list[W]],
+    read: Read[B],
+    feed: Callable[[B], list[W]],
     send: Send[W],
     policy: FollowPolicy,
     finished: Callable[[], bool],
@@ -132,7 +142,7 @@ async def _pump(
     wait = policy.keepalive_s if keepalive is not None else None
     while not subscription.done:
         before = subscription.cursor
-        batch = await subscription.next_batch(wait)
+        batch = await read(subscription, wait)
         if batch:
             messages = feed(batch)
             if messages:
@@ -170,6 +180,10 @@ async def _tell(policy: FollowPolicy, send: Send[W], messages: list[W]) -> None:
         return
     with anyio.move_on_after(min(CUT_OFF_GRACE_S, policy.write_timeout_s)):
         await send(messages)
+
+
+async def _next_batch(subscription: Subscription, wait: float | None) -> list[Envelope]:
+    return await subscription.next_batch(wait)
 
 
 def _feeder(projector: Projector[W]) -> Callable[[list[Envelope]], list[W]]:

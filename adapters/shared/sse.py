@@ -10,6 +10,7 @@ from __future__ import annotations
 from collections.abc import Callable, Sequence
 from typing import Any
 
+from contracts.encoded import EncodedEnvelopes
 from contracts.envelope import Envelope, encode_envelope
 
 MEDIA_TYPE = "text/event-stream; charset=utf-8"
@@ -42,7 +43,12 @@ def data_frames(messages: Sequence[Any], encode: Callable[[Any], bytes]) -> byte
     return _DATA % _BETWEEN.join(map(encode, messages))
 
 
-def envelope_frames(envelopes: Sequence[Envelope]) -> bytes:
+def envelope_frames(envelopes: Sequence[Envelope] | EncodedEnvelopes) -> bytes:
     """One named event per envelope: ``id`` = seq, ``event`` = kind (a validated identifier:
-    one line), ``data`` = the envelope."""
+    one line), ``data`` = the envelope.
+
+    Envelopes the hub keeps encoded (a finished run's) are framed from those bytes: the same
+    frames, with nothing decoded or encoded again, however many clients read them."""
+    if isinstance(envelopes, EncodedEnvelopes):
+        return envelopes.format(_EVENT)
     return b"".join(_EVENT % (e.seq, e.kind.encode(), encode_envelope(e)) for e in envelopes)

@@ -60,19 +60,25 @@ class StreamResponse(Response):
         async def write(chunk: bytes) -> None:
             await send({"type": "http.response.body", "body": chunk, "more_body": True})
 
+        # The watcher is stopped by its own scope, not the group's: a child task that ends
+        # cancelled leaves a reference cycle in anyio (its CancelledError's traceback holds the
+        # frame that holds it), and with it this request's whole connection, until the cyclic
+        # collector comes. One that returns leaves nothing.
+        watching = anyio.CancelScope()
         try:
             async with anyio.create_task_group() as tg:
 
                 async def watch() -> None:
                     nonlocal disconnected
-                    while (await receive())["type"] != "http.disconnect":
-                        pass
-                    disconnected = True
-                    tg.cancel_scope.cancel()
+                    with watching:
+                        while (await receive())["type"] != "http.disconnect":
+                            pass
+                        disconnected = True
+                        tg.cancel_scope.cancel()
 
                 tg.start_soon(watch)
                 await self.produce(opened, write)
-                tg.cancel_scope.cancel()
+                watching.cancel()
         except Exception as exc:
             # One exception from the producer comes wrapped by the task group.
             cause = _single(exc)

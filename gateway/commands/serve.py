@@ -3,6 +3,7 @@
 from __future__ import annotations
 
 import argparse
+import gc
 import os
 import sys
 
@@ -141,6 +142,21 @@ SETTING_FLAGS = (
 )
 
 
+def freeze_startup_heap() -> None:
+    """Move everything alive now out of the cyclic collector's sight (``gc.freeze()``).
+
+    Called once the server is built, before it serves: every module, the app, the hub and
+    the adapters exist, about 120,000 objects that live as long as the process. A full
+    collection scans every tracked object, so it took 60–120 ms for them alone, however
+    little the runs held; frozen, a full collection with 1,000 finished runs retained takes
+    2–9 ms (docs/reliability.md). What it costs: a frozen object that later becomes part of
+    cyclic garbage is never collected (one freed by its reference count still is); the
+    collection before it makes sure nothing already garbage is frozen.
+    """
+    gc.collect()
+    gc.freeze()
+
+
 def main(args: argparse.Namespace) -> int:
     from gateway.server import make_server
 
@@ -150,6 +166,7 @@ def main(args: argparse.Namespace) -> int:
     except ValueError as exc:
         print(f"loopgate serve: {exc}", file=sys.stderr)
         return 2
+    freeze_startup_heap()
     server.run()
     # A stop by signal exits as a process the signal ended would report it (130 for Ctrl-C).
     return 128 + server.stopped_by if server.stopped_by else 0

@@ -9,8 +9,10 @@ from typing import Any, Protocol
 
 import anyio
 
+from contracts.encoded import EncodedEnvelopes
 from contracts.envelope import Envelope
 from contracts.ports import CutOff, RunInfo, RunSource
+from gateway.hub.compact import CompactEvents
 from gateway.journal.base import RunRecord
 
 
@@ -36,16 +38,21 @@ class Producer(Protocol):
 
 # Reads a page of a run's committed events from the journal: (after, limit, max_bytes).
 Pages = Callable[[int, int, int], Awaitable[list[Envelope]]]
+_NO_KINDS: frozenset[str] = frozenset()
 
 
 class Run:
     """One run: its journal (events in seq order), its subscribers, and its producer.
 
-    A *hot* run holds its events in memory; ``ends[i]`` is the bytes of ``events[:i + 1]`` as
-    the hub counts them, so a batch is bounded in bytes by one bisect. ``committed`` is the
-    highest seq the journal has committed: subscribers and history read up to it, never
-    beyond (with the memory journal it is always the last seq). A *cold* run is a finished one
-    served from a durable journal page by page (``pages``); it holds no events.
+    A *hot* run holds its events in memory, as objects (``hot``); ``ends[i]`` is the bytes of
+    events ``0 … i`` as the hub counts them, so a batch is bounded in bytes by one bisect.
+    ``committed`` is the highest seq the journal has committed: subscribers and history read
+    up to it, never beyond (with the memory journal it is always the last seq). Once a hot
+    run has finished and its terminal event is committed, the hub *compacts* it, a chunk at a
+    time from the first event: ``compact`` holds events ``0 … hot_base - 1`` encoded
+    (``gateway.hub.compact``), ``hot`` the rest, and ``retained`` counts both. Readers see
+    the same events in either. A *cold* run is a finished one served from a durable journal
+    page by page (``pages``); it holds no events.
     """
 
     def __init__(
@@ -58,13 +65,15 @@ class Run:
     ) -> None:
         self.id = record.id
         self.record = record
-        self.events: list[Envelope] = events or []
+        self.hot: list[Envelope] = events or []
         self.ends = array("q")
         self.retained = 0
         for size in sizes:
             self.retained += size
             self.ends.append(self.retained)
-        self.committed = len(self.events)
+        self.committed = len(self.hot)
+        self.compact: CompactEvents | None = None
+        self.hot_base = 0  # the index of hot[0]: the events compacted so far
         self.pages = pages
         self.subscribers: set[RunSubscription] = set()
         self.producer: Producer | None = None
@@ -76,7 +85,7 @@ class Run:
         # widens ``observed`` as it goes, so the hub skips the calls in between. An observer
         # may be a C-level callable (a deque's append): it is handed the envelope alone.
         self.observers: list[Callable[[Envelope], None]] = []
-        self.observed: frozenset[str] = frozenset()
+        self.observed: frozenset[str] = _NO_KINDS
         # Called with the run when its terminal event is accepted, before the observers are
         # handed that event. Neither these nor observers may raise.
         self.on_finish: list[Callable[[Run], None]] = []
@@ -91,24 +100,89 @@ class Run:
 
     @property
     def last_seq(self) -> int:
-        return self.record.last_seq if self.pages is not None else len(self.events)
+        if self.pages is not None:
+            return self.record.last_seq
+        return self.hot_base + len(self.hot)
 
     @property
     def visible_seq(self) -> int:
         """The last seq a client may see: committed, so no crash can take it back."""
         return self.record.last_seq if self.pages is not None else self.committed
 
+    @property
+    def events(self) -> list[Envelope]:
+        """Every event held in memory, as objects (a copy; decoded if compacted): for tools
+        and tests."""
+        return self.envelopes()
+
+    def envelopes(self, start: int = 0, end: int | None = None) -> list[Envelope]:
+        """Events ``start`` … ``end - 1`` held in memory (seqs ``start + 1`` … ``end``), as
+        objects, hot or compacted: for history. Subscribers read batches instead."""
+        stop = self.last_seq if end is None else min(end, self.last_seq)
+        base = self.hot_base
+        envelopes = self.compact.decode(start, stop) if self.compact is not None else []
+        return envelopes + self.hot[max(start - base, 0) : max(stop - base, 0)]
+
+    def compact_chunk(self, max_bytes: int) -> int | None:
+        """Compact the next of this finished run's events: about ``max_bytes`` of them as the
+        hub counts them, or one. Their objects go at once. Returns the change in ``retained``,
+        or None if they cannot be (a run of more kinds than ids number stays as it is)."""
+        store = self.compact
+        if store is None:
+            store = self.compact = CompactEvents()
+        hot, ends, base = self.hot, self.ends, self.hot_base
+        done = ends[base - 1] if base else 0
+        count = max(bisect_right(ends, done + max_bytes, base) - base, 1)
+        if not store.add(hot[:count]):
+            return None
+        del hot[:count]
+        self.hot_base = base + count
+        return self._recount()
+
+    def compacted(self, ended: anyio.Event) -> int:
+        """Every event is compacted: what only a running run needs goes (its producer, its
+        observers and end hooks, which may hold whole object graphs of their own). ``ended``
+        is an event already set, shared by every compacted run: its own, set for good, is 800
+        bytes (most of them the deque its waiters were kept in). Returns the change in
+        ``retained``."""
+        assert self.compact is not None and not self.hot
+        self.compact.seal()
+        change = self._recount()
+        del self.ends[:]
+        self.settle(ended)
+        return change
+
+    def settle(self, ended: anyio.Event) -> None:
+        """Finished for good, compacted or not: see ``compacted``."""
+        self.ended = ended
+        self._forget_producer()
+
+    def _recount(self) -> int:
+        """``retained`` counted again (the compacted events as stored, the others as the hub
+        counts them); returns the change."""
+        ends, base = self.ends, self.hot_base
+        hot = ends[-1] - (ends[base - 1] if base else 0) if self.hot else 0
+        retained = hot + (self.compact.nbytes if self.compact is not None else 0)
+        change, self.retained = retained - self.retained, retained
+        return change
+
     def release(self) -> None:
         """The hub dropped this finished run: let its events go now, whoever still points at
         the object (an exception's traceback, until the cyclic collector comes, or a late
         task). Nothing reads a dropped run: the hub makes a new one if it is asked again."""
-        self.events = []
+        self.hot = []
         self.ends = array("q")
+        self.compact = None
+        self.hot_base = 0
         self.retained = 0
+        self._forget_producer()
+
+    def _forget_producer(self) -> None:
         # The producer (and an observer may) point back at the run.
         self.producer = None
-        self.observers = []
-        self.on_finish = []
+        self.observers.clear()
+        self.observed = _NO_KINDS
+        self.on_finish.clear()
 
     def info(self) -> RunInfo:
         r = self.record
@@ -193,28 +267,23 @@ class RunSubscription:
         self.run.notify()
 
     async def next_batch(self, max_wait: float | None = None) -> list[Envelope]:
+        batch = self._ready()
+        if batch is None:
+            batch = await self.next_encoded(max_wait)
+        return batch if isinstance(batch, list) else batch.decode()
+
+    async def next_encoded(
+        self, max_wait: float | None = None
+    ) -> list[Envelope] | EncodedEnvelopes:
+        """``next_batch``; a compacted run's batch comes as it is stored, not decoded (for a
+        reader that writes the bytes as they are: native SSE)."""
         run = self.run
         while True:
-            if self.cut_off:
-                raise CutOff(self._cursor)
+            batch = self._ready()
+            if batch is not None:
+                return batch
             if run.pages is not None:
                 return await self._page(run.pages)
-            available = run.committed
-            if self._cursor < available:
-                start = self._cursor
-                end = min(available, start + self.max_batch)
-                ends = run.ends
-                budget = (ends[start - 1] if start else 0) + self.max_batch_bytes
-                if ends[end - 1] > budget:
-                    end = max(bisect_right(ends, budget, start, end), start + 1)
-                batch = run.events[start:end]
-                self._cursor = end
-                self._done = run.finished and end >= run.last_seq
-                self.delivered += len(batch)
-                return batch
-            if run.finished and self._cursor >= run.last_seq:
-                self._done = True
-                return []
             waiter = run.waiter()
             if max_wait is None:
                 await waiter.wait()
@@ -223,6 +292,39 @@ class RunSubscription:
                     await waiter.wait()
                 if not waiter.is_set():
                     return []
+
+    def _ready(self) -> list[Envelope] | EncodedEnvelopes | None:
+        """The next batch if it can be had at once from memory; None: wait for one (or read a
+        page of a cold run)."""
+        if self.cut_off:
+            raise CutOff(self._cursor)
+        run = self.run
+        if run.pages is not None:
+            return None
+        start = self._cursor
+        if start >= run.committed:
+            if run.finished and start >= run.last_seq:
+                self._done = True
+                return []
+            return None
+        end = min(run.committed, start + self.max_batch)
+        batch: list[Envelope] | EncodedEnvelopes
+        store = run.compact
+        if store is not None and start < run.hot_base:
+            # Bounded by the bytes stored: what a client is written.
+            batch = store.batch(start, min(end, run.hot_base), self.max_batch_bytes)
+            end = batch.end
+        else:
+            ends = run.ends
+            budget = (ends[start - 1] if start else 0) + self.max_batch_bytes
+            if ends[end - 1] > budget:
+                end = max(bisect_right(ends, budget, start, end), start + 1)
+            base = run.hot_base
+            batch = run.hot[start - base : end - base]
+        self._cursor = end
+        self._done = run.finished and end >= run.last_seq
+        self.delivered += end - start
+        return batch
 
     async def _page(self, pages: Pages) -> list[Envelope]:
         batch = await pages(self._cursor, self.max_batch, self.max_batch_bytes)

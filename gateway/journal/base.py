@@ -18,10 +18,11 @@ from contracts.envelope import Envelope
 from contracts.messages import Message
 from contracts.ports import RunSource, RunState
 
-# What one retained event costs beyond its encoded payload: the Envelope, its data dict, the
-# ints and strings in them, the list slot and the byte-offset slot. Measured with tracemalloc
-# on decoded ingest events: 431 bytes for a content_delta, 508 for a 4 KB tool result, 681 for
-# a tool call with nested arguments.
+# What one event of a running run costs beyond its encoded payload: the Envelope, its data
+# dict, the ints and strings in them, the list slot and the byte-offset slot. Measured with
+# tracemalloc on decoded ingest events: 431 bytes for a content_delta, 508 for a 4 KB tool
+# result, 681 for a tool call with nested arguments. A finished run, once compacted
+# (gateway.hub.compact), counts what it then holds: its envelopes' JSON and 5 bytes each.
 EVENT_OVERHEAD_BYTES = 512
 
 # A commit's news: run id -> the highest seq of that run now committed.

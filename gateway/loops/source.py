@@ -12,7 +12,7 @@ from __future__ import annotations
 import logging
 import math
 import time
-from collections.abc import Mapping, Sequence
+from collections.abc import Mapping
 from typing import TYPE_CHECKING, Any
 
 import anyio
@@ -123,14 +123,17 @@ class LoopProducer:
         self.loop = loop
         self.broker = broker
         self.guards = guards
-        self.ctx = GatewayRunContext(request, self._ask, self._wake)
+        # The context's callbacks are the broker's and the watchdog's, not this producer's
+        # methods: a context pointing back at its producer made every run a reference cycle,
+        # left for the cyclic collector's full passes once the run was over.
+        self._wakeup = _Wakeup()
+        self.ctx = GatewayRunContext(request, broker.ask, self._wakeup)
         self.loop_run: LoopRun = loop.open(self.ctx)
         self.events = 0
         self.bytes = 0
         self.last_event = self.started = time.monotonic()
         self.cancel_at: float | None = None
         self.fault: LoopFault | None = None
-        self._wakeup: anyio.Event | None = None
         # Odd payload fields of this run's events, each logged once (the run is the unit).
         self.oddities = OddityLog(log, max_runs=1)
 
@@ -138,8 +141,12 @@ class LoopProducer:
 
     async def run(self) -> None:
         emit = self._guarded_emit if self.loop.untrusted else self._emit
+        # The watcher is stopped by its own scope: a child task that ends cancelled leaves a
+        # reference cycle in anyio (its CancelledError's traceback holds the frame that holds
+        # it), so every run would leave garbage for the cyclic collector.
+        watching = anyio.CancelScope()
         async with anyio.create_task_group() as tg:
-            tg.start_soon(self._watch, tg.cancel_scope)
+            tg.start_soon(self._watch, tg.cancel_scope, watching)
             try:
                 await self.loop_run.run(emit)
             except LoopFault as fault:
@@ -149,7 +156,7 @@ class LoopProducer:
             except Exception:
                 log.exception("loop %s failed in run %s", self.loop.name, self.run_.id)
                 self.fault = LoopFault("loop_error", "the loop failed with an internal error")
-            tg.cancel_scope.cancel()
+            watching.cancel()
         self._conclude()
 
     def cancel(self) -> None:
@@ -229,16 +236,6 @@ class LoopProducer:
 
     # --- timeouts --------------------------------------------------------------------------
 
-    async def _ask(
-        self, tool_call: Mapping[str, Any], options: Sequence[str] | None, request_id: str | None
-    ) -> str:
-        return await self.broker.ask(tool_call, options, request_id)
-
-    def _wake(self) -> None:
-        waiter, self._wakeup = self._wakeup, None
-        if waiter is not None:
-            waiter.set()
-
     def _deadline(self) -> tuple[float, LoopFault | None]:
         g = self.guards
         if self.cancel_at is not None:
@@ -251,18 +248,34 @@ class LoopProducer:
         message = f"the loop sent nothing for {g.idle_timeout_s:g} s"
         return self.last_event + g.idle_timeout_s, LoopFault("loop_timeout", message)
 
-    async def _watch(self, scope: anyio.CancelScope) -> None:
-        """Ends the run when the loop misses a deadline (first event, idle, cancel grace)."""
-        while True:
-            deadline, fault = self._deadline()
-            remaining = deadline - time.monotonic()
-            if remaining <= 0:
-                self.fault = self.fault or fault
-                scope.cancel()
-                return
-            self._wakeup = waiter = anyio.Event()
-            with anyio.move_on_after(remaining):
-                await waiter.wait()
+    async def _watch(self, scope: anyio.CancelScope, watching: anyio.CancelScope) -> None:
+        """Ends the run when the loop misses a deadline (first event, idle, cancel grace);
+        ``watching`` ends the watch."""
+        with watching:
+            while True:
+                deadline, fault = self._deadline()
+                remaining = deadline - time.monotonic()
+                if remaining <= 0:
+                    self.fault = self.fault or fault
+                    scope.cancel()
+                    return
+                self._wakeup.event = waiter = anyio.Event()
+                with anyio.move_on_after(remaining):
+                    await waiter.wait()
+
+
+class _Wakeup:
+    """Wakes the run's watchdog to read its deadlines again (the context calls it)."""
+
+    __slots__ = ("event",)
+
+    def __init__(self) -> None:
+        self.event: anyio.Event | None = None
+
+    def __call__(self) -> None:
+        event, self.event = self.event, None
+        if event is not None:
+            event.set()
 
 
 def is_terminal(kind: str, data: dict[str, Any]) -> bool:
