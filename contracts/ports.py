@@ -131,6 +131,11 @@ class RunFinished(Exception):
 class Subscription(Protocol):
     """One subscriber's view of a run: a cursor over its journal that follows it live."""
 
+    # While a batch is being written to the client: the time (``anyio.current_time()``) the
+    # write must end by, set by the writer (the follow loop). The hub cuts off a subscriber
+    # whose write is past it, within a tick of its watch; None while not writing.
+    write_deadline: float | None
+
     @property
     def cursor(self) -> int:
         """The seq of the last event handed out (0 before the first)."""
@@ -142,7 +147,8 @@ class Subscription(Protocol):
         ...
 
     async def next_batch(self, max_wait: float | None = None) -> list[Envelope]:
-        """The next events after the cursor, waiting up to ``max_wait`` s (``[]`` when idle).
+        """The next events after the cursor, waiting up to ``max_wait`` s (``[]`` when idle;
+        the hub honours it within a tick of its watch, no timer per wait).
 
         Raises :class:`CutOff` once this subscriber has fallen further behind than its bound.
         """

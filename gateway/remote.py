@@ -44,6 +44,10 @@ class RemoteError(Exception):
 class _Stream:
     """One subscriber over SSE: a reader task fills a bounded buffer; ``next_batch`` drains it."""
 
+    # The Subscription protocol's; nothing watches it here (a remote stream's reader bounds
+    # its own writes).
+    write_deadline: float | None = None
+
     def __init__(self, service: RemoteService, run_id: str, after: int, max_batch: int) -> None:
         self.service = service
         self.run_id = run_id

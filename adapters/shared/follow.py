@@ -112,7 +112,7 @@ async def follow(
                     if opened is not None:
                         await opened()
                     if start:
-                        await _write(policy, subscription.cursor, send, projector.start())
+                        await _write(subscription, policy, send(projector.start()))
                 if await _pump(subscription, take, feed, send, policy, finished, keepalive):
                     return "ended"
             break
@@ -125,7 +125,8 @@ async def follow(
             return "cut_off"
     messages = projector.close(None)
     if messages:
-        await _write(policy, cursor, send, messages)
+        # After the subscription: bounded the old way (a run's last words, once per stream).
+        await _tell(policy, send, messages, policy.write_timeout_s)
     return "ended"
 
 
@@ -141,44 +142,41 @@ async def _pump(
     """Until the run's end (False) or the protocol's (True)."""
     wait = policy.keepalive_s if keepalive is not None else None
     while not subscription.done:
-        before = subscription.cursor
         batch = await read(subscription, wait)
         if batch:
             messages = feed(batch)
             if messages:
-                await _write(policy, before, send, messages)
+                await _write(subscription, policy, send(messages))
             if finished():
                 return True
         elif keepalive is not None and not subscription.done:
-            await _bounded(policy, before, keepalive)
+            await _write(subscription, policy, keepalive())
     return False
 
 
-async def _write(policy: FollowPolicy, before: int, send: Send[W], messages: list[W]) -> None:
+async def _write(subscription: Subscription, policy: FollowPolicy, write: Awaitable[None]) -> None:
+    """A write bounded by ``write_timeout_s``: the hub watches the deadline and cuts the
+    subscriber off past it (lag alone cannot catch a client stuck once the run has ended). A
+    deadline to watch, not a timer per write: most writes take microseconds."""
     if policy.write_timeout_s is None:
-        await send(messages)
+        await write
         return
-    with anyio.move_on_after(policy.write_timeout_s) as timer:
-        await send(messages)
-    if timer.cancelled_caught:
-        # Lag alone cannot catch a client that is stuck once the run has ended.
-        raise CutOff(before)
+    subscription.write_deadline = anyio.current_time() + policy.write_timeout_s
+    try:
+        await write
+    finally:
+        subscription.write_deadline = None
 
 
-async def _bounded(policy: FollowPolicy, before: int, call: Callable[[], Awaitable[None]]) -> None:
-    with anyio.move_on_after(policy.write_timeout_s or float("inf")) as timer:
-        await call()
-    if timer.cancelled_caught:
-        raise CutOff(before)
-
-
-async def _tell(policy: FollowPolicy, send: Send[W], messages: list[W]) -> None:
+async def _tell(
+    policy: FollowPolicy, send: Send[W], messages: list[W], bound: float | None = None
+) -> None:
     if not messages:
         return
     if policy.write_timeout_s is None:
         await send(messages)
         return
-    with anyio.move_on_after(min(CUT_OFF_GRACE_S, policy.write_timeout_s)):
+    with anyio.move_on_after(bound or min(CUT_OFF_GRACE_S, policy.write_timeout_s)):
         await send(messages)
 
 

@@ -128,6 +128,11 @@ class Hub:
         self._accepted = 0
         self._tg: TaskGroup | None = None
         self._closing = False
+        # Runs with events their waiting subscribers have not been woken for (insertion order:
+        # woken in the order they were published to), and what wakes the delivery task.
+        self._window = settings.delivery_window_s
+        self._dirty: dict[Run, None] = {}
+        self._woken: anyio.Event | None = None
         # Finished runs whose terminal event is committed, waiting to be compacted.
         self._to_compact: deque[Run] = deque()
         self._compact_wanted = anyio.Event()
@@ -154,6 +159,8 @@ class Hub:
         await self._tg.__aenter__()
         self._tg.start_soon(self.journal.writer)
         self._tg.start_soon(self._housekeeping)
+        self._tg.start_soon(self._deliver)
+        self._tg.start_soon(self._watch)
         self._tg.start_soon(self._compactor)
         for service in self.services:
             self._tg.start_soon(service)
@@ -190,6 +197,37 @@ class Hub:
                 self.publish(run, "completion", {"status": "failed", "reason": "server_shutdown"})
         with anyio.CancelScope(shield=True):
             await self.journal.flush()
+
+    async def _deliver(self) -> None:
+        """Wake the subscribers of runs with new events, all together once per window: one
+        timer for the whole hub, and a write per window per subscriber, not per event."""
+        while True:
+            if not self._dirty:
+                self._woken = anyio.Event()
+                await self._woken.wait()
+                self._woken = None
+            await anyio.sleep(self._window)
+            dirty, self._dirty = self._dirty, {}
+            for run in dirty:
+                run.notify()
+
+    async def _watch(self) -> None:
+        """The subscribers' deadlines, a tick at a time: a write past its deadline cuts its
+        subscriber off; a wait past its deadline wakes its run's waiters (keep-alives)."""
+        s = self.settings
+        tick = min(SWEEP_INTERVAL_S, s.keepalive_s / 4, s.write_timeout_s / 4)
+        while True:
+            await anyio.sleep(tick)
+            now = anyio.current_time()
+            for run in self._runs.values():
+                wake = False
+                for sub in run.subscribers:
+                    if sub.write_deadline is not None and now >= sub.write_deadline:
+                        sub.cut()
+                    elif sub.wait_deadline is not None and now >= sub.wait_deadline:
+                        wake = True
+                if wake:
+                    run.notify()
 
     async def _housekeeping(self) -> None:
         while True:
@@ -363,10 +401,23 @@ class Hub:
             for observe in run.observers:
                 observe(env)
         if not terminal and not seq % LAG_CHECK_EVERY and run.subscribers:
+            waiting = False
             for sub in [s for s in run.subscribers if s.lagging()]:
-                sub.cut()
+                # One waiting to be woken is not slow: the window coalescing its wake-ups was
+                # outrun by the producer, so it is woken now instead.
+                if sub.waiting:
+                    waiting = True
+                else:
+                    sub.cut()
+            if waiting:
+                run.notify()
         if not self._durable:
-            run.notify()
+            if terminal or not self._window:
+                run.notify()
+            elif run.has_waiters and run not in self._dirty:
+                self._dirty[run] = None
+                if self._woken is not None:
+                    self._woken.set()
         return env
 
     def _admit_or_end(self, run: Run, seq: int, size: int) -> None:

@@ -209,6 +209,11 @@ class Run:
             self._waiter = None
             waiter.set()
 
+    @property
+    def has_waiters(self) -> bool:
+        """A subscriber waits for this run's next event."""
+        return self._waiter is not None
+
     def waiter(self) -> anyio.Event:
         if self._waiter is None:
             self._waiter = anyio.Event()
@@ -243,6 +248,12 @@ class RunSubscription:
         self.max_batch_bytes = max_batch_bytes
         self.cut_off = False
         self.scope: anyio.CancelScope | None = None
+        # Deadlines the hub watches (``Hub._watch``) instead of a timer each: a write to the
+        # client must end by ``write_deadline`` (else the subscriber is cut off), and a wait
+        # for events returns empty-handed at ``wait_deadline`` (a keep-alive is due).
+        self.write_deadline: float | None = None
+        self.wait_deadline: float | None = None
+        self.waiting = False  # for its run's next event
         self._done = run.finished and self._cursor >= run.last_seq
         # Events handed out so far (delivery telemetry).
         self.delivered = 0
@@ -278,20 +289,26 @@ class RunSubscription:
         """``next_batch``; a compacted run's batch comes as it is stored, not decoded (for a
         reader that writes the bytes as they are: native SSE)."""
         run = self.run
+        deadline: float | None = None
         while True:
             batch = self._ready()
             if batch is not None:
                 return batch
             if run.pages is not None:
                 return await self._page(run.pages)
-            waiter = run.waiter()
-            if max_wait is None:
-                await waiter.wait()
-            else:
-                with anyio.move_on_after(max_wait):
-                    await waiter.wait()
-                if not waiter.is_set():
+            if max_wait is not None:
+                now = anyio.current_time()
+                if deadline is None:
+                    deadline = now + max_wait
+                if now >= deadline:
                     return []
+                self.wait_deadline = deadline
+            self.waiting = True
+            try:
+                await run.waiter().wait()
+            finally:
+                self.waiting = False
+                self.wait_deadline = None
 
     def _ready(self) -> list[Envelope] | EncodedEnvelopes | None:
         """The next batch if it can be had at once from memory; None: wait for one (or read a

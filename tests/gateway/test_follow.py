@@ -48,7 +48,11 @@ def delta(text: str) -> LoopEvent:
 
 
 def hub_for(tmp_path: Path, **overrides: Any) -> Hub:
-    return build_hub(Settings(scripted_delay_s=0.0, workspace=str(tmp_path), **overrides))
+    # QUICK's bounds: the hub watches the deadlines of keep-alives and writes (a tick of a
+    # quarter of the shorter), as the gateway's endpoints get their limits from its settings.
+    quick = {"keepalive_s": 0.05, "write_timeout_s": 0.2}
+    settings = {"scripted_delay_s": 0.0, "workspace": str(tmp_path), **quick, **overrides}
+    return build_hub(Settings(**settings))
 
 
 def subscriber(hub: Hub, run_id: str) -> Subscribe:

@@ -303,3 +303,39 @@ async def test_observers_get_only_the_kinds_asked_for_and_the_end_comes_first(
     # The delta was never handed over; the run's end hooks ran before its terminal event
     # reached the observers (telemetry summarises delivery there, ahead of the run span's end).
     assert seen == ["1:llm_request", "3:completion", "end:completed", "4:completion"]
+
+
+@pytest.mark.parametrize(("window", "most_batches"), [(0.0, 10), (1.0, 1)])
+async def test_live_wake_ups_are_coalesced_over_the_delivery_window(
+    tmp_path: Path, window: float, most_batches: int
+) -> None:
+    """Events published while a subscriber waits reach it together once the window closes
+    (a long window here, so the test does not depend on the machine's pace); without one,
+    each event wakes it. The terminal event is not held back."""
+    async with hub_for(tmp_path, delivery_window_s=window) as hub:
+        run_id = await ingest_run(hub)
+        batches: list[list[int]] = []
+        waiting = anyio.Event()
+
+        async def reader() -> None:
+            async with hub.subscribe(run_id) as sub:
+                while not sub.done:
+                    waiting.set()
+                    batch = await sub.next_batch()
+                    batches.append([e.seq for e in batch])
+
+        with anyio.fail_after(10):
+            async with anyio.create_task_group() as tg:
+                tg.start_soon(reader)
+                await waiting.wait()
+                for i in range(10):
+                    await hub.push(run_id, delta(str(i)))
+                    for _ in range(5):  # the reader's turn, had it been woken
+                        await anyio.lowlevel.checkpoint()
+                await hub.push(run_id, DONE)
+        assert [seq for batch in batches for seq in batch] == list(range(1, 12))
+        if window:
+            # The terminal event wakes at once: it comes with whatever the window held.
+            assert batches == [list(range(1, 12))]
+        else:
+            assert len(batches) == most_batches + 1  # each event woke the reader
