@@ -83,6 +83,13 @@ def register(sub: argparse._SubParsersAction) -> None:  # type: ignore[type-arg]
         type=float,
         help="seconds between keep-alive comments on quiet streams (default 15)",
     )
+    p.add_argument(
+        "--delivery-window",
+        dest="delivery_window_s",
+        type=float,
+        metavar="SECONDS",
+        help="live events reach subscribers together once per window (default 0.002; 0: each)",
+    )
     p.add_argument("--max-active-runs", type=int)
     p.add_argument("--max-subscribers-per-run", type=int)
     p.add_argument("--max-body-bytes", type=int)
@@ -131,6 +138,7 @@ SETTING_FLAGS = (
     "journal",
     "workspace",
     "keepalive_s",
+    "delivery_window_s",
     "max_active_runs",
     "max_subscribers_per_run",
     "max_body_bytes",
