@@ -6,6 +6,7 @@ import argparse
 import importlib
 import sys
 from collections.abc import Sequence
+from importlib.metadata import PackageNotFoundError, version
 
 # Each module exposes ``register(subparsers)`` which adds its parser and sets ``func``.
 COMMANDS = ("run", "serve", "replay", "acp", "rpc")
@@ -15,10 +16,18 @@ def build_parser() -> argparse.ArgumentParser:
     parser = argparse.ArgumentParser(
         prog="loopgate", description="A protocol gateway for agent loops."
     )
+    parser.add_argument("--version", action="version", version=f"loopgate {_version()}")
     sub = parser.add_subparsers(dest="command", required=True, metavar="COMMAND")
     for name in COMMANDS:
         importlib.import_module(f"gateway.commands.{name}").register(sub)
     return parser
+
+
+def _version() -> str:
+    try:
+        return version("loopgate")
+    except PackageNotFoundError:  # run from a checkout that was never installed
+        return "unknown"
 
 
 def main(argv: Sequence[str] | None = None) -> int:

@@ -89,7 +89,12 @@ def add_loop_flags(p: argparse.ArgumentParser) -> None:
 
 
 def add_log_level(p: argparse.ArgumentParser, default: str) -> None:
-    p.add_argument("--log-level", default=default, choices=LOG_LEVELS)
+    p.add_argument(
+        "--log-level",
+        default=default,
+        choices=LOG_LEVELS,
+        help=f"what the log shows (default {default})",
+    )
 
 
 def add_client_token_flags(p: argparse.ArgumentParser) -> None:

@@ -35,7 +35,12 @@ def register(sub: argparse._SubParsersAction) -> None:  # type: ignore[type-arg]
     add_loop_flags(p)
     p.add_argument("--journal", help="'memory' (default) or 'sqlite:PATH'")
     p.add_argument("--workspace", help="directory the demo file tools may read and write")
-    p.add_argument("--max-active-runs", type=int)
+    p.add_argument(
+        "--max-active-runs",
+        type=int,
+        metavar="N",
+        help="runs going at once; more are refused (default 1000)",
+    )
     p.add_argument(
         "--max-body-bytes", type=int, help="largest message (one line) in bytes (default 1 MiB)"
     )

@@ -50,7 +50,13 @@ def register(subparsers: Any) -> None:
         metavar="JSON|KEY=VALUE",
         help="loop config as a JSON object or key=value (repeatable; values parsed as JSON)",
     )
-    parser.add_argument("--provider", choices=PROVIDERS, default="scripted")
+    parser.add_argument(
+        "--provider",
+        choices=PROVIDERS,
+        default="scripted",
+        help="the model: the embedded scripted one (no key, no network) or an "
+        "OpenAI-compatible server (default scripted)",
+    )
     parser.add_argument("--model", help="model name (openai provider)")
     parser.add_argument("--base-url", help="OpenAI-compatible base URL (openai provider)")
     parser.add_argument(

@@ -90,9 +90,24 @@ def register(sub: argparse._SubParsersAction) -> None:  # type: ignore[type-arg]
         metavar="SECONDS",
         help="live events reach subscribers together once per window (default 0.002; 0: each)",
     )
-    p.add_argument("--max-active-runs", type=int)
-    p.add_argument("--max-subscribers-per-run", type=int)
-    p.add_argument("--max-body-bytes", type=int)
+    p.add_argument(
+        "--max-active-runs",
+        type=int,
+        metavar="N",
+        help="runs going at once; more are answered 429 (default 1000)",
+    )
+    p.add_argument(
+        "--max-subscribers-per-run",
+        type=int,
+        metavar="N",
+        help="clients watching one run; more are answered 429 (default 256)",
+    )
+    p.add_argument(
+        "--max-body-bytes",
+        type=int,
+        metavar="BYTES",
+        help="largest request body; bigger is answered 413 (default 1048576)",
+    )
     p.add_argument(
         "--otel-endpoint",
         help="OTLP/HTTP base URL to send traces to, e.g. http://127.0.0.1:4318 "
