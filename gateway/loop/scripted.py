@@ -110,6 +110,10 @@ def plan_response(request: ModelRequest) -> _Plan:
     return script.plan(messages)
 
 
+# Two or more numbers joined by + - * / (and spaces): an expression the calculator takes.
+_ARITHMETIC = re.compile(r"\d+(?:\.\d+)?(?:\s*[-+*/]\s*\d+(?:\.\d+)?)+")
+
+
 class _Script:
     def __init__(
         self,
@@ -137,7 +141,10 @@ class _Script:
         a = numbers[0] if numbers else 12 + seed % 88
         b = numbers[1] if len(numbers) > 1 else 3 + (seed >> 8) % 17
         self.a, self.b = a, b
-        self.expression = f"{a} * {b} + {len(words)}"
+        # The prompt's own arithmetic when it has some ("what is 25 * 16 + 2?"), so the demo's
+        # answer is the right one; else one made from its numbers.
+        asked = _ARITHMETIC.search(prompt)
+        self.expression = " ".join(asked.group().split()) if asked else f"{a} * {b} + {len(words)}"
 
     # --- building blocks ----------------------------------------------------------------------
 

@@ -128,3 +128,23 @@ def test_make_provider():
         "openai", base_url="http://127.0.0.1:9/v1", model="m", delay_s=0.5, api_key=None
     )
     assert type(openai).__name__ == "OpenAIProvider" and openai.model == "m"
+
+
+@pytest.mark.parametrize(
+    ("prompt", "expression", "result"),
+    [
+        ("What time is it, and what is 25 * 16 + 2?", "25 * 16 + 2", "402"),
+        ("one tool: what is 7*6?", "7*6", "42"),
+        ("one tool: 10 / 4 - 1.5 please", "10 / 4 - 1.5", "1.0"),
+    ],
+)
+async def test_the_demo_calculates_the_prompts_own_arithmetic(
+    tmp_path: Path, prompt: str, expression: str, result: str
+) -> None:
+    rec, _, _ = await run(prompt, tmp_path)
+    calls = [data for kind, data in rec.events if kind == "tool_call_start"]
+    assert [c["arguments"] for c in calls if c["name"] == "calculate"] == [
+        {"expression": expression}
+    ]
+    answer = "".join(data["delta"] for kind, data in rec.events if kind == "content_delta")
+    assert f"{expression} = {result}" in answer or f"{expression} is {result}" in answer
