@@ -6,6 +6,7 @@ import argparse
 import os
 import sys
 from pathlib import Path
+from urllib.parse import urlsplit
 
 import httpx
 import msgspec
@@ -15,6 +16,8 @@ from contracts.projector import as_served, project_run
 from gateway.commands.flags import add_client_token_flags, client_token
 from gateway.registry import ALIASES, find_adapter, load_adapters
 from gateway.sources.replay import read_recording
+
+PUSH_TIMEOUT_S = 30.0
 
 
 def register(sub: argparse._SubParsersAction) -> None:  # type: ignore[type-arg]
@@ -95,8 +98,29 @@ def main(args: argparse.Namespace) -> int:
 
 
 def push_to_server(base: str, envelopes: list[Envelope], token: str | None) -> int:
+    url = urlsplit(base)
+    if url.scheme not in ("http", "https") or not url.hostname:
+        print(
+            "loopgate replay: --server must be an http:// or https:// URL, e.g. "
+            f"http://127.0.0.1:8000 (got {base!r})",
+            file=sys.stderr,
+        )
+        return 2
+    try:
+        return _push(base, envelopes, token)
+    except httpx.ConnectError:
+        why = "nothing answers there (is `loopgate serve` running?)"
+    except httpx.TimeoutException:
+        why = f"no answer within {PUSH_TIMEOUT_S:g} s"
+    except httpx.TransportError:
+        why = "the connection failed"
+    print(f"loopgate replay: cannot reach the gateway at {base}: {why}", file=sys.stderr)
+    return 1
+
+
+def _push(base: str, envelopes: list[Envelope], token: str | None) -> int:
     headers = {"authorization": f"Bearer {token}"} if token else {}
-    with httpx.Client(base_url=base.rstrip("/"), headers=headers, timeout=30) as client:
+    with httpx.Client(base_url=base.rstrip("/"), headers=headers, timeout=PUSH_TIMEOUT_S) as client:
         started = client.post("/v1/runs", json={"source": "ingest"})
         if started.status_code != 201:
             print(

@@ -3,6 +3,7 @@
 from __future__ import annotations
 
 import json
+import socket
 import subprocess
 import sys
 from pathlib import Path
@@ -75,3 +76,19 @@ def test_goldens_are_what_replay_prints(capsysbinary: pytest.CaptureFixture[byte
             assert main(["replay", *args]) == 0
             printed = capsysbinary.readouterr().out
             assert printed == golden_path(target, stream).read_bytes(), (target, stream.name)
+
+
+def test_a_server_that_is_not_a_url_or_not_there_is_one_clear_line() -> None:
+    with socket.socket() as probe:  # a port nothing listens on: bound, never listening
+        probe.bind(("127.0.0.1", 0))
+        port = probe.getsockname()[1]
+        cases = [
+            ("localhost:8000", 2, "--server must be an http:// or https:// URL"),
+            (f"http://127.0.0.1:{port}", 1, "cannot reach the gateway at http://127.0.0.1:"),
+        ]
+        for server, code, says in cases:
+            result = replay(str(RECORDING), "--server", server)
+            assert result.returncode == code
+            assert result.stdout == ""
+            assert result.stderr.count("\n") == 1 and says in result.stderr, result.stderr
+            assert "Traceback" not in result.stderr
