@@ -94,6 +94,15 @@ class RunGone(RunNotFound):
         self.why = why
 
 
+class ServiceUnavailable(Exception):
+    """The run service cannot be reached (a remote gateway that is down or refuses);
+    ``detail`` says where and why, fit to show a client."""
+
+    def __init__(self, detail: str) -> None:
+        super().__init__(detail)
+        self.detail = detail
+
+
 class LimitReached(Exception):
     """Too many runs or subscribers; ``retry_after`` seconds is a hint for the client."""
 

@@ -31,6 +31,7 @@ from contracts.ports import (
     RunInfo,
     RunNotFound,
     RunNotIngest,
+    ServiceUnavailable,
     StartRun,
 )
 
@@ -39,6 +40,10 @@ JSON = "application/json"
 
 class RemoteError(Exception):
     """The gateway answered something the port has no exception for (auth, 5xx, garbage)."""
+
+
+class GatewayUnreachable(RemoteError, ServiceUnavailable):
+    """No answer from the gateway at all: refused, timed out, or the connection broke."""
 
 
 class _Stream:
@@ -101,9 +106,10 @@ class _Stream:
                 except (httpx.TransportError, httpx.StreamError) as exc:
                     failures += 1
                     if failures > self.service.max_reconnects:
-                        raise RemoteError(
-                            f"lost the event stream of run {self.run_id!r} "
-                            f"({type(exc).__name__}); gave up after {failures - 1} retries"
+                        raise GatewayUnreachable(
+                            f"lost the event stream of run {self.run_id!r}: "
+                            f"{unreachable(self.service.base_url, exc)}; gave up after "
+                            f"{failures - 1} retries"
                         ) from None
                     await anyio.sleep(min(0.1 * 2**failures, 5.0))
         except Exception as exc:
@@ -135,6 +141,17 @@ class _Stream:
                     if is_terminal_completion(env.kind, env.data):
                         return True
         return False  # the server closed without the terminal event: resume
+
+
+def unreachable(base_url: str, exc: Exception) -> str:
+    """Why the gateway at ``base_url`` gave no answer, in words (not the exception's text)."""
+    if isinstance(exc, httpx.ConnectError):
+        why = "nothing answers there (is `loopgate serve` running?)"
+    elif isinstance(exc, httpx.TimeoutException):
+        why = "it did not answer in time"
+    else:
+        why = "the connection failed"
+    return f"cannot reach the gateway at {base_url}: {why}"
 
 
 def _decode(raw: str) -> Envelope:
@@ -190,8 +207,9 @@ class RemoteService:
         transport: httpx.AsyncBaseTransport | None = None,
     ) -> None:
         headers = {"authorization": f"Bearer {token}"} if token else {}
+        self.base_url = base_url.rstrip("/")
         self.client = httpx.AsyncClient(
-            base_url=base_url.rstrip("/"), headers=headers, timeout=timeout_s, transport=transport
+            base_url=self.base_url, headers=headers, timeout=timeout_s, transport=transport
         )
         # Streams are quiet between events (keep-alives arrive every 15 s by default).
         self.sse_timeout = httpx.Timeout(timeout_s, read=None)
@@ -209,7 +227,7 @@ class RemoteService:
         try:
             response = await self.client.request(method, path, **kwargs)
         except httpx.HTTPError as exc:
-            raise RemoteError(f"cannot reach the gateway ({type(exc).__name__})") from None
+            raise GatewayUnreachable(unreachable(self.base_url, exc)) from None
         raise_for_problem(response, run_id)
         try:
             return response.json()

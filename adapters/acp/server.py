@@ -30,7 +30,7 @@ from adapters.shared.rpc_errors import (
     RESOURCE_NOT_FOUND,
 )
 from contracts.client_errors import client_message
-from contracts.ports import RunNotFound
+from contracts.ports import RunNotFound, ServiceUnavailable
 
 log = logging.getLogger("loopgate.acp")
 MAX_REPORTED_ERRORS = 10
@@ -91,6 +91,11 @@ def make_handler(agent: AcpAgent) -> Any:
                 f"Resource not found: {client_message(exc)}",
                 {"runId": exc.run_id},
             ) from None
+        except ServiceUnavailable as exc:
+            # The runs live in another gateway (`loopgate acp --server`) that does not answer.
+            if is_notification:
+                return None
+            raise RequestError(INTERNAL_ERROR, f"Internal error: {exc.detail}") from None
         except PeerGone:
             # The client left mid-request (its session updates could not be sent): no answer
             # reaches it, and nothing unexpected happened.

@@ -15,6 +15,7 @@ from contracts.envelope import Envelope
 from contracts.projector import as_served, project_run
 from gateway.commands.flags import add_client_token_flags, client_token
 from gateway.registry import ALIASES, find_adapter, load_adapters
+from gateway.remote import unreachable
 from gateway.sources.replay import read_recording
 
 PUSH_TIMEOUT_S = 30.0
@@ -108,14 +109,9 @@ def push_to_server(base: str, envelopes: list[Envelope], token: str | None) -> i
         return 2
     try:
         return _push(base, envelopes, token)
-    except httpx.ConnectError:
-        why = "nothing answers there (is `loopgate serve` running?)"
-    except httpx.TimeoutException:
-        why = f"no answer within {PUSH_TIMEOUT_S:g} s"
-    except httpx.TransportError:
-        why = "the connection failed"
-    print(f"loopgate replay: cannot reach the gateway at {base}: {why}", file=sys.stderr)
-    return 1
+    except httpx.TransportError as exc:
+        print(f"loopgate replay: {unreachable(base, exc)}", file=sys.stderr)
+        return 1
 
 
 def _push(base: str, envelopes: list[Envelope], token: str | None) -> int:

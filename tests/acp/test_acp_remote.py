@@ -2,12 +2,13 @@
 
 from __future__ import annotations
 
+import socket
 from typing import Any
 
 import anyio
 import httpx
 import pytest
-from acp import PROTOCOL_VERSION, text_block
+from acp import PROTOCOL_VERSION, RequestError, text_block
 
 from contracts.envelope import LoopEvent
 from contracts.messages import Message
@@ -132,3 +133,17 @@ async def test_load_follows_a_run_that_lives_in_the_gateway(gateway: str) -> Non
     assert client.kinds()[0] == "user_message_chunk"
     closing = [u for _, u in client.updates if u.session_update == "tool_call_update"]
     assert closing and closing[-1].status == "failed"
+
+
+async def test_a_gateway_that_does_not_answer_is_named_in_the_prompts_error() -> None:
+    with socket.socket() as probe:  # a port nothing listens on: bound, never listening
+        probe.bind(("127.0.0.1", 0))
+        url = f"http://127.0.0.1:{probe.getsockname()[1]}"
+        client = RecordingClient()
+        async with spawned(client, "--server", url) as conn:
+            session_id = await open_session(conn)
+            with pytest.raises(RequestError) as raised:
+                await conn.prompt(session_id=session_id, prompt=[text_block("hello")])
+    assert raised.value.code == -32603
+    assert f"cannot reach the gateway at {url}" in str(raised.value)
+    assert "log has the details" not in str(raised.value)
