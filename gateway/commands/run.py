@@ -35,7 +35,7 @@ def register(subparsers: Any) -> None:
         description="Run one turn of the reference loop in-process. Exit code: 0 completed "
         "(or waiting for the user), 1 failed or out of budget, 130 cancelled (Ctrl-C).",
     )
-    parser.add_argument("prompt", help="the user message")
+    parser.add_argument("prompt", help="the user message; - reads it from standard input")
     parser.add_argument(
         "--json", action="store_true", help="print one event envelope per line (NDJSON)"
     )
@@ -207,8 +207,18 @@ def _clip(text: str, limit: int) -> str:
     return text if len(text) <= limit else text[:limit] + "…"
 
 
+def read_prompt(given: str) -> str:
+    """The prompt as given, or standard input's for ``-``; ValueError when it is empty."""
+    prompt = sys.stdin.read() if given == "-" else given
+    if not prompt.strip():
+        where = " (standard input had none)" if given == "-" else ""
+        raise ValueError(f"the prompt is empty{where}")
+    return prompt
+
+
 def run_command(args: argparse.Namespace) -> int:
     try:
+        prompt = read_prompt(args.prompt)
         config = parse_config(args.config, args.max_rounds)
         if args.delay < 0:
             raise ValueError("--delay must not be negative")
@@ -231,7 +241,7 @@ def run_command(args: argparse.Namespace) -> int:
         sink: _Printer = NdjsonPrinter(run_id, sys.stdout.buffer)
     else:
         sink = HumanPrinter(sys.stdout, color=sys.stdout.isatty())
-    anyio.run(_run_turn, loop, args.prompt, sink)
+    anyio.run(_run_turn, loop, prompt, sink)
     if sink.broken:
         # Keep Python from complaining about the closed pipe again at interpreter exit.
         os.dup2(os.open(os.devnull, os.O_WRONLY), sys.stdout.fileno())

@@ -13,10 +13,11 @@ from contracts import decode_envelope
 from gateway.commands.run import parse_config
 
 
-def loopgate(*args: str, cwd: Path) -> subprocess.CompletedProcess[str]:
+def loopgate(*args: str, cwd: Path, stdin: str = "") -> subprocess.CompletedProcess[str]:
     return subprocess.run(
         [sys.executable, "-m", "gateway.cli", "run", *args],
         cwd=cwd,
+        input=stdin,
         capture_output=True,
         text=True,
         timeout=30,
@@ -94,3 +95,16 @@ def test_ctrl_c_cancels_cleanly(tmp_path: Path):
     last = decode_envelope(lines[-1])
     assert last.kind == "completion" and last.data["status"] == "cancelled"
     assert "Traceback" not in err
+
+
+def test_dash_reads_the_prompt_from_stdin(tmp_path: Path):
+    proc = loopgate("-", "--delay", "0", cwd=tmp_path, stdin="plain: what is 6 * 7 + 0?\n")
+    assert proc.returncode == 0, proc.stderr
+    assert "“plain what is 6 7 0”" in proc.stdout  # the scripted echo of its topic words
+
+
+@pytest.mark.parametrize(("prompt", "stdin"), [("   ", ""), ("-", ""), ("-", "\n \n")])
+def test_an_empty_prompt_is_a_usage_error(tmp_path: Path, prompt: str, stdin: str):
+    proc = loopgate(prompt, "--delay", "0", cwd=tmp_path, stdin=stdin)
+    assert proc.returncode == 2 and proc.stdout == ""
+    assert proc.stderr.startswith("loopgate run: error: the prompt is empty")
