@@ -107,7 +107,14 @@ class _Approvals:
         return self.tools.needs_approval(call)
 
     async def decide(self, call: ToolCall) -> PermissionDecision:
-        return "allow" if self.allow else "reject"
+        if self.allow:
+            return "allow"
+        # Nobody was asked: say why the tool was refused and how to allow it.
+        print(
+            f"loopgate run: {call.name} needs approval and was refused; --allow-writes allows it",
+            file=sys.stderr,
+        )
+        return "reject"
 
 
 class _Printer:

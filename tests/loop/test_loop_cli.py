@@ -108,3 +108,21 @@ def test_an_empty_prompt_is_a_usage_error(tmp_path: Path, prompt: str, stdin: st
     proc = loopgate(prompt, "--delay", "0", cwd=tmp_path, stdin=stdin)
     assert proc.returncode == 2 and proc.stdout == ""
     assert proc.stderr.startswith("loopgate run: error: the prompt is empty")
+
+
+def test_a_refused_write_says_how_to_allow_it(tmp_path: Path):
+    refused = loopgate(
+        "write note hello", "--delay", "0", "--workspace", str(tmp_path), cwd=tmp_path
+    )
+    assert "write_note needs approval and was refused; --allow-writes allows it" in refused.stderr
+    assert not (tmp_path / "notes").exists()
+    allowed = loopgate(
+        "write note hello",
+        "--delay",
+        "0",
+        "--workspace",
+        str(tmp_path),
+        "--allow-writes",
+        cwd=tmp_path,
+    )
+    assert allowed.stderr == "" and any((tmp_path / "notes").iterdir())
