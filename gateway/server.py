@@ -30,6 +30,7 @@ from gateway.app import create_app
 from gateway.http_protocol import GuardedH11Protocol
 from gateway.hub import Hub
 from gateway.listener import Listener, raise_fd_limit
+from gateway.loops.build import loop_summary
 from gateway.redaction import install_redaction
 from gateway.settings import Settings
 
@@ -118,6 +119,7 @@ class GatewayServer(uvicorn.Server):
                 f"[{host}]" if ":" in host else host,
                 port,
             )
+        logging.getLogger("uvicorn.error").info("runs go to %s", loop_summary(settings))
         self.started = True
 
     async def shutdown(self, sockets: list[socket.socket] | None = None) -> None:

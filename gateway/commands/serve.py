@@ -10,6 +10,22 @@ import sys
 from gateway.commands.flags import LOOP_SETTINGS, add_log_level, add_loop_flags
 from gateway.settings import load_settings
 
+ENDPOINTS = """endpoints (docs/api.md):
+  GET  /healthz                       liveness
+  GET  /v1/contract                   the event kinds and payloads this gateway speaks
+  POST /v1/runs                       start a run (the loop, an ingest run, or a replay)
+  GET  /v1/runs                       list runs
+  GET  /v1/runs/{id}                  one run
+  GET  /v1/runs/{id}/events           its events as SSE, resumable with Last-Event-ID
+  POST /v1/runs/{id}/cancel           cancel it
+  POST /v1/runs/{id}/steer            steer it
+  POST /v1/runs/{id}/respond          answer its permission request
+  POST /v1/runs/{id}/events           push an external loop's events (NDJSON)
+  WS   /v1/runs/{id}/ingest           the same over a WebSocket
+  POST /agui, WS /agui/ws             AG-UI
+  WS   /acp                           ACP (Agent Client Protocol)
+  POST /rpc, WS /rpc/ws               JSON-RPC 2.0"""
+
 
 def register(sub: argparse._SubParsersAction) -> None:  # type: ignore[type-arg]
     p = sub.add_parser(
@@ -17,6 +33,8 @@ def register(sub: argparse._SubParsersAction) -> None:  # type: ignore[type-arg]
         help="run the gateway server",
         description="Run the gateway server. Every flag also reads LOOPGATE_<NAME> "
         "(e.g. LOOPGATE_PORT); flags win.",
+        epilog=ENDPOINTS,
+        formatter_class=argparse.RawDescriptionHelpFormatter,
     )
     p.add_argument("--host", help="address to listen on (default 127.0.0.1)")
     p.add_argument("--port", type=int, help="port (default 8000)")

@@ -34,6 +34,20 @@ def guards_from(settings: Settings) -> LoopGuards:
     )
 
 
+def loop_summary(settings: Settings) -> str:
+    """Which loop the gateway runs, in words: the line ``loopgate serve`` logs on start."""
+    s = settings
+    if s.loop:
+        return f"the Python loop {s.loop}"
+    if s.loop_url:
+        return f"the HTTP loop at {s.loop_url}"
+    if s.loop_cmd:
+        return f"the stdio loop `{s.loop_cmd}`"
+    if s.provider == "openai":
+        return f"the reference loop on {s.openai_model} at {s.openai_base_url}"
+    return "the reference loop on the embedded scripted model (no key, no network)"
+
+
 def build_loop(
     settings: Settings,
     provider: ModelProvider | None = None,
