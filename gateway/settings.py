@@ -178,6 +178,9 @@ def load_settings(env: Mapping[str, str], overrides: Mapping[str, Any] | None = 
         raw = env.get(ENV_PREFIX + name.upper())
         if raw is not None:
             values[name] = _parse_env(name, raw)
+    # The variable every OpenAI-compatible client reads; LOOPGATE_OPENAI_API_KEY wins over it.
+    if "openai_api_key" not in values and env.get("OPENAI_API_KEY"):
+        values["openai_api_key"] = env["OPENAI_API_KEY"]
     given = {k: v for k, v in (overrides or {}).items() if v is not None}
     if "token" in given or "token_file" in given:
         # A token given as a flag, in either form, replaces the environment's, in either form.

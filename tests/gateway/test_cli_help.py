@@ -65,3 +65,12 @@ def test_each_kind_of_loop_is_named() -> None:
     assert loop_summary(Settings(loop_cmd="python loop.py")) == "the stdio loop `python loop.py`"
     openai = Settings(provider="openai", openai_model="m", openai_base_url="http://h/v1")
     assert loop_summary(openai) == "the reference loop on m at http://h/v1"
+
+
+def test_openai_api_key_is_read_from_either_variable() -> None:
+    from gateway.settings import load_settings
+
+    assert load_settings({"OPENAI_API_KEY": "sk-a"}).openai_api_key == "sk-a"
+    both = {"OPENAI_API_KEY": "sk-a", "LOOPGATE_OPENAI_API_KEY": "sk-b"}
+    assert load_settings(both).openai_api_key == "sk-b"
+    assert load_settings({}).openai_api_key is None
