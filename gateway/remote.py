@@ -106,10 +106,11 @@ class _Stream:
                 except (httpx.TransportError, httpx.StreamError) as exc:
                     failures += 1
                     if failures > self.service.max_reconnects:
+                        # In words chosen by the exception's type, never its text.
+                        why = unreachable(self.service.base_url, exc)
                         raise GatewayUnreachable(
-                            f"lost the event stream of run {self.run_id!r}: "
-                            f"{unreachable(self.service.base_url, exc)}; gave up after "
-                            f"{failures - 1} retries"
+                            f"lost the event stream of run {self.run_id!r}: {why}; gave up "
+                            f"after {failures - 1} retries"
                         ) from None
                     await anyio.sleep(min(0.1 * 2**failures, 5.0))
         except Exception as exc:
