@@ -31,6 +31,14 @@ def server_process(
         yield proc
 
 
+def serve_argv(port: int, *extra: str) -> list[str]:
+    """``loopgate serve`` on ``port`` as a benchmark runs it: quiet log, ``extra`` flags."""
+    return [
+        sys.executable, "-m", "gateway.cli", "serve",
+        "--port", str(port), "--log-level", "warning", *extra,
+    ]  # fmt: skip
+
+
 @contextmanager
 def server_processes(
     servers: Sequence[tuple[Sequence[str], int, str]], env: Mapping[str, str] | None = None

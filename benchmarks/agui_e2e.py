@@ -64,6 +64,7 @@ from benchmarks._common import (  # noqa: E402
     median_range,
     percentile,
     say,
+    serve_argv,
     server_processes,
     table,
     tree_cpu_s,
@@ -606,18 +607,7 @@ def measure_pacing(
 ) -> None:
     ports = {side: free_port() for side in SIDES}
     argv = {
-        "loopgate": [
-            sys.executable,
-            "-m",
-            "gateway.cli",
-            "serve",
-            "--port",
-            str(ports["loopgate"]),
-            "--log-level",
-            "warning",
-            "--scripted-delay",
-            str(pacing),
-        ],
+        "loopgate": serve_argv(ports["loopgate"], "--scripted-delay", str(pacing)),
         "pydantic-ai": [
             sys.executable,
             "-m",

@@ -56,6 +56,7 @@ from benchmarks._common import (  # noqa: E402
     percentile,
     rss_kib,
     say,
+    serve_argv,
     server_processes,
     table,
 )
@@ -494,15 +495,8 @@ def finished_run(base: str, events: int) -> tuple[str, list[dict[str, Any]]]:
 
 
 def gateway_argv(port: int) -> list[str]:
-    return [
-        sys.executable,
-        "-m",
-        "gateway.cli",
-        "serve",
-        "--port",
-        str(port),
-        "--log-level",
-        "warning",
+    return serve_argv(
+        port,
         "--max-subscribers-per-run",
         "2000",
         # 1,000 idle subscribers and the requests beside them: past the default cap of 1,000.
@@ -510,7 +504,7 @@ def gateway_argv(port: int) -> list[str]:
         "4000",
         "--max-body-bytes",
         str(64 << 20),
-    ]
+    )
 
 
 @dataclass

@@ -84,7 +84,7 @@ from opentelemetry.trace import (  # noqa: E402
     Tracer,
 )
 
-from benchmarks._common import free_port, proc_cpu_s, server_process, table  # noqa: E402
+from benchmarks._common import free_port, proc_cpu_s, serve_argv, server_process, table  # noqa: E402
 from conformance.otel import STREAMS, load_stream  # noqa: E402
 from contracts.envelope import Envelope  # noqa: E402
 from contracts.ports import StartRun  # noqa: E402
@@ -365,22 +365,15 @@ def otlp_receiver() -> Iterator[str]:
         proc.wait()
 
 
-def serve_argv(port: int, *extra: str) -> list[str]:
-    return [
-        sys.executable,
-        "-m",
-        "gateway.cli",
-        "serve",
-        "--port",
-        str(port),
-        "--log-level",
-        "warning",
+def gateway_argv(port: int, *extra: str) -> list[str]:
+    return serve_argv(
+        port,
         "--loop",
         "benchmarks.telemetry_overhead:paced_loop",
         "--max-active-runs",
         str(4 * RATE_RUNS),
         *extra,
-    ]
+    )
 
 
 async def keep_running(base: str, received: list[int], deltas: int) -> None:
@@ -465,9 +458,9 @@ def rate_measure(
     with otlp_receiver() as collector:
         off_port, on_port = free_port(), free_port()
         with (
-            server_process(serve_argv(off_port), off_port, "/healthz") as off,
+            server_process(gateway_argv(off_port), off_port, "/healthz") as off,
             server_process(
-                serve_argv(on_port, "--otel-endpoint", collector), on_port, "/healthz"
+                gateway_argv(on_port, "--otel-endpoint", collector), on_port, "/healthz"
             ) as on,
         ):
             bases = {"off": f"http://127.0.0.1:{off_port}", "on": f"http://127.0.0.1:{on_port}"}
