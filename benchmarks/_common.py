@@ -34,7 +34,7 @@ def server_process(
 def serve_argv(port: int, *extra: str) -> list[str]:
     """``loopgate serve`` on ``port`` as a benchmark runs it: quiet log, ``extra`` flags."""
     return [
-        sys.executable, "-m", "gateway.cli", "serve",
+        sys.executable, "-m", "loopgate", "serve",
         "--port", str(port), "--log-level", "warning", *extra,
     ]  # fmt: skip
 

@@ -43,10 +43,10 @@ import acp  # noqa: E402
 import anyio  # noqa: E402
 import anyio.lowlevel  # noqa: E402
 
-from adapters.acp.projector import AcpProjector, SessionUpdate  # noqa: E402
 from conformance.runner import load_stream, stream_paths  # noqa: E402
-from contracts.contract import is_terminal_completion  # noqa: E402
-from contracts.projector import ProjectorContext  # noqa: E402
+from loopgate.adapters.acp.projector import AcpProjector, SessionUpdate  # noqa: E402
+from loopgate.contracts.contract import is_terminal_completion  # noqa: E402
+from loopgate.contracts.projector import ProjectorContext  # noqa: E402
 
 SESSION = "sess_bench"
 SCRIPT = str(Path(__file__).resolve())
@@ -64,7 +64,7 @@ def flood_events(count: int) -> list[tuple[str, dict[str, Any]]]:
 
 
 def projected(events: list[tuple[str, dict[str, Any]]]) -> list[dict[str, Any]]:
-    from contracts.envelope import Envelope
+    from loopgate.contracts.envelope import Envelope
 
     p = AcpProjector(ProjectorContext(run_id="bench", thread_id=SESSION))
     out: list[dict[str, Any]] = []
@@ -86,13 +86,13 @@ def parse_prompt(text: str) -> tuple[str, int, float]:
 
 
 def agent_loopgate(events: int) -> None:
-    from contracts.projector import StdioOptions
-    from gateway.app import endpoint_limits
-    from gateway.commands.stdio import reserve_stdout, stdio_streams
-    from gateway.hub import Hub
-    from gateway.journal import open_journal
-    from gateway.registry import stdio_adapter
-    from gateway.settings import Settings
+    from loopgate.contracts.projector import StdioOptions
+    from loopgate.gateway.app import endpoint_limits
+    from loopgate.gateway.commands.stdio import reserve_stdout, stdio_streams
+    from loopgate.gateway.hub import Hub
+    from loopgate.gateway.journal import open_journal
+    from loopgate.gateway.registry import stdio_adapter
+    from loopgate.gateway.settings import Settings
 
     class Producer:
         def __init__(self, hub: Any, run: Any, text: str) -> None:

@@ -88,11 +88,11 @@ def scripted_rounds(prompt: str = PROMPT) -> list[list[dict[str, Any]]]:
     """
     import anyio
 
-    from contracts.messages import Message
-    from gateway.loop.core import CoreLoop
-    from gateway.loop.scripted import ScriptedProvider
-    from gateway.loop.tools import DemoTools
-    from gateway.loop.types import ModelChunk, ReasoningChunk, TextChunk, ToolCallChunk
+    from loopgate.contracts.messages import Message
+    from loopgate.gateway.loop.core import CoreLoop
+    from loopgate.gateway.loop.scripted import ScriptedProvider
+    from loopgate.gateway.loop.tools import DemoTools
+    from loopgate.gateway.loop.types import ModelChunk, ReasoningChunk, TextChunk, ToolCallChunk
 
     rounds: list[list[ModelChunk]] = []
 
@@ -157,7 +157,9 @@ def anchor_app(script: list[list[dict[str, Any]]], delay_s: float) -> Any:
     from starlette.responses import PlainTextResponse, Response
     from starlette.routing import Route
 
-    from gateway.loop.tools import calculate as evaluate  # the same arithmetic as loopgate's
+    from loopgate.gateway.loop.tools import (
+        calculate as evaluate,  # the same arithmetic as loopgate's
+    )
 
     # Thinking and tool calls are parts keyed by a vendor id; keep thinking's apart from the
     # tool calls' indexes (0, 1, …) so one never continues the other.

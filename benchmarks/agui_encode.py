@@ -35,11 +35,11 @@ import msgspec  # noqa: E402
 from ag_ui.core import events as agui_events  # noqa: E402
 from ag_ui.encoder import EventEncoder  # noqa: E402
 
-from adapters.agui import AguiAdapter  # noqa: E402
 from benchmarks._common import fmt_range, median_range, table  # noqa: E402
 from conformance.runner import TARGETS, load_stream, stream_paths  # noqa: E402
-from contracts.envelope import Envelope  # noqa: E402
-from contracts.projector import ProjectorContext  # noqa: E402
+from loopgate.adapters.agui import AguiAdapter  # noqa: E402
+from loopgate.contracts.envelope import Envelope  # noqa: E402
+from loopgate.contracts.projector import ProjectorContext  # noqa: E402
 
 PROTOCOL_VERSION = TARGETS["agui"].protocol_version
 MAX_STREAMS = 6

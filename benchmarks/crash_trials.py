@@ -38,7 +38,7 @@ from httpx_sse import connect_sse
 
 REPO = Path(__file__).resolve().parent.parent
 PUSH_TIMEOUT_S = 10.0
-SERVE = (sys.executable, "-m", "gateway.cli", "serve")
+SERVE = (sys.executable, "-m", "loopgate", "serve")
 RESTARTED = {"status": "failed", "reason": "server_restarted"}
 # Bounds of one pusher per trial: the kill comes long before, this only caps a slow machine.
 MAX_EVENTS_PER_PUSHER = 20_000

@@ -73,9 +73,9 @@ ROUND_TIMEOUT_S = 180.0
 
 async def hub_fanout(subscribers: int, events: int) -> tuple[float, float]:
     """(events/s published, events/s read summed over subscribers)."""
-    from contracts.ports import StartRun
-    from gateway.app import build_hub
-    from gateway.settings import Settings
+    from loopgate.contracts.ports import StartRun
+    from loopgate.gateway.app import build_hub
+    from loopgate.gateway.settings import Settings
 
     settings = Settings(
         max_events_per_run=events + 10,

@@ -60,7 +60,7 @@ def serve(
         if nofile is not None:
             resource.setrlimit(resource.RLIMIT_NOFILE, (nofile, nofile))
 
-    argv = [sys.executable, "-m", "gateway.cli", "serve", "--port", str(port)]
+    argv = [sys.executable, "-m", "loopgate", "serve", "--port", str(port)]
     with log_path.open("wb") as log:
         proc = subprocess.Popen(
             [*argv, *args],
@@ -359,7 +359,7 @@ def stdio_flood(command: str, stall_s: float = 2.0) -> StdioFlood:
         ("initialize", {"protocolVersion": 1}) if command == "acp" else ("run.list", {})
     )
     child = subprocess.Popen(
-        [sys.executable, "-m", "gateway.cli", command],
+        [sys.executable, "-m", "loopgate", command],
         cwd=REPO,
         stdin=subprocess.PIPE,
         stdout=subprocess.PIPE,

@@ -32,11 +32,11 @@ import httpx
 
 from benchmarks._common import proc_cpu_s, table
 from benchmarks.memory_loads import Server, serve
-from contracts.envelope import LoopEvent
-from contracts.ports import StartRun
-from gateway.app import build_hub
-from gateway.hub import Hub
-from gateway.settings import Settings
+from loopgate.contracts.envelope import LoopEvent
+from loopgate.contracts.ports import StartRun
+from loopgate.gateway.app import build_hub
+from loopgate.gateway.hub import Hub
+from loopgate.gateway.settings import Settings
 
 JOURNALS = ("memory", "sqlite")
 BATCHES = (1, 10, 100)

@@ -44,12 +44,12 @@ def build_app(events: int) -> Any:
     from starlette.routing import Route, WebSocketRoute
     from starlette.websockets import WebSocket
 
-    from adapters.jsonrpc import ADAPTER
-    from adapters.jsonrpc.methods import run_view
-    from contracts.envelope import LoopEvent
-    from contracts.ports import StartRun
-    from gateway.app import build_hub, endpoint_limits
-    from gateway.settings import Settings
+    from loopgate.adapters.jsonrpc import ADAPTER
+    from loopgate.adapters.jsonrpc.methods import run_view
+    from loopgate.contracts.envelope import LoopEvent
+    from loopgate.contracts.ports import StartRun
+    from loopgate.gateway.app import build_hub, endpoint_limits
+    from loopgate.gateway.settings import Settings
 
     settings = Settings(
         max_events_per_run=events + 10, subscriber_max_lag=events + 10, max_batch=512

@@ -33,12 +33,12 @@ import anyio  # noqa: E402
 import msgspec  # noqa: E402
 
 from benchmarks._common import fmt_range, median_range, table  # noqa: E402
-from contracts.envelope import Envelope, encode_envelope  # noqa: E402
-from contracts.messages import Message  # noqa: E402
-from gateway.loop.core import CoreLoop  # noqa: E402
-from gateway.loop.scripted import ScriptedProvider  # noqa: E402
-from gateway.loop.tools import DemoTools  # noqa: E402
-from gateway.loop.types import ModelRequest  # noqa: E402
+from loopgate.contracts.envelope import Envelope, encode_envelope  # noqa: E402
+from loopgate.contracts.messages import Message  # noqa: E402
+from loopgate.gateway.loop.core import CoreLoop  # noqa: E402
+from loopgate.gateway.loop.scripted import ScriptedProvider  # noqa: E402
+from loopgate.gateway.loop.tools import DemoTools  # noqa: E402
+from loopgate.gateway.loop.types import ModelRequest  # noqa: E402
 
 PROMPTS = {
     "default (2 rounds, 2 tools)": "What time is it, and what is 12 times 34?",

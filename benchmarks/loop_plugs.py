@@ -3,7 +3,7 @@
     .venv/bin/python -m benchmarks.loop_plugs [--events N] [--repeat K] [--rate R] [--quick]
 
 Four hubs, each built from its plug's settings as ``loopgate serve`` builds it
-(``gateway.app.build_hub``), run side by side in one event loop; every run is started with
+(``loopgate.gateway.app.build_hub``), run side by side in one event loop; every run is started with
 ``hub.start(StartRun(input=…))`` and read by one ``hub.subscribe(run_id)`` subscriber
 (``next_batch()``), the path every front end takes:
 
@@ -65,11 +65,11 @@ from benchmarks._common import (  # noqa: E402
     server_process,
     table,
 )
-from contracts.ports import StartRun  # noqa: E402
-from gateway.app import build_hub  # noqa: E402
-from gateway.hub import Hub  # noqa: E402
-from gateway.loop.types import FinishChunk, ModelChunk, ModelRequest, TextChunk  # noqa: E402
-from gateway.settings import Settings  # noqa: E402
+from loopgate.contracts.ports import StartRun  # noqa: E402
+from loopgate.gateway.app import build_hub  # noqa: E402
+from loopgate.gateway.hub import Hub  # noqa: E402
+from loopgate.gateway.loop.types import FinishChunk, ModelChunk, ModelRequest, TextChunk  # noqa: E402
+from loopgate.gateway.settings import Settings  # noqa: E402
 
 PLUGS = ("reference", "python", "http", "stdio")
 OUT_OF_PROCESS = ("http", "stdio")

@@ -48,7 +48,7 @@ def serve(*args: str, env: dict[str, str] | None = None) -> Iterator[Server]:
     """``loopgate serve`` with these flags and ``LOOPGATE_*`` variables; SIGINT at the end."""
     port = free_port()
     proc = subprocess.Popen(
-        [sys.executable, "-m", "gateway.cli", "serve", "--port", str(port), *args],
+        [sys.executable, "-m", "loopgate", "serve", "--port", str(port), *args],
         cwd=REPO,
         env={**os.environ, "PYTHONPATH": str(REPO), **(env or {})},
         stdout=subprocess.DEVNULL,

@@ -3,7 +3,7 @@
     .venv/bin/python -m benchmarks.retention [--runs 1000] [--source scripted|recordings]
                                              [--gc-rounds 9] [--quick]
 
-A hub built as ``loopgate serve`` builds it (``gateway.app.build_hub``, the memory journal,
+A hub built as ``loopgate serve`` builds it (``loopgate.gateway.app.build_hub``, the memory journal,
 default settings but ``scripted_delay_s=0`` and ``max_runs`` = the number of runs), in this
 process, holds ``--runs`` finished runs:
 
@@ -46,11 +46,11 @@ if str(ROOT) not in sys.path:
 import anyio  # noqa: E402
 
 from benchmarks._common import fmt_range, median_range, rss_kib, say, table  # noqa: E402
-from contracts.envelope import encode_envelope  # noqa: E402
-from contracts.ports import StartRun  # noqa: E402
-from gateway.app import build_hub  # noqa: E402
-from gateway.hub import Hub  # noqa: E402
-from gateway.settings import Settings  # noqa: E402
+from loopgate.contracts.envelope import encode_envelope  # noqa: E402
+from loopgate.contracts.ports import StartRun  # noqa: E402
+from loopgate.gateway.app import build_hub  # noqa: E402
+from loopgate.gateway.hub import Hub  # noqa: E402
+from loopgate.gateway.settings import Settings  # noqa: E402
 
 SOURCES = ("scripted", "recordings")
 CONCURRENT = 32  # runs under way at once while filling (below max_active_runs)

@@ -86,12 +86,12 @@ from opentelemetry.trace import (  # noqa: E402
 
 from benchmarks._common import free_port, proc_cpu_s, serve_argv, server_process, table  # noqa: E402
 from conformance.otel import STREAMS, load_stream  # noqa: E402
-from contracts.envelope import Envelope  # noqa: E402
-from contracts.ports import StartRun  # noqa: E402
-from gateway.app import build_hub  # noqa: E402
-from gateway.hub import Hub  # noqa: E402
-from gateway.settings import Settings  # noqa: E402
-from gateway.telemetry import Telemetry  # noqa: E402
+from loopgate.contracts.envelope import Envelope  # noqa: E402
+from loopgate.contracts.ports import StartRun  # noqa: E402
+from loopgate.gateway.app import build_hub  # noqa: E402
+from loopgate.gateway.hub import Hub  # noqa: E402
+from loopgate.gateway.settings import Settings  # noqa: E402
+from loopgate.gateway.telemetry import Telemetry  # noqa: E402
 
 MODES = ("off", "hooks", "on", "+content", "+otlp")
 CHILD = [sys.executable, "-m", "benchmarks.telemetry_overhead"]

@@ -24,8 +24,8 @@ import msgspec
 from opentelemetry.sdk.trace import ReadableSpan
 from opentelemetry.trace import SpanKind, StatusCode
 
-from contracts.envelope import Envelope, decode_recording
-from gateway.telemetry.projector import (
+from loopgate.contracts.envelope import Envelope, decode_recording
+from loopgate.gateway.telemetry.projector import (
     Record,
     SpanEnd,
     SpanEvent,

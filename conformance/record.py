@@ -22,14 +22,14 @@ from typing import Any
 
 import anyio
 
-from contracts.envelope import Envelope, encode_envelope
-from contracts.messages import Message, ToolSpec
-from gateway.commands.run import NdjsonPrinter
-from gateway.loop.control import TurnControl
-from gateway.loop.core import CoreLoop
-from gateway.loop.hooks import Continue, Fail, Narrate, NoHooks, Proceed, Retry
-from gateway.loop.scripted import ScriptedProvider
-from gateway.loop.tools import DemoTools
+from loopgate.contracts.envelope import Envelope, encode_envelope
+from loopgate.contracts.messages import Message, ToolSpec
+from loopgate.gateway.commands.run import NdjsonPrinter
+from loopgate.gateway.loop.control import TurnControl
+from loopgate.gateway.loop.core import CoreLoop
+from loopgate.gateway.loop.hooks import Continue, Fail, Narrate, NoHooks, Proceed, Retry
+from loopgate.gateway.loop.scripted import ScriptedProvider
+from loopgate.gateway.loop.tools import DemoTools
 
 STREAMS = Path(__file__).resolve().parent / "streams"
 DELAY = "0.004"
@@ -64,7 +64,7 @@ CLI_STREAMS: dict[str, list[str]] = {
 
 
 def record_cli(name: str, args: list[str], workspace: Path) -> None:
-    argv = [sys.executable, "-m", "gateway.cli", "run", "--json", "--run-id", name]
+    argv = [sys.executable, "-m", "loopgate", "run", "--json", "--run-id", name]
     if "--delay" not in args:
         argv += ["--delay", DELAY]
     proc = subprocess.run(

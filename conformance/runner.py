@@ -19,8 +19,8 @@ from typing import Any
 
 import msgspec
 
-from contracts.envelope import Envelope, decode_recording
-from contracts.projector import Adapter, as_served, project_run
+from loopgate.contracts.envelope import Envelope, decode_recording
+from loopgate.contracts.projector import Adapter, as_served, project_run
 
 ROOT = Path(__file__).resolve().parent
 STREAMS = ROOT / "streams"
@@ -36,9 +36,9 @@ class Target(msgspec.Struct, frozen=True, kw_only=True):
 
 # One line per golden set; conformance/expected/README.md says why each is configured so.
 TARGETS: dict[str, Target] = {
-    "agui": Target(adapter="adapters.agui:AguiAdapter", protocol_version="1.0"),
-    "acp": Target(adapter="adapters.acp:AcpAdapter", protocol_version=1),
-    "jsonrpc": Target(adapter="adapters.jsonrpc:JsonRpcAdapter"),
+    "agui": Target(adapter="loopgate.adapters.agui:AguiAdapter", protocol_version="1.0"),
+    "acp": Target(adapter="loopgate.adapters.acp:AcpAdapter", protocol_version=1),
+    "jsonrpc": Target(adapter="loopgate.adapters.jsonrpc:JsonRpcAdapter"),
 }
 
 _line_encoder = msgspec.json.Encoder()

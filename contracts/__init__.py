@@ -1,7 +1,7 @@
 """loopgate's vocabulary: the runtime contract, LoopEvent payloads, the envelope and the ports."""
 
-from contracts.contract import RuntimeContract, is_terminal_completion, load_contract
-from contracts.envelope import (
+from loopgate.contracts.contract import RuntimeContract, is_terminal_completion, load_contract
+from loopgate.contracts.envelope import (
     Envelope,
     EnvelopeError,
     LoopEvent,
@@ -10,7 +10,7 @@ from contracts.envelope import (
     encode_envelope,
     validate_event,
 )
-from contracts.events import PAYLOAD_TYPES, PayloadError, payload_view
+from loopgate.contracts.events import PAYLOAD_TYPES, PayloadError, payload_view
 
 __all__ = [
     "PAYLOAD_TYPES",

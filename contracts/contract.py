@@ -24,7 +24,7 @@ class RuntimeContract(msgspec.Struct, frozen=True, rename="camel"):
 
 @cache
 def contract_bytes() -> bytes:
-    return files("contracts").joinpath("runtime-contract.json").read_bytes()
+    return files("loopgate.contracts").joinpath("runtime-contract.json").read_bytes()
 
 
 @cache

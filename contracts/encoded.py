@@ -16,8 +16,8 @@ from typing import Protocol, runtime_checkable
 
 import msgspec
 
-from contracts.envelope import Envelope
-from contracts.ports import Subscription
+from loopgate.contracts.envelope import Envelope
+from loopgate.contracts.ports import Subscription
 
 _decode_list = msgspec.json.Decoder(list[Envelope]).decode
 

@@ -7,8 +7,8 @@ from typing import Any
 
 import msgspec
 
-from contracts import json_input
-from contracts.client_errors import ClientError, describe_input_error
+from loopgate.contracts import json_input
+from loopgate.contracts.client_errors import ClientError, describe_input_error
 
 
 class LoopEvent(msgspec.Struct, frozen=True):

@@ -3,7 +3,7 @@
 Payloads travel as plain dicts so unknown keys survive every hop unchanged; these Structs are a
 *view* of the known keys: what the reference runtime sends, in camelCase as it sends it. Only
 the envelope's own shape is enforced on input (``kind`` a string, ``data`` an object): a known
-field with a foreign type is an *oddity* (:mod:`contracts.oddities`), carried through unchanged
+field with a foreign type is an *oddity* (:mod:`.oddities`), carried through unchanged
 and logged, never a refusal. Projectors read fields defensively and treat a foreign type as
 absent.
 """
@@ -16,7 +16,7 @@ from typing import Any, Literal, NamedTuple, TypeVar, get_args, get_origin
 
 import msgspec
 
-from contracts.client_errors import ClientError, describe_input_error
+from loopgate.contracts.client_errors import ClientError, describe_input_error
 
 CompletionStatus = Literal[
     "executing", "completed", "failed", "budget_exhausted", "cancelled", "waiting_user"
@@ -200,7 +200,7 @@ def payload_view(kind: str, data: dict[str, Any]) -> Payload | None:
     """The known keys of ``data`` as their typed view; ``None`` for an unknown kind.
 
     :class:`PayloadError` when a known field has a foreign type: for code that wants the strict
-    view (the gateway's input paths do not: see :func:`contracts.oddities.oddities`)."""
+    view (the gateway's input paths do not: see :func:`loopgate.contracts.oddities.oddities`)."""
     typ = PAYLOAD_TYPES.get(kind)
     if typ is None:
         return None

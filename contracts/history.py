@@ -10,8 +10,8 @@ from __future__ import annotations
 from collections.abc import Iterable
 from typing import Any
 
-from contracts.envelope import Envelope
-from contracts.messages import Message, ToolCall
+from loopgate.contracts.envelope import Envelope
+from loopgate.contracts.messages import Message, ToolCall
 
 # Said for a tool call that never got its result (cancelled, truncated, a client tool): chat
 # models reject an assistant tool call without a matching tool message.

@@ -6,7 +6,7 @@ from urllib.parse import urlsplit
 
 import msgspec
 
-from contracts.json_input import DEFAULT_MAX_DEPTH
+from loopgate.contracts.json_input import DEFAULT_MAX_DEPTH
 
 _LOOPBACK_HOSTS = frozenset({"localhost", "127.0.0.1", "::1"})
 

@@ -14,7 +14,7 @@ from typing import Any, Literal, Protocol
 
 import msgspec
 
-from contracts.messages import Message, ToolSpec
+from loopgate.contracts.messages import Message, ToolSpec
 
 Approval = Literal["auto", "always", "never"]
 

@@ -11,8 +11,8 @@ from typing import Any, Literal, Protocol
 
 import msgspec
 
-from contracts.envelope import Envelope, LoopEvent
-from contracts.messages import Message, ToolSpec
+from loopgate.contracts.envelope import Envelope, LoopEvent
+from loopgate.contracts.messages import Message, ToolSpec
 
 # A tracestate (W3C trace-context: at most 32 list members) longer than this is dropped, not
 # cut, by the hub and by telemetry alike.

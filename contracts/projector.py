@@ -12,10 +12,10 @@ from typing import Any, Protocol, TypeGuard, TypeVar
 
 import msgspec
 
-from contracts.contract import is_terminal_completion
-from contracts.envelope import Envelope
-from contracts.limits import EndpointLimits
-from contracts.ports import RunService
+from loopgate.contracts.contract import is_terminal_completion
+from loopgate.contracts.envelope import Envelope
+from loopgate.contracts.limits import EndpointLimits
+from loopgate.contracts.ports import RunService
 
 # Invariant: a projector's lists are the caller's to extend.
 W = TypeVar("W")

@@ -45,7 +45,7 @@ from pydantic_ai.models.function import (
     FunctionModel,
 )
 
-from gateway.integrations.pydantic_ai import pydantic_ai_loop
+from loopgate.gateway.integrations.pydantic_ai import pydantic_ai_loop
 
 INSTRUCTIONS = "Answer questions about the current time and arithmetic; use the tools for both."
 WORD_DELAY_S = 0.02  # the scripted model's pace, so that its answer visibly streams

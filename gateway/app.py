@@ -15,19 +15,19 @@ from starlette.requests import Request
 from starlette.responses import JSONResponse, Response
 from starlette.routing import Route
 
-from adapters.shared.problem import problem_response
-from contracts.limits import EndpointLimits
-from gateway.auth import HostGuard, OriginGuard, TokenAuth
-from gateway.hub import Hub, Source
-from gateway.journal import open_journal
-from gateway.loop.types import ModelProvider
-from gateway.loops.build import build_loop, guards_from
-from gateway.loops.source import LoopSource
-from gateway.registry import load_adapters
-from gateway.settings import Settings
-from gateway.sources.ingest import IngestSource
-from gateway.sources.replay import ReplaySource
-from gateway.telemetry import Telemetry, build_telemetry
+from loopgate.adapters.shared.problem import problem_response
+from loopgate.contracts.limits import EndpointLimits
+from loopgate.gateway.auth import HostGuard, OriginGuard, TokenAuth
+from loopgate.gateway.hub import Hub, Source
+from loopgate.gateway.journal import open_journal
+from loopgate.gateway.loop.types import ModelProvider
+from loopgate.gateway.loops.build import build_loop, guards_from
+from loopgate.gateway.loops.source import LoopSource
+from loopgate.gateway.registry import load_adapters
+from loopgate.gateway.settings import Settings
+from loopgate.gateway.sources.ingest import IngestSource
+from loopgate.gateway.sources.replay import ReplaySource
+from loopgate.gateway.telemetry import Telemetry, build_telemetry
 
 
 def build_hub(

@@ -11,8 +11,8 @@ from urllib.parse import parse_qs
 
 from starlette.types import ASGIApp, Receive, Scope, Send
 
-from adapters.shared.problem import problem_body, problem_response
-from contracts.limits import EndpointLimits
+from loopgate.adapters.shared.problem import problem_body, problem_response
+from loopgate.contracts.limits import EndpointLimits
 
 OPEN_PATHS = frozenset({"/healthz"})
 LOOPBACK_NAMES = frozenset({"localhost"})

@@ -1,4 +1,4 @@
-"""The ``loopgate`` command line: one sub-command per module in ``gateway.commands``."""
+"""The ``loopgate`` command line: one sub-command per module in ``loopgate.gateway.commands``."""
 
 from __future__ import annotations
 
@@ -6,7 +6,8 @@ import argparse
 import importlib
 import sys
 from collections.abc import Sequence
-from importlib.metadata import PackageNotFoundError, version
+
+from loopgate import __version__
 
 # Each module exposes ``register(subparsers)`` which adds its parser and sets ``func``.
 COMMANDS = ("run", "serve", "replay", "acp", "rpc")
@@ -16,18 +17,11 @@ def build_parser() -> argparse.ArgumentParser:
     parser = argparse.ArgumentParser(
         prog="loopgate", description="A protocol gateway for agent loops."
     )
-    parser.add_argument("--version", action="version", version=f"loopgate {_version()}")
+    parser.add_argument("--version", action="version", version=f"loopgate {__version__}")
     sub = parser.add_subparsers(dest="command", required=True, metavar="COMMAND")
     for name in COMMANDS:
-        importlib.import_module(f"gateway.commands.{name}").register(sub)
+        importlib.import_module(f"loopgate.gateway.commands.{name}").register(sub)
     return parser
-
-
-def _version() -> str:
-    try:
-        return version("loopgate")
-    except PackageNotFoundError:  # run from a checkout that was never installed
-        return "unknown"
 
 
 def main(argv: Sequence[str] | None = None) -> int:

@@ -32,7 +32,7 @@ from typing import Any, cast
 
 import anyio
 
-from adapters.shared.problem import problem_body
+from loopgate.adapters.shared.problem import problem_body
 
 log = logging.getLogger("loopgate.server")
 

@@ -20,10 +20,10 @@ import anyio
 import httpx
 import msgspec
 
-from contracts.client_errors import ClientError, describe_input_error
-from contracts.contract import is_terminal_completion
-from contracts.envelope import Envelope, EnvelopeError, LoopEvent, decode_envelope
-from contracts.ports import (
+from loopgate.contracts.client_errors import ClientError, describe_input_error
+from loopgate.contracts.contract import is_terminal_completion
+from loopgate.contracts.envelope import Envelope, EnvelopeError, LoopEvent, decode_envelope
+from loopgate.contracts.ports import (
     CommandResult,
     LimitReached,
     RunExists,

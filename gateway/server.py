@@ -26,13 +26,13 @@ from types import FrameType
 import uvicorn
 from uvicorn.config import STARTUP_FAILURE
 
-from gateway.app import create_app
-from gateway.http_protocol import GuardedH11Protocol
-from gateway.hub import Hub
-from gateway.listener import Listener, raise_fd_limit
-from gateway.loops.build import loop_summary
-from gateway.redaction import install_redaction
-from gateway.settings import Settings
+from loopgate.gateway.app import create_app
+from loopgate.gateway.http_protocol import GuardedH11Protocol
+from loopgate.gateway.hub import Hub
+from loopgate.gateway.listener import Listener, raise_fd_limit
+from loopgate.gateway.loops.build import loop_summary
+from loopgate.gateway.redaction import install_redaction
+from loopgate.gateway.settings import Settings
 
 log = logging.getLogger("loopgate.server")
 

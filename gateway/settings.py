@@ -13,7 +13,8 @@ from typing import Any, Literal
 import msgspec
 
 ENV_PREFIX = "LOOPGATE_"
-REPO_ROOT = Path(__file__).resolve().parent.parent
+# The recorded streams {"replay": NAME} serves: package data (conformance/streams in a checkout).
+RECORDINGS = Path(__file__).parent.parent / "recordings"
 
 
 class Settings(msgspec.Struct, kw_only=True, forbid_unknown_fields=True):
@@ -65,7 +66,7 @@ class Settings(msgspec.Struct, kw_only=True, forbid_unknown_fields=True):
     acp_remote_stdio_mcp: bool = False
 
     journal: str = "memory"  # or "sqlite:PATH"
-    replay_dir: str = str(REPO_ROOT / "conformance" / "streams")
+    replay_dir: str = str(RECORDINGS)
 
     max_body_bytes: int = 1 << 20
     max_line_bytes: int = 2 << 20  # one ingested event (a big tool result fits)

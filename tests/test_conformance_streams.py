@@ -6,7 +6,7 @@ from pathlib import Path
 
 import pytest
 
-from contracts import decode_envelope, is_terminal_completion
+from loopgate.contracts import decode_envelope, is_terminal_completion
 
 STREAMS = Path(__file__).resolve().parent.parent / "conformance" / "streams"
 PATHS = sorted(STREAMS.glob("*.jsonl"))

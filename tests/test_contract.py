@@ -6,12 +6,12 @@ import inspect
 import json
 from pathlib import Path
 
-from contracts import PAYLOAD_TYPES, load_contract
-from contracts.contract import contract_dict
-from contracts.envelope import envelope_schema
-from contracts.events import CompletionStatus
-from gateway.loop.config import LoopConfig
-from gateway.loop.hooks import HOOK_NAMES, LoopHooks, NoHooks
+from loopgate.contracts import PAYLOAD_TYPES, load_contract
+from loopgate.contracts.contract import contract_dict
+from loopgate.contracts.envelope import envelope_schema
+from loopgate.contracts.events import CompletionStatus
+from loopgate.gateway.loop.config import LoopConfig
+from loopgate.gateway.loop.hooks import HOOK_NAMES, LoopHooks, NoHooks
 
 SCHEMA = Path(__file__).resolve().parent.parent / "contracts" / "schema" / "envelope.schema.json"
 

@@ -14,14 +14,47 @@ FORBIDDEN = {
 }
 
 
-def imported_packages(path: Path) -> set[str]:
-    found = set()
+OURS = {"contracts", "adapters", "gateway"}
+
+
+def imported_modules(path: Path) -> list[str]:
+    names: list[str] = []
     for node in ast.walk(ast.parse(path.read_text(), str(path))):
         if isinstance(node, ast.Import):
-            found.update(alias.name.split(".")[0] for alias in node.names)
+            names.extend(alias.name for alias in node.names)
         elif isinstance(node, ast.ImportFrom) and node.module and not node.level:
-            found.add(node.module.split(".")[0])
-    return found
+            names.append(node.module)
+    return names
+
+
+def imported_packages(path: Path) -> set[str]:
+    """Top-level packages a module imports; ours by their layer (loopgate.gateway → gateway)."""
+    found = set()
+    for name in imported_modules(path):
+        parts = name.split(".")
+        found.add(parts[1] if parts[0] == "loopgate" and len(parts) > 1 else parts[0])
+    return found - {"loopgate"}
+
+
+def python_files() -> list[Path]:
+    """Every tracked-looking Python file, the loopgate/ symlinks and installed trees left out."""
+    skip = {"loopgate", ".venv", "node_modules", "build", ".git"}
+    return [
+        path
+        for path in ROOT.rglob("*.py")
+        if not skip & set(path.relative_to(ROOT).parts) and ".mypy_cache" not in path.parts
+    ]
+
+
+def test_our_packages_are_imported_only_under_the_loopgate_namespace() -> None:
+    """A bare ``import gateway`` would load a second copy of a module (two hubs, two classes)."""
+    bare = {
+        str(path.relative_to(ROOT)): sorted(
+            n for n in imported_modules(path) if n.split(".")[0] in OURS
+        )
+        for path in python_files()
+    }
+    assert {k: v for k, v in bare.items() if v} == {}
 
 
 @pytest.mark.parametrize("layer", sorted(FORBIDDEN))
@@ -68,7 +101,7 @@ def test_shipped_code_imports_only_runtime_dependencies() -> None:
         dep.split(">")[0].split("=")[0].split("<")[0].strip()
         for dep in tomllib.loads((ROOT / "pyproject.toml").read_text())["project"]["dependencies"]
     }
-    ours = {"contracts", "adapters", "gateway"}
+    ours = OURS
     imported: dict[str, set[str]] = {}
     for layer in ours:
         for path in (ROOT / layer).rglob("*.py"):
@@ -102,7 +135,7 @@ def test_integrations_need_their_extra() -> None:
             dep.split(">")[0].split("=")[0].split("<")[0].strip().replace("-slim", "")
             for dep in extra
         }
-        foreign = imported_packages(path) - {"contracts", "adapters", "gateway"}
+        foreign = imported_packages(path) - OURS
         foreign -= set(sys.stdlib_module_names) | set(RUNTIME_DISTRIBUTIONS)
         bad = sorted(n for n in foreign if n.replace("_", "-") not in allowed)
         if bad:

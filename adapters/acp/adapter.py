@@ -8,10 +8,10 @@ from typing import Any
 import msgspec
 from starlette.routing import BaseRoute
 
-from adapters.acp.projector import AcpItem, AcpProjector, to_wire
-from contracts.limits import EndpointLimits
-from contracts.ports import RunService
-from contracts.projector import ProjectorContext, ReadBytes, StdioOptions, WriteBytes
+from loopgate.adapters.acp.projector import AcpItem, AcpProjector, to_wire
+from loopgate.contracts.limits import EndpointLimits
+from loopgate.contracts.ports import RunService
+from loopgate.contracts.projector import ProjectorContext, ReadBytes, StdioOptions, WriteBytes
 
 _encode = msgspec.json.Encoder().encode
 
@@ -31,7 +31,7 @@ class AcpAdapter:
         return b"".join(_encode(to_wire(m)) + b"\n" for m in messages)
 
     def routes(self, service: RunService, limits: EndpointLimits) -> list[BaseRoute]:
-        from adapters.acp.websocket import routes
+        from loopgate.adapters.acp.websocket import routes
 
         return routes(service, limits)
 
@@ -41,9 +41,9 @@ class AcpAdapter:
         """One IDE on stdin/stdout. ``options.options`` are :class:`AgentOptions` fields
         (``context_size``, ``tool_kinds``, ``mcp_transports``…); a line is at most
         ``limits.max_line_bytes``."""
-        from adapters.acp.agent import AcpAgent, AgentOptions
-        from adapters.acp.rpc import NdjsonTransport
-        from adapters.acp.server import serve_connection
+        from loopgate.adapters.acp.agent import AcpAgent, AgentOptions
+        from loopgate.adapters.acp.rpc import NdjsonTransport
+        from loopgate.adapters.acp.server import serve_connection
 
         agent_options = msgspec.convert(
             {"version": options.version, "default_cwd": options.cwd, **options.options},

@@ -19,7 +19,7 @@ import anyio
 import msgspec
 from anyio.abc import TaskGroup
 
-from adapters.acp.projector import (
+from loopgate.adapters.acp.projector import (
     REQUEST_PERMISSION,
     SESSION_UPDATE,
     AcpItem,
@@ -30,19 +30,19 @@ from adapters.acp.projector import (
     SessionUpdate,
     user_message,
 )
-from adapters.shared.follow import RESUMING, follow
-from adapters.shared.projector import SEEN_CALLS, SeenCall, seen_calls
-from adapters.shared.rpc_errors import (
+from loopgate.adapters.shared.follow import RESUMING, follow
+from loopgate.adapters.shared.projector import SEEN_CALLS, SeenCall, seen_calls
+from loopgate.adapters.shared.rpc_errors import (
     INTERNAL_ERROR,
     INVALID_PARAMS,
     INVALID_REQUEST,
     RESOURCE_NOT_FOUND,
 )
-from contracts.client_errors import ClientError
-from contracts.envelope import Envelope
-from contracts.history import last_user_text, messages_from_events
-from contracts.messages import Message
-from contracts.ports import (
+from loopgate.contracts.client_errors import ClientError
+from loopgate.contracts.envelope import Envelope
+from loopgate.contracts.history import last_user_text, messages_from_events
+from loopgate.contracts.messages import Message
+from loopgate.contracts.ports import (
     LimitReached,
     RunFinished,
     RunInfo,
@@ -50,7 +50,7 @@ from contracts.ports import (
     RunService,
     StartRun,
 )
-from contracts.projector import ProjectorContext
+from loopgate.contracts.projector import ProjectorContext
 
 log = logging.getLogger("loopgate.acp")
 

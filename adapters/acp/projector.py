@@ -12,9 +12,9 @@ from typing import Any, cast
 
 import msgspec
 
-from adapters.shared.projector import TEXT, Call, RunProjector, Segment
-from contracts.envelope import Envelope
-from contracts.events import (
+from loopgate.adapters.shared.projector import TEXT, Call, RunProjector, Segment
+from loopgate.contracts.envelope import Envelope
+from loopgate.contracts.events import (
     CompletionView,
     LlmResponseView,
     PermissionRequestView,
@@ -23,7 +23,7 @@ from contracts.events import (
     ToolResultView,
     view_of,
 )
-from contracts.projector import ProjectorContext
+from loopgate.contracts.projector import ProjectorContext
 
 TOOL_KINDS = frozenset(
     {

@@ -21,16 +21,16 @@ from acp.connection import Connection
 from acp.exceptions import RequestError
 from pydantic import ValidationError
 
-from adapters.acp.agent import AcpAgent, AgentError
-from adapters.acp.rpc import PeerGone, error_response
-from adapters.shared.rpc_errors import (
+from loopgate.adapters.acp.agent import AcpAgent, AgentError
+from loopgate.adapters.acp.rpc import PeerGone, error_response
+from loopgate.adapters.shared.rpc_errors import (
     INTERNAL_ERROR,
     INVALID_PARAMS,
     METHOD_NOT_FOUND,
     RESOURCE_NOT_FOUND,
 )
-from contracts.client_errors import client_message
-from contracts.ports import RunNotFound, ServiceUnavailable
+from loopgate.contracts.client_errors import client_message
+from loopgate.contracts.ports import RunNotFound, ServiceUnavailable
 
 log = logging.getLogger("loopgate.acp")
 MAX_REPORTED_ERRORS = 10

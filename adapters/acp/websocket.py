@@ -8,12 +8,12 @@ from typing import Any
 from starlette.routing import WebSocketRoute
 from starlette.websockets import WebSocket
 
-from adapters.acp.agent import AcpAgent, AgentOptions
-from adapters.acp.rpc import WebSocketTransport
-from adapters.acp.server import serve_connection
-from adapters.shared.ws import origin_allowed, refuse
-from contracts.limits import EndpointLimits
-from contracts.ports import RunService
+from loopgate.adapters.acp.agent import AcpAgent, AgentOptions
+from loopgate.adapters.acp.rpc import WebSocketTransport
+from loopgate.adapters.acp.server import serve_connection
+from loopgate.adapters.shared.ws import origin_allowed, refuse
+from loopgate.contracts.limits import EndpointLimits
+from loopgate.contracts.ports import RunService
 
 PATH = "/acp"
 

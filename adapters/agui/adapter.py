@@ -7,11 +7,11 @@ from typing import Any
 import msgspec
 from starlette.routing import BaseRoute
 
-from adapters.agui.projector import AguiProjector
-from adapters.shared import sse
-from contracts.limits import EndpointLimits
-from contracts.ports import RunService
-from contracts.projector import ProjectorContext
+from loopgate.adapters.agui.projector import AguiProjector
+from loopgate.adapters.shared import sse
+from loopgate.contracts.limits import EndpointLimits
+from loopgate.contracts.ports import RunService
+from loopgate.contracts.projector import ProjectorContext
 
 # AG-UI over SSE is ``data: <json>`` events (adapters.shared.sse frames them).
 MEDIA_TYPE = "text/event-stream"
@@ -40,7 +40,7 @@ class AguiAdapter:
         return self._encode(message)
 
     def routes(self, service: RunService, limits: EndpointLimits) -> list[BaseRoute]:
-        from adapters.agui.endpoints import routes
+        from loopgate.adapters.agui.endpoints import routes
 
         return routes(self, service, limits)
 

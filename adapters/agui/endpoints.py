@@ -14,15 +14,15 @@ from starlette.responses import Response
 from starlette.routing import BaseRoute, Route, WebSocketRoute
 from starlette.websockets import WebSocket, WebSocketDisconnect
 
-from adapters.agui.adapter import AguiAdapter
-from adapters.agui.events import Custom, RunError
-from adapters.agui.input import RunAgentInput, detached
-from adapters.agui.projector import AguiProjector
-from adapters.agui.runs import RunPlan, plan_run
-from adapters.shared import sse
-from adapters.shared.body import decode_json, read_body
-from adapters.shared.endpoint import guarded
-from adapters.shared.follow import (
+from loopgate.adapters.agui.adapter import AguiAdapter
+from loopgate.adapters.agui.events import Custom, RunError
+from loopgate.adapters.agui.input import RunAgentInput, detached
+from loopgate.adapters.agui.projector import AguiProjector
+from loopgate.adapters.agui.runs import RunPlan, plan_run
+from loopgate.adapters.shared import sse
+from loopgate.adapters.shared.body import decode_json, read_body
+from loopgate.adapters.shared.endpoint import guarded
+from loopgate.adapters.shared.follow import (
     CONNECTION,
     CUT_OFF_REASON,
     Ending,
@@ -31,13 +31,13 @@ from adapters.shared.follow import (
     follow,
     stream_policy,
 )
-from adapters.shared.problem import problem_for
-from adapters.shared.stream import StreamResponse, Write
-from adapters.shared.ws import close_stopped_reader, origin_allowed, refuse, report_cut_off
-from contracts import json_input
-from contracts.client_errors import describe_input_error
-from contracts.limits import EndpointLimits
-from contracts.ports import RunService
+from loopgate.adapters.shared.problem import problem_for
+from loopgate.adapters.shared.stream import StreamResponse, Write
+from loopgate.adapters.shared.ws import close_stopped_reader, origin_allowed, refuse, report_cut_off
+from loopgate.contracts import json_input
+from loopgate.contracts.client_errors import describe_input_error
+from loopgate.contracts.limits import EndpointLimits
+from loopgate.contracts.ports import RunService
 
 log = logging.getLogger("loopgate.agui")
 CONSUMER = "agui"

@@ -10,9 +10,9 @@ from typing import Any, Literal
 
 import msgspec
 
-from contracts import json_input
-from contracts.client_errors import ClientError
-from contracts.messages import Message, ToolCall, ToolSpec
+from loopgate.contracts import json_input
+from loopgate.contracts.client_errors import ClientError
+from loopgate.contracts.messages import Message, ToolCall, ToolSpec
 
 # A seq: what every 64-bit integer and the SQLite journal hold.
 MAX_CURSOR = (1 << 63) - 1

@@ -23,7 +23,7 @@ from typing import Any, cast
 
 import msgspec
 
-from adapters.agui.events import (
+from loopgate.adapters.agui.events import (
     UNSET,
     AguiEvent,
     CancelledOutcome,
@@ -50,19 +50,19 @@ from adapters.agui.events import (
     ToolCallResult,
     ToolCallStart,
 )
-from adapters.agui.interrupts import interrupt_id
-from adapters.shared.projector import TEXT, Call, RunProjector, Segment
-from contracts.contract import load_contract
-from contracts.envelope import Envelope
-from contracts.events import (
+from loopgate.adapters.agui.interrupts import interrupt_id
+from loopgate.adapters.shared.projector import TEXT, Call, RunProjector, Segment
+from loopgate.contracts.contract import load_contract
+from loopgate.contracts.envelope import Envelope
+from loopgate.contracts.events import (
     CompletionView,
     PermissionRequestView,
     QuestionView,
     ToolCallView,
     view_of,
 )
-from contracts.gateway_events import DECISIONS
-from contracts.projector import ProjectorContext
+from loopgate.contracts.gateway_events import DECISIONS
+from loopgate.contracts.projector import ProjectorContext
 
 # The version loopgate speaks. Declared in RUN_STARTED instead of echoing the request: the client
 # accepts only "major.minor" ("1.0.0" draws an "uninterpretable" warning), and echoing a newer

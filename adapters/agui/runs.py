@@ -6,21 +6,21 @@ from __future__ import annotations
 import json
 from typing import Any, NamedTuple, cast
 
-from adapters.agui.input import (
+from loopgate.adapters.agui.input import (
     ResumeEntry,
     RunAgentInput,
     attach_cursor,
     client_tools,
     to_history,
 )
-from adapters.agui.interrupts import InterruptRef, parse_interrupt_id
-from adapters.shared.problem import HttpProblem
-from adapters.shared.projector import SEEN_CALLS, SeenCall, seen_calls
-from contracts.client_errors import ClientError
-from contracts.gateway_events import DECISIONS
-from contracts.messages import Message, ToolCall
-from contracts.ports import RunInfo, RunNotFound, RunService, StartRun
-from contracts.projector import ProjectorContext
+from loopgate.adapters.agui.interrupts import InterruptRef, parse_interrupt_id
+from loopgate.adapters.shared.problem import HttpProblem
+from loopgate.adapters.shared.projector import SEEN_CALLS, SeenCall, seen_calls
+from loopgate.contracts.client_errors import ClientError
+from loopgate.contracts.gateway_events import DECISIONS
+from loopgate.contracts.messages import Message, ToolCall
+from loopgate.contracts.ports import RunInfo, RunNotFound, RunService, StartRun
+from loopgate.contracts.projector import ProjectorContext
 
 ASKABLE = DECISIONS[:4]
 

@@ -11,13 +11,29 @@ import logging
 from collections.abc import Awaitable, Callable, Mapping
 from typing import Any
 
-from adapters.jsonrpc.errors import RpcError, error_object
-from adapters.jsonrpc.limits import RpcLimits
-from adapters.jsonrpc.methods import METHODS, NO_TRACE, CallContext, Method, Streams, Trace, bind
-from adapters.jsonrpc.openrpc import with_discover
-from adapters.jsonrpc.protocol import Failure, Success, encode, invalid, parse_error
-from adapters.shared.jsonrpc import Call, Invalid, ParseFailure, Reply, batch_items, classify, parse
-from adapters.shared.rpc_errors import (
+from loopgate.adapters.jsonrpc.errors import RpcError, error_object
+from loopgate.adapters.jsonrpc.limits import RpcLimits
+from loopgate.adapters.jsonrpc.methods import (
+    METHODS,
+    NO_TRACE,
+    CallContext,
+    Method,
+    Streams,
+    Trace,
+    bind,
+)
+from loopgate.adapters.jsonrpc.openrpc import with_discover
+from loopgate.adapters.jsonrpc.protocol import Failure, Success, encode, invalid, parse_error
+from loopgate.adapters.shared.jsonrpc import (
+    Call,
+    Invalid,
+    ParseFailure,
+    Reply,
+    batch_items,
+    classify,
+    parse,
+)
+from loopgate.adapters.shared.rpc_errors import (
     INTERNAL_ERROR,
     INVALID_PARAMS,
     LIMIT_REACHED,
@@ -29,8 +45,8 @@ from adapters.shared.rpc_errors import (
     RUN_NOT_FOUND,
     TOO_LARGE,
 )
-from contracts.client_errors import ClientError, client_message
-from contracts.ports import (
+from loopgate.contracts.client_errors import ClientError, client_message
+from loopgate.contracts.ports import (
     LimitReached,
     RunExists,
     RunFinished,

@@ -13,14 +13,14 @@ from starlette.responses import Response
 from starlette.routing import BaseRoute, Route, WebSocketRoute
 from starlette.websockets import WebSocket
 
-from adapters.jsonrpc.dispatch import Dispatcher, too_large
-from adapters.jsonrpc.errors import error_object
-from adapters.jsonrpc.methods import Trace
-from adapters.jsonrpc.protocol import Failure, encode
-from adapters.shared.body import read_body
-from adapters.shared.problem import HttpProblem
-from adapters.shared.rpc_errors import INVALID_REQUEST
-from contracts.limits import EndpointLimits
+from loopgate.adapters.jsonrpc.dispatch import Dispatcher, too_large
+from loopgate.adapters.jsonrpc.errors import error_object
+from loopgate.adapters.jsonrpc.methods import Trace
+from loopgate.adapters.jsonrpc.protocol import Failure, encode
+from loopgate.adapters.shared.body import read_body
+from loopgate.adapters.shared.problem import HttpProblem
+from loopgate.adapters.shared.rpc_errors import INVALID_REQUEST
+from loopgate.contracts.limits import EndpointLimits
 
 JSON = "application/json"
 
@@ -50,7 +50,7 @@ def routes(dispatcher: Dispatcher, limits: EndpointLimits) -> list[BaseRoute]:
         return json_reply(reply)
 
     async def rpc_socket(websocket: WebSocket) -> None:
-        from adapters.jsonrpc.ws import serve_socket
+        from loopgate.adapters.jsonrpc.ws import serve_socket
 
         await serve_socket(websocket, dispatcher, limits)
 

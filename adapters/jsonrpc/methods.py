@@ -15,8 +15,8 @@ from typing import Annotated, Any, Literal, NamedTuple, Protocol
 
 import msgspec
 
-from adapters.jsonrpc.errors import RpcError, invalid_params
-from adapters.shared.rpc_errors import (
+from loopgate.adapters.jsonrpc.errors import RpcError, invalid_params
+from loopgate.adapters.shared.rpc_errors import (
     INVALID_PARAMS,
     LIMIT_REACHED,
     NOT_ACCEPTED,
@@ -26,12 +26,12 @@ from adapters.shared.rpc_errors import (
     STREAMING_REQUIRED,
     SUBSCRIPTION_NOT_FOUND,
 )
-from contracts.client_errors import ClientError, describe_input_error
-from contracts.contract import contract_bytes
-from contracts.envelope import Envelope, encode_envelope
-from contracts.gateway_events import Decision
-from contracts.messages import Message
-from contracts.ports import CommandResult, RunInfo, RunService, StartRun
+from loopgate.contracts.client_errors import ClientError, describe_input_error
+from loopgate.contracts.contract import contract_bytes
+from loopgate.contracts.envelope import Envelope, encode_envelope
+from loopgate.contracts.gateway_events import Decision
+from loopgate.contracts.messages import Message
+from loopgate.contracts.ports import CommandResult, RunInfo, RunService, StartRun
 
 RunId = Annotated[str, msgspec.Meta(pattern=r"^[A-Za-z0-9_.:-]{1,128}$")]
 PageSize = Annotated[int, msgspec.Meta(ge=1, le=1000)]

@@ -12,9 +12,9 @@ from typing import Any
 
 import msgspec
 
-from adapters.jsonrpc.errors import MESSAGES, SERVER_CODES
-from adapters.jsonrpc.methods import CallContext, Method, NoParams
-from adapters.shared.rpc_errors import INVALID_PARAMS
+from loopgate.adapters.jsonrpc.errors import MESSAGES, SERVER_CODES
+from loopgate.adapters.jsonrpc.methods import CallContext, Method, NoParams
+from loopgate.adapters.shared.rpc_errors import INVALID_PARAMS
 
 OPENRPC_VERSION = "1.2.6"
 REF = "#/components/schemas/{name}"

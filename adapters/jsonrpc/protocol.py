@@ -8,9 +8,9 @@ from typing import Any, Literal
 
 import msgspec
 
-from adapters.jsonrpc.errors import error_object
-from adapters.shared.jsonrpc import JSONRPC, Id, Invalid
-from adapters.shared.rpc_errors import PARSE_ERROR
+from loopgate.adapters.jsonrpc.errors import error_object
+from loopgate.adapters.shared.jsonrpc import JSONRPC, Id, Invalid
+from loopgate.adapters.shared.rpc_errors import PARSE_ERROR
 
 
 class Success(msgspec.Struct, kw_only=True):

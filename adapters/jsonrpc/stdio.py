@@ -8,10 +8,10 @@ from __future__ import annotations
 
 import anyio
 
-from adapters.jsonrpc.dispatch import Dispatcher, too_large
-from adapters.jsonrpc.session import Session
-from adapters.shared.lines import LineTooLong, read_lines
-from contracts.projector import ReadBytes, WriteBytes
+from loopgate.adapters.jsonrpc.dispatch import Dispatcher, too_large
+from loopgate.adapters.jsonrpc.session import Session
+from loopgate.adapters.shared.lines import LineTooLong, read_lines
+from loopgate.contracts.projector import ReadBytes, WriteBytes
 
 __all__ = ["LineTooLong", "read_lines", "serve_lines"]
 

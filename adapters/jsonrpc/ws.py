@@ -10,10 +10,10 @@ from __future__ import annotations
 import anyio
 from starlette.websockets import WebSocket
 
-from adapters.jsonrpc.dispatch import Dispatcher
-from adapters.jsonrpc.session import Session
-from adapters.shared.ws import client_of, close_stopped_reader, origin_allowed, refuse
-from contracts.limits import EndpointLimits
+from loopgate.adapters.jsonrpc.dispatch import Dispatcher
+from loopgate.adapters.jsonrpc.session import Session
+from loopgate.adapters.shared.ws import client_of, close_stopped_reader, origin_allowed, refuse
+from loopgate.contracts.limits import EndpointLimits
 
 
 async def serve_socket(

@@ -7,11 +7,11 @@ from typing import Any
 import msgspec
 from starlette.routing import BaseRoute
 
-from adapters.native.projector import NativeProjector, render_events
-from contracts.envelope import Envelope
-from contracts.limits import EndpointLimits
-from contracts.ports import RunService
-from contracts.projector import ProjectorContext
+from loopgate.adapters.native.projector import NativeProjector, render_events
+from loopgate.contracts.envelope import Envelope
+from loopgate.contracts.limits import EndpointLimits
+from loopgate.contracts.ports import RunService
+from loopgate.contracts.projector import ProjectorContext
 
 
 class NativeAdapter:
@@ -30,7 +30,7 @@ class NativeAdapter:
         return render_events(messages)
 
     def routes(self, service: RunService, limits: EndpointLimits) -> list[BaseRoute]:
-        from adapters.native import events, ingest, runs
+        from loopgate.adapters.native import events, ingest, runs
 
         return [
             *runs.routes(service, limits),

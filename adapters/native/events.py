@@ -9,16 +9,16 @@ from starlette.requests import Request
 from starlette.responses import Response
 from starlette.routing import BaseRoute, Route
 
-from adapters.native.adapter import NativeAdapter
-from adapters.native.projector import NativeFrames, read_batch
-from adapters.shared import sse
-from adapters.shared.follow import follow, stream_policy
-from adapters.shared.numbers import cursor_param
-from adapters.shared.problem import HttpProblem, from_problem
-from adapters.shared.stream import StreamResponse, Write
-from contracts.limits import EndpointLimits
-from contracts.ports import RunService
-from contracts.projector import ProjectorContext
+from loopgate.adapters.native.adapter import NativeAdapter
+from loopgate.adapters.native.projector import NativeFrames, read_batch
+from loopgate.adapters.shared import sse
+from loopgate.adapters.shared.follow import follow, stream_policy
+from loopgate.adapters.shared.numbers import cursor_param
+from loopgate.adapters.shared.problem import HttpProblem, from_problem
+from loopgate.adapters.shared.stream import StreamResponse, Write
+from loopgate.contracts.limits import EndpointLimits
+from loopgate.contracts.ports import RunService
+from loopgate.contracts.projector import ProjectorContext
 
 # The hub's consumer name for these subscriptions (telemetry): the transport they read through.
 CONSUMER = "sse"

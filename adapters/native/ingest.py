@@ -17,24 +17,24 @@ from starlette.responses import Response
 from starlette.routing import BaseRoute, Route, WebSocketRoute
 from starlette.websockets import WebSocket, WebSocketDisconnect
 
-from adapters.native.acks import CommitAcks
-from adapters.native.runs import json_response, run_json
-from adapters.shared.body import iter_lines
-from adapters.shared.endpoint import guarded
-from adapters.shared.problem import HttpProblem, problem_for
-from adapters.shared.ws import (
+from loopgate.adapters.native.acks import CommitAcks
+from loopgate.adapters.native.runs import json_response, run_json
+from loopgate.adapters.shared.body import iter_lines
+from loopgate.adapters.shared.endpoint import guarded
+from loopgate.adapters.shared.problem import HttpProblem, problem_for
+from loopgate.adapters.shared.ws import (
     CLOSE_TIMEOUT_S,
     close_stopped_reader,
     origin_allowed,
     refuse,
     report_cut_off,
 )
-from contracts.client_errors import client_message
-from contracts.contract import is_terminal_completion
-from contracts.envelope import EnvelopeError, decode_event
-from contracts.limits import EndpointLimits
-from contracts.oddities import OddityLog
-from contracts.ports import RunFinished, RunService, RunTooLarge
+from loopgate.contracts.client_errors import client_message
+from loopgate.contracts.contract import is_terminal_completion
+from loopgate.contracts.envelope import EnvelopeError, decode_event
+from loopgate.contracts.limits import EndpointLimits
+from loopgate.contracts.oddities import OddityLog
+from loopgate.contracts.ports import RunFinished, RunService, RunTooLarge
 
 log = logging.getLogger("loopgate.ingest")
 

@@ -8,10 +8,10 @@ from typing import TypeVar
 import msgspec
 from starlette.requests import Request
 
-from adapters.shared.numbers import ascii_int
-from adapters.shared.problem import HttpProblem
-from contracts import json_input
-from contracts.client_errors import describe_input_error
+from loopgate.adapters.shared.numbers import ascii_int
+from loopgate.adapters.shared.problem import HttpProblem
+from loopgate.contracts import json_input
+from loopgate.contracts.client_errors import describe_input_error
 
 T = TypeVar("T")
 

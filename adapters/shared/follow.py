@@ -27,10 +27,10 @@ from typing import Literal, TypeVar, cast
 import anyio
 import msgspec
 
-from contracts.envelope import Envelope
-from contracts.limits import EndpointLimits
-from contracts.ports import CutOff, Subscription
-from contracts.projector import Projector
+from loopgate.contracts.envelope import Envelope
+from loopgate.contracts.limits import EndpointLimits
+from loopgate.contracts.ports import CutOff, Subscription
+from loopgate.contracts.projector import Projector
 
 W = TypeVar("W")
 # A batch as ``read`` hands it to ``project``: by default a list of envelopes.

@@ -82,8 +82,8 @@ def problem_for(exc: Exception) -> HttpProblem | None:
 
     Its detail is our own words (contracts.client_errors): a bare ``ValueError`` is not ours,
     it may be Python's ``invalid literal for int()``."""
-    from contracts.client_errors import client_message
-    from contracts.ports import (
+    from loopgate.contracts.client_errors import client_message
+    from loopgate.contracts.ports import (
         LimitReached,
         RunExists,
         RunFinished,

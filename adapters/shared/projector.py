@@ -35,9 +35,9 @@ from typing import Any, ClassVar, Generic, Literal, NamedTuple, TypeVar
 
 import msgspec
 
-from contracts.contract import TERMINAL_EXCLUDED, load_contract
-from contracts.envelope import Envelope
-from contracts.events import (
+from loopgate.contracts.contract import TERMINAL_EXCLUDED, load_contract
+from loopgate.contracts.envelope import Envelope
+from loopgate.contracts.events import (
     BudgetKind,
     PermissionRequestView,
     PermissionResultView,
@@ -46,8 +46,8 @@ from contracts.events import (
     tool_failed,
     view_of,
 )
-from contracts.gateway_events import PERMISSION_REQUEST, PERMISSION_RESULT
-from contracts.projector import ProjectorContext
+from loopgate.contracts.gateway_events import PERMISSION_REQUEST, PERMISSION_RESULT
+from loopgate.contracts.projector import ProjectorContext
 
 W = TypeVar("W")
 

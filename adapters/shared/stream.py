@@ -16,8 +16,8 @@ import anyio
 from starlette.responses import Response
 from starlette.types import Receive, Scope, Send
 
-from adapters.shared import sse
-from adapters.shared.problem import problem_for, problem_response
+from loopgate.adapters.shared import sse
+from loopgate.adapters.shared.problem import problem_for, problem_response
 
 log = logging.getLogger("loopgate.http")
 Write = Callable[[bytes], Awaitable[None]]

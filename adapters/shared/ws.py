@@ -8,7 +8,7 @@ import logging
 import anyio
 from starlette.websockets import WebSocket, WebSocketState
 
-from contracts.limits import EndpointLimits
+from loopgate.contracts.limits import EndpointLimits
 
 # How long a closing handshake may wait on a client that does not read.
 CLOSE_TIMEOUT_S = 1.0

@@ -8,12 +8,12 @@ from starlette.requests import Request
 from starlette.responses import Response
 from starlette.routing import BaseRoute, Route
 
-from adapters.shared.follow import follow, stream_policy
-from adapters.shared.stream import StreamResponse, Write
-from contracts.limits import EndpointLimits
-from contracts.ports import RunService
-from contracts.projector import ProjectorContext
 from examples.adapter_text.projector import TextProjector
+from loopgate.adapters.shared.follow import follow, stream_policy
+from loopgate.adapters.shared.stream import StreamResponse, Write
+from loopgate.contracts.limits import EndpointLimits
+from loopgate.contracts.ports import RunService
+from loopgate.contracts.projector import ProjectorContext
 
 MEDIA_TYPE = "text/plain; charset=utf-8"
 

@@ -14,10 +14,10 @@ from __future__ import annotations
 
 import msgspec
 
-from adapters.shared.projector import TEXT, Call, RunProjector, Segment
-from contracts.envelope import Envelope
-from contracts.events import CompletionView, view_of
-from contracts.projector import ProjectorContext
+from loopgate.adapters.shared.projector import TEXT, Call, RunProjector, Segment
+from loopgate.contracts.envelope import Envelope
+from loopgate.contracts.events import CompletionView, view_of
+from loopgate.contracts.projector import ProjectorContext
 
 # The run's bookkeeping, shown at the end instead; the terminal completion has its own line.
 QUIET = frozenset({"stage_start", "llm_request", "llm_response", "stage_complete", "completion"})

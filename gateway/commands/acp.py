@@ -17,16 +17,16 @@ from typing import Any
 
 import anyio
 
-from contracts.projector import StdioOptions
-from gateway.commands.flags import (
+from loopgate.contracts.projector import StdioOptions
+from loopgate.gateway.commands.flags import (
     LOOP_SETTINGS,
     add_client_token_flags,
     add_log_level,
     add_loop_flags,
     client_token,
 )
-from gateway.commands.stdio import reserve_stdout, stdio_streams
-from gateway.settings import Settings, load_settings
+from loopgate.gateway.commands.stdio import reserve_stdout, stdio_streams
+from loopgate.gateway.settings import Settings, load_settings
 
 SETTING_FLAGS = (*LOOP_SETTINGS, "journal", "workspace", "max_line_bytes")
 
@@ -80,8 +80,8 @@ async def _serve(
     args: argparse.Namespace, settings: Settings, protocol_fd: int, token: str | None
 ) -> None:
     # Here, not at the top: every command's module is imported to build the parser.
-    from gateway.app import endpoint_limits, traced_hub
-    from gateway.registry import stdio_adapter
+    from loopgate.gateway.app import endpoint_limits, traced_hub
+    from loopgate.gateway.registry import stdio_adapter
 
     adapter = stdio_adapter("acp")
     read, write = await stdio_streams(protocol_fd, settings.max_line_bytes + 1)
@@ -92,14 +92,14 @@ async def _serve(
         return StdioOptions(limits=limits, version=_version(), cwd=os.getcwd(), options=agent)
 
     if args.server:
-        from gateway.remote import RemoteService
+        from loopgate.gateway.remote import RemoteService
 
         # The runs live in another gateway, which cannot start this machine's MCP servers.
         agent["mcp_transports"] = ()
         async with RemoteService(args.server, token=token) as service:
             await adapter.serve_stdio(service, options(), read, write)
         return
-    from gateway.loop.tools import DemoTools
+    from loopgate.gateway.loop.tools import DemoTools
 
     tools = DemoTools(Path(settings.workspace))
     agent["tool_kinds"] = {spec.name: tools.kind(spec.name) for spec in tools.specs()}

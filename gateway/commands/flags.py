@@ -112,7 +112,7 @@ def add_client_token_flags(p: argparse.ArgumentParser) -> None:
 
 def client_token(args: argparse.Namespace, env: Mapping[str, str]) -> str | None:
     """--token, else --token-file, else LOOPGATE_TOKEN (ValueError: an unreadable file)."""
-    from gateway.settings import read_token_file
+    from loopgate.gateway.settings import read_token_file
 
     if args.token:
         return str(args.token)

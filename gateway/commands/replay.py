@@ -11,12 +11,12 @@ from urllib.parse import urlsplit
 import httpx
 import msgspec
 
-from contracts.envelope import Envelope
-from contracts.projector import as_served, project_run
-from gateway.commands.flags import add_client_token_flags, client_token
-from gateway.registry import ALIASES, find_adapter, load_adapters
-from gateway.remote import unreachable
-from gateway.sources.replay import read_recording
+from loopgate.contracts.envelope import Envelope
+from loopgate.contracts.projector import as_served, project_run
+from loopgate.gateway.commands.flags import add_client_token_flags, client_token
+from loopgate.gateway.registry import ALIASES, find_adapter, load_adapters
+from loopgate.gateway.remote import unreachable
+from loopgate.gateway.sources.replay import read_recording
 
 PUSH_TIMEOUT_S = 30.0
 

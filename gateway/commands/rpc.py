@@ -14,7 +14,7 @@ import os
 import sys
 from typing import Any
 
-from gateway.commands.flags import LOOP_SETTINGS, add_log_level, add_loop_flags
+from loopgate.gateway.commands.flags import LOOP_SETTINGS, add_log_level, add_loop_flags
 
 SETTING_FLAGS = (
     *LOOP_SETTINGS,
@@ -52,7 +52,7 @@ def register(sub: argparse._SubParsersAction) -> None:  # type: ignore[type-arg]
 def main(args: argparse.Namespace) -> int:
     import anyio
 
-    from gateway.settings import load_settings
+    from loopgate.gateway.settings import load_settings
 
     try:
         settings = load_settings(os.environ, {k: getattr(args, k) for k in SETTING_FLAGS})
@@ -69,7 +69,7 @@ def main(args: argparse.Namespace) -> int:
         level=args.log_level.upper(),
         format="%(asctime)s %(levelname)s %(name)s: %(message)s",
     )
-    from gateway.commands.stdio import reserve_stdout
+    from loopgate.gateway.commands.stdio import reserve_stdout
 
     anyio.run(serve, settings, overrides, reserve_stdout())
     return 0
@@ -78,10 +78,10 @@ def main(args: argparse.Namespace) -> int:
 async def serve(settings: Any, overrides: dict[str, Any], protocol_fd: int) -> None:
     import msgspec
 
-    from contracts.projector import StdioOptions
-    from gateway.app import endpoint_limits, traced_hub
-    from gateway.commands.stdio import stdio_streams
-    from gateway.registry import stdio_adapter
+    from loopgate.contracts.projector import StdioOptions
+    from loopgate.gateway.app import endpoint_limits, traced_hub
+    from loopgate.gateway.commands.stdio import stdio_streams
+    from loopgate.gateway.registry import stdio_adapter
 
     adapter = stdio_adapter("jsonrpc")
     # A message is a line: --max-body-bytes bounds it.

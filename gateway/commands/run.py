@@ -15,14 +15,14 @@ from typing import IO, Any
 import anyio
 import anyio.abc
 
-from contracts.envelope import Envelope, encode_envelope
-from contracts.messages import Message, ToolCall
-from gateway.loop.config import LoopConfig
-from gateway.loop.control import TurnControl
-from gateway.loop.core import CoreLoop
-from gateway.loop.providers import PROVIDERS, make_provider
-from gateway.loop.tools import DemoTools
-from gateway.loop.types import PermissionDecision
+from loopgate.contracts.envelope import Envelope, encode_envelope
+from loopgate.contracts.messages import Message, ToolCall
+from loopgate.gateway.loop.config import LoopConfig
+from loopgate.gateway.loop.control import TurnControl
+from loopgate.gateway.loop.core import CoreLoop
+from loopgate.gateway.loop.providers import PROVIDERS, make_provider
+from loopgate.gateway.loop.tools import DemoTools
+from loopgate.gateway.loop.types import PermissionDecision
 
 EXIT_CODES = {"completed": 0, "waiting_user": 0, "cancelled": 130}
 DIM, RESET = "\x1b[2m", "\x1b[0m"

@@ -7,8 +7,8 @@ import gc
 import os
 import sys
 
-from gateway.commands.flags import LOOP_SETTINGS, add_log_level, add_loop_flags
-from gateway.settings import load_settings
+from loopgate.gateway.commands.flags import LOOP_SETTINGS, add_log_level, add_loop_flags
+from loopgate.gateway.settings import load_settings
 
 ENDPOINTS = """endpoints (docs/api.md):
   GET  /healthz                       liveness
@@ -199,7 +199,7 @@ def freeze_startup_heap() -> None:
 
 
 def main(args: argparse.Namespace) -> int:
-    from gateway.server import make_server
+    from loopgate.gateway.server import make_server
 
     try:
         settings = load_settings(os.environ, {k: getattr(args, k) for k in SETTING_FLAGS})

@@ -8,7 +8,7 @@ full pass. Compacted, an event costs its JSON plus a few bytes of offset and kin
 objects per run that the collector does not look into (``bytes`` and ``array`` hold no
 references).
 
-Layout (``contracts.encoded``): ``offsets`` counts the bytes of every envelope's JSON and comma
+Layout (``contracts/encoded.py``): ``offsets`` counts the bytes of every envelope's JSON and comma
 as if the run were one string. It is held in chunks of about ``COMPACT_CHUNK_BYTES`` (one
 envelope at least), ``chunks[k]`` starting with envelope ``firsts[k]``. A run is not one
 object of its whole size: malloc serves allocations that big from their own mappings and, once
@@ -25,8 +25,8 @@ from collections.abc import Sequence
 
 import msgspec
 
-from contracts.encoded import EncodedEnvelopes
-from contracts.envelope import Envelope
+from loopgate.contracts.encoded import EncodedEnvelopes
+from loopgate.contracts.envelope import Envelope
 
 _encoder = msgspec.json.Encoder()
 # Kinds per run held as one-byte ids up to this many, two-byte ones beyond; a run with more

@@ -15,12 +15,12 @@ import anyio
 import msgspec
 from anyio.abc import TaskGroup
 
-from contracts.client_errors import ClientError
-from contracts.contract import is_terminal_completion
-from contracts.envelope import Envelope, LoopEvent
-from contracts.loop import AgentLoop
-from contracts.messages import Message
-from contracts.ports import (
+from loopgate.contracts.client_errors import ClientError
+from loopgate.contracts.contract import is_terminal_completion
+from loopgate.contracts.envelope import Envelope, LoopEvent
+from loopgate.contracts.loop import AgentLoop
+from loopgate.contracts.messages import Message
+from loopgate.contracts.ports import (
     MAX_TRACESTATE_CHARS,
     CommandResult,
     CutOff,
@@ -34,10 +34,10 @@ from contracts.ports import (
     RunTooLarge,
     StartRun,
 )
-from gateway.hub.run import Producer, Run, RunSubscription, new_record
-from gateway.journal.base import EVENT_OVERHEAD_BYTES, Journal, RunRecord
-from gateway.settings import Settings
-from gateway.sources.ingest import IngestProducer
+from loopgate.gateway.hub.run import Producer, Run, RunSubscription, new_record
+from loopgate.gateway.journal.base import EVENT_OVERHEAD_BYTES, Journal, RunRecord
+from loopgate.gateway.settings import Settings
+from loopgate.gateway.sources.ingest import IngestProducer
 
 log = logging.getLogger("loopgate.hub")
 

@@ -9,11 +9,11 @@ from typing import Any, Protocol
 
 import anyio
 
-from contracts.encoded import EncodedEnvelopes
-from contracts.envelope import Envelope
-from contracts.ports import CutOff, RunInfo, RunSource
-from gateway.hub.compact import CompactEvents
-from gateway.journal.base import RunRecord
+from loopgate.contracts.encoded import EncodedEnvelopes
+from loopgate.contracts.envelope import Envelope
+from loopgate.contracts.ports import CutOff, RunInfo, RunSource
+from loopgate.gateway.hub.compact import CompactEvents
+from loopgate.gateway.journal.base import RunRecord
 
 
 class Producer(Protocol):
@@ -50,7 +50,7 @@ class Run:
     up to it, never beyond (with the memory journal it is always the last seq). Once a hot
     run has finished and its terminal event is committed, the hub *compacts* it, a chunk at a
     time from the first event: ``compact`` holds events ``0 … hot_base - 1`` encoded
-    (``gateway.hub.compact``), ``hot`` the rest, and ``retained`` counts both. Readers see
+    (``loopgate.gateway.hub.compact``), ``hot`` the rest, and ``retained`` counts both. Readers see
     the same events in either. A *cold* run is a finished one served from a durable journal
     page by page (``pages``); it holds no events.
     """

@@ -1,6 +1,6 @@
 """A pydantic-ai ``Agent`` served as a loopgate loop.
 
-    from gateway.integrations.pydantic_ai import pydantic_ai_loop
+    from loopgate.gateway.integrations.pydantic_ai import pydantic_ai_loop
 
     loop = pydantic_ai_loop(agent)  # loopgate serve --loop my_module:loop
 
@@ -78,9 +78,9 @@ from pydantic_ai.models import Model
 from pydantic_ai.run import AgentRun
 from pydantic_ai.tools import RunContext as AgentContext
 
-from contracts.contract import is_terminal_completion
-from contracts.envelope import LoopEvent
-from contracts.loop import RunContext
+from loopgate.contracts.contract import is_terminal_completion
+from loopgate.contracts.envelope import LoopEvent
+from loopgate.contracts.loop import RunContext
 
 __all__ = ["pydantic_ai_loop", "to_message_history"]
 

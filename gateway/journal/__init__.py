@@ -1,8 +1,8 @@
 """Where runs are kept beyond the hub's memory."""
 
-from gateway.journal.base import EVENT_OVERHEAD_BYTES, Journal, RunRecord
-from gateway.journal.memory import MemoryJournal
-from gateway.journal.sqlite import SqliteJournal, Synchronous
+from loopgate.gateway.journal.base import EVENT_OVERHEAD_BYTES, Journal, RunRecord
+from loopgate.gateway.journal.memory import MemoryJournal
+from loopgate.gateway.journal.sqlite import SqliteJournal, Synchronous
 
 
 def open_journal(spec: str, *, synchronous: Synchronous = "normal") -> Journal:

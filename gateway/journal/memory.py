@@ -3,8 +3,8 @@ process. An event counts as committed the moment it is accepted."""
 
 from __future__ import annotations
 
-from contracts.envelope import Envelope
-from gateway.journal.base import CommitListener, RunRecord
+from loopgate.contracts.envelope import Envelope
+from loopgate.gateway.journal.base import CommitListener, RunRecord
 
 
 class MemoryJournal:

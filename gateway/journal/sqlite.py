@@ -35,8 +35,8 @@ from typing import Any, Literal
 import anyio
 import msgspec
 
-from contracts.envelope import Envelope
-from gateway.journal.base import EVENT_OVERHEAD_BYTES, CommitListener, RunRecord
+from loopgate.contracts.envelope import Envelope
+from loopgate.gateway.journal.base import EVENT_OVERHEAD_BYTES, CommitListener, RunRecord
 
 log = logging.getLogger("loopgate.journal")
 

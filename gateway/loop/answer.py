@@ -2,11 +2,11 @@
 
 from __future__ import annotations
 
-from contracts.messages import Message
-from gateway.loop.hook_runner import HookRunner
-from gateway.loop.hooks import Narrate, Retry
-from gateway.loop.state import TurnState
-from gateway.loop.streaming import Response
+from loopgate.contracts.messages import Message
+from loopgate.gateway.loop.hook_runner import HookRunner
+from loopgate.gateway.loop.hooks import Narrate, Retry
+from loopgate.gateway.loop.state import TurnState
+from loopgate.gateway.loop.streaming import Response
 
 NARRATE_CHUNK = 24
 

@@ -6,10 +6,10 @@ from typing import Any
 
 import anyio
 
-from contracts.messages import Message, ToolSpec
-from gateway.loop.hook_runner import HookRunner
-from gateway.loop.hooks import Reject
-from gateway.loop.state import TurnState
+from loopgate.contracts.messages import Message, ToolSpec
+from loopgate.gateway.loop.hook_runner import HookRunner
+from loopgate.gateway.loop.hooks import Reject
+from loopgate.gateway.loop.state import TurnState
 
 WRAP_UP_NUDGE = (
     "Time is almost up. Wrap up now: give your best final answer with what you already know"

@@ -6,7 +6,7 @@ import dataclasses
 from dataclasses import dataclass
 from typing import Any
 
-from contracts.client_errors import ClientError
+from loopgate.contracts.client_errors import ClientError
 
 # Field name → the JSON-ish type names it accepts (for error messages and validation).
 _INT_LIMITS = (

@@ -4,7 +4,7 @@ from __future__ import annotations
 
 import anyio
 
-from contracts.client_errors import ClientError
+from loopgate.contracts.client_errors import ClientError
 
 DEFAULT_MAX_STEER_CHARS = 32_000
 

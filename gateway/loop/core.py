@@ -10,13 +10,13 @@ from __future__ import annotations
 
 from collections.abc import Sequence
 
-from contracts.client_errors import ClientError
-from contracts.messages import Message, ToolSpec
-from gateway.loop.config import LoopConfig
-from gateway.loop.control import TurnControl
-from gateway.loop.hooks import LoopHooks, NoHooks
-from gateway.loop.turn import Turn
-from gateway.loop.types import (
+from loopgate.contracts.client_errors import ClientError
+from loopgate.contracts.messages import Message, ToolSpec
+from loopgate.gateway.loop.config import LoopConfig
+from loopgate.gateway.loop.control import TurnControl
+from loopgate.gateway.loop.hooks import LoopHooks, NoHooks
+from loopgate.gateway.loop.turn import Turn
+from loopgate.gateway.loop.types import (
     EventSink,
     ModelProvider,
     PermissionGate,

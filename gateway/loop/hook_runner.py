@@ -7,8 +7,8 @@ from typing import Any
 
 import anyio
 
-from gateway.loop.hooks import ALLOWED_ACTIONS, HOOK_NAMES, Action, LoopHooks, NoHooks
-from gateway.loop.state import TurnState
+from loopgate.gateway.loop.hooks import ALLOWED_ACTIONS, HOOK_NAMES, Action, LoopHooks, NoHooks
+from loopgate.gateway.loop.state import TurnState
 
 # NoHooks' own methods: a hook left at its default is not called (it would return None).
 _NO_OPS = frozenset(getattr(NoHooks, name) for name in HOOK_NAMES)

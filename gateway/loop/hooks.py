@@ -12,8 +12,8 @@ from typing import Any, Protocol, TypeAlias
 
 import msgspec
 
-from contracts.messages import ToolCall
-from gateway.loop.types import LoopContext, ModelChunk, ToolResult
+from loopgate.contracts.messages import ToolCall
+from loopgate.gateway.loop.types import LoopContext, ModelChunk, ToolResult
 
 
 class Action(msgspec.Struct, frozen=True, kw_only=True, tag_field="action", tag=str.lower):

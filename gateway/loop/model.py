@@ -10,12 +10,17 @@ from typing import Any
 
 import anyio
 
-from contracts.messages import ToolSpec
-from gateway.loop.hook_runner import HookRunner
-from gateway.loop.hooks import Fail, Retry
-from gateway.loop.state import TurnState
-from gateway.loop.streaming import ModelFailure, Response, StreamedResponse, stream_response
-from gateway.loop.types import ModelRequest, ProviderError
+from loopgate.contracts.messages import ToolSpec
+from loopgate.gateway.loop.hook_runner import HookRunner
+from loopgate.gateway.loop.hooks import Fail, Retry
+from loopgate.gateway.loop.state import TurnState
+from loopgate.gateway.loop.streaming import (
+    ModelFailure,
+    Response,
+    StreamedResponse,
+    stream_response,
+)
+from loopgate.gateway.loop.types import ModelRequest, ProviderError
 
 GENERIC_ERROR = "model request failed"
 

@@ -19,7 +19,7 @@ import anyio
 import httpx
 import msgspec
 
-from gateway.loop.openai_wire import (
+from loopgate.gateway.loop.openai_wire import (
     RETRYABLE_STATUS,
     chunk_decoder,
     delta_chunks,
@@ -29,8 +29,14 @@ from gateway.loop.openai_wire import (
     tool_to_wire,
     usage_chunk,
 )
-from gateway.loop.sse_decoder import SSEDecoder
-from gateway.loop.types import FinishChunk, ModelChunk, ModelRequest, ProviderError, UsageChunk
+from loopgate.gateway.loop.sse_decoder import SSEDecoder
+from loopgate.gateway.loop.types import (
+    FinishChunk,
+    ModelChunk,
+    ModelRequest,
+    ProviderError,
+    UsageChunk,
+)
 
 __all__ = ["DEFAULT_MAX_RESPONSE_BYTES", "OpenAIProvider", "SSEDecoder"]
 

@@ -13,8 +13,8 @@ from typing import Any
 
 import msgspec
 
-from contracts.messages import Message, ToolSpec
-from gateway.loop.types import (
+from loopgate.contracts.messages import Message, ToolSpec
+from loopgate.gateway.loop.types import (
     ModelChunk,
     ProviderError,
     ReasoningChunk,

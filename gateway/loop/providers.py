@@ -4,8 +4,8 @@ from __future__ import annotations
 
 from typing import Any
 
-from gateway.loop.scripted import ScriptedProvider
-from gateway.loop.types import ModelProvider
+from loopgate.gateway.loop.scripted import ScriptedProvider
+from loopgate.gateway.loop.types import ModelProvider
 
 PROVIDERS = ("scripted", "openai")
 _OPENAI_SETTINGS = ("base_url", "model", "api_key", "timeout_s")
@@ -22,7 +22,7 @@ def make_provider(name: str, **settings: Any) -> ModelProvider:
         if missing:
             raise ValueError(f"the openai provider needs {' and '.join(missing)}")
         # Imported here: httpx and the wire types cost start-up time the scripted model skips.
-        from gateway.loop.openai import OpenAIProvider
+        from loopgate.gateway.loop.openai import OpenAIProvider
 
         return OpenAIProvider(**{k: v for k, v in given.items() if k in _OPENAI_SETTINGS})
     raise ValueError(f"unknown provider {name!r}; choose one of: {', '.join(PROVIDERS)}")

@@ -18,8 +18,8 @@ from typing import Any
 import anyio
 import msgspec
 
-from contracts.messages import Message
-from gateway.loop.types import (
+from loopgate.contracts.messages import Message
+from loopgate.gateway.loop.types import (
     FinishChunk,
     ModelChunk,
     ModelRequest,

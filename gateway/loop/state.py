@@ -12,12 +12,12 @@ from typing import TYPE_CHECKING, Any
 
 import anyio
 
-from contracts.messages import Message, ToolCall
-from gateway.loop.control import TurnControl
-from gateway.loop.types import EventSink, LoopContext, ToolResult
+from loopgate.contracts.messages import Message, ToolCall
+from loopgate.gateway.loop.control import TurnControl
+from loopgate.gateway.loop.types import EventSink, LoopContext, ToolResult
 
 if TYPE_CHECKING:
-    from gateway.loop.core import CoreLoop
+    from loopgate.gateway.loop.core import CoreLoop
 
 
 class TurnState:

@@ -16,12 +16,12 @@ from typing import Any
 import anyio
 import msgspec
 
-from contracts import json_input
-from contracts.client_errors import describe_input_error
-from contracts.messages import ToolCall
-from gateway.loop.hook_runner import HookRunner
-from gateway.loop.state import TurnState
-from gateway.loop.types import (
+from loopgate.contracts import json_input
+from loopgate.contracts.client_errors import describe_input_error
+from loopgate.contracts.messages import ToolCall
+from loopgate.gateway.loop.hook_runner import HookRunner
+from loopgate.gateway.loop.state import TurnState
+from loopgate.gateway.loop.types import (
     FinishChunk,
     ModelChunk,
     ModelRequest,

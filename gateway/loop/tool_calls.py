@@ -1,7 +1,7 @@
 """A round's server-side tool calls: resolved, run, and reported in call order.
 
 Resolution settles the calls that will not run (bad arguments, an unknown tool, a duplicate,
-refused by the user); the rest run in the background (:mod:`gateway.loop.tool_exec`) while
+refused by the user); the rest run in the background (:mod:`loopgate.gateway.loop.tool_exec`) while
 results are reported one by one, in the order the model made the calls, each followed by
 ``post_tool_result``.
 """
@@ -13,13 +13,13 @@ from typing import Any
 import anyio
 import msgspec
 
-from contracts.messages import Message
-from gateway.loop.hook_runner import HookRunner
-from gateway.loop.hooks import Suspend
-from gateway.loop.state import TurnState
-from gateway.loop.streaming import ParsedCall
-from gateway.loop.tool_exec import Slot, execute_all
-from gateway.loop.types import ToolResult
+from loopgate.contracts.messages import Message
+from loopgate.gateway.loop.hook_runner import HookRunner
+from loopgate.gateway.loop.hooks import Suspend
+from loopgate.gateway.loop.state import TurnState
+from loopgate.gateway.loop.streaming import ParsedCall
+from loopgate.gateway.loop.tool_exec import Slot, execute_all
+from loopgate.gateway.loop.types import ToolResult
 
 PREVIEW_CHARS = 300
 

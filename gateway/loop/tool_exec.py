@@ -10,9 +10,9 @@ import time
 
 import anyio
 
-from contracts.messages import ToolCall
-from gateway.loop.state import TurnState
-from gateway.loop.types import ToolExecutor, ToolResult
+from loopgate.contracts.messages import ToolCall
+from loopgate.gateway.loop.state import TurnState
+from loopgate.gateway.loop.types import ToolExecutor, ToolResult
 
 
 class Slot:

@@ -9,12 +9,12 @@ from __future__ import annotations
 
 from typing import Any
 
-from contracts.messages import Message
-from gateway.loop.hook_runner import HookRunner
-from gateway.loop.hooks import RoundSummary, Stop
-from gateway.loop.state import TurnState
-from gateway.loop.streaming import ParsedCall, Response
-from gateway.loop.tool_calls import RoundOutcome, run_calls
+from loopgate.contracts.messages import Message
+from loopgate.gateway.loop.hook_runner import HookRunner
+from loopgate.gateway.loop.hooks import RoundSummary, Stop
+from loopgate.gateway.loop.state import TurnState
+from loopgate.gateway.loop.streaming import ParsedCall, Response
+from loopgate.gateway.loop.tool_calls import RoundOutcome, run_calls
 
 
 async def run_tool_round(turn: TurnState, hooks: HookRunner, resp: Response) -> bool:

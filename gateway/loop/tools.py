@@ -13,8 +13,8 @@ from typing import Any, Literal
 import anyio
 import msgspec
 
-from contracts.messages import ToolCall, ToolSpec
-from gateway.loop.types import LoopContext, ToolResult
+from loopgate.contracts.messages import ToolCall, ToolSpec
+from loopgate.gateway.loop.types import LoopContext, ToolResult
 
 ToolKind = Literal["read", "edit", "delete", "move", "search", "execute", "think", "fetch", "other"]
 

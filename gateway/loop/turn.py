@@ -1,8 +1,8 @@
 """One turn of the reference loop: rounds until a terminal ``completion``, whatever happens.
 
-A round is the boundary (:mod:`~gateway.loop.boundary`), one model response
-(:mod:`~gateway.loop.model`), then a tool round (:mod:`~gateway.loop.tool_round`) or the final
-answer (:mod:`~gateway.loop.answer`). ``Turn.run`` owns the outcome: cancellation, a failing
+A round is the boundary (:mod:`~loopgate.gateway.loop.boundary`), one model response
+(:mod:`.model`), then a tool round (:mod:`.tool_round`) or the final
+answer (:mod:`.answer`). ``Turn.run`` owns the outcome: cancellation, a failing
 hook, the wrap-up hard cap and unexpected errors each still end in exactly one terminal
 ``completion``, with the output already streamed kept in history.
 """
@@ -14,18 +14,18 @@ from typing import TYPE_CHECKING
 
 import anyio
 
-from contracts.messages import Message
-from gateway.loop.answer import final_answer
-from gateway.loop.boundary import offered_tools, open_round
-from gateway.loop.control import TurnControl
-from gateway.loop.hook_runner import HookError, HookRunner
-from gateway.loop.model import request_model
-from gateway.loop.state import TurnState
-from gateway.loop.tool_round import run_tool_round
-from gateway.loop.types import EventSink
+from loopgate.contracts.messages import Message
+from loopgate.gateway.loop.answer import final_answer
+from loopgate.gateway.loop.boundary import offered_tools, open_round
+from loopgate.gateway.loop.control import TurnControl
+from loopgate.gateway.loop.hook_runner import HookError, HookRunner
+from loopgate.gateway.loop.model import request_model
+from loopgate.gateway.loop.state import TurnState
+from loopgate.gateway.loop.tool_round import run_tool_round
+from loopgate.gateway.loop.types import EventSink
 
 if TYPE_CHECKING:
-    from gateway.loop.core import CoreLoop
+    from loopgate.gateway.loop.core import CoreLoop
 
 
 class Turn:

@@ -8,7 +8,7 @@ from typing import Any, Literal, Protocol
 
 import msgspec
 
-from contracts.messages import Message, ToolCall, ToolSpec
+from loopgate.contracts.messages import Message, ToolCall, ToolSpec
 
 # --- model provider -------------------------------------------------------------------------
 

@@ -6,20 +6,20 @@ import logging
 from pathlib import Path
 from typing import Any
 
-from contracts.client_errors import client_message
-from contracts.loop import AgentLoop, LoopFault, LoopRequest
-from gateway.loop.providers import make_provider
-from gateway.loop.tools import DemoTools
-from gateway.loop.types import ModelProvider, ToolExecutor
-from gateway.loops.http import HttpLoop
-from gateway.loops.python import load_object, python_loop
-from gateway.loops.reference import ReferenceLoop, RunScope, ToolSet
-from gateway.loops.source import LoopGuards
-from gateway.loops.stdio import StdioLoop
-from gateway.settings import Settings
-from gateway.tools.functions import FunctionTools
-from gateway.tools.mcp import McpOptions, McpServerSpec, ToolSourceError
-from gateway.tools.sources import ToolSources
+from loopgate.contracts.client_errors import client_message
+from loopgate.contracts.loop import AgentLoop, LoopFault, LoopRequest
+from loopgate.gateway.loop.providers import make_provider
+from loopgate.gateway.loop.tools import DemoTools
+from loopgate.gateway.loop.types import ModelProvider, ToolExecutor
+from loopgate.gateway.loops.http import HttpLoop
+from loopgate.gateway.loops.python import load_object, python_loop
+from loopgate.gateway.loops.reference import ReferenceLoop, RunScope, ToolSet
+from loopgate.gateway.loops.source import LoopGuards
+from loopgate.gateway.loops.stdio import StdioLoop
+from loopgate.gateway.settings import Settings
+from loopgate.gateway.tools.functions import FunctionTools
+from loopgate.gateway.tools.mcp import McpOptions, McpServerSpec, ToolSourceError
+from loopgate.gateway.tools.sources import ToolSources
 
 log = logging.getLogger("loopgate.loop")
 

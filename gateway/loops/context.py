@@ -9,8 +9,8 @@ from typing import Any
 import anyio
 import msgspec
 
-from contracts.client_errors import ClientError
-from contracts.loop import LoopRequest
+from loopgate.contracts.client_errors import ClientError
+from loopgate.contracts.loop import LoopRequest
 
 DEFAULT_MAX_STEER_CHARS = 32_000
 # Steering messages a loop has not taken yet; beyond this a client is told to wait.

@@ -15,11 +15,11 @@ from typing import Any
 import anyio
 import httpx
 
-from contracts.client_errors import client_message
-from contracts.loop import Emit, LoopFault, RunContext
-from contracts.ports import LimitReached, RunFinished
-from gateway.loops.source import is_terminal
-from gateway.loops.wire import (
+from loopgate.contracts.client_errors import client_message
+from loopgate.contracts.loop import Emit, LoopFault, RunContext
+from loopgate.contracts.ports import LimitReached, RunFinished
+from loopgate.gateway.loops.source import is_terminal
+from loopgate.gateway.loops.wire import (
     LineSplitter,
     decode,
     encode,

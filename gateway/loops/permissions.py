@@ -14,11 +14,16 @@ from typing import TYPE_CHECKING, Any
 
 import anyio
 
-from contracts.client_errors import ClientError
-from contracts.gateway_events import DECISIONS, PERMISSION_REQUEST, PERMISSION_RESULT, Decision
+from loopgate.contracts.client_errors import ClientError
+from loopgate.contracts.gateway_events import (
+    DECISIONS,
+    PERMISSION_REQUEST,
+    PERMISSION_RESULT,
+    Decision,
+)
 
 if TYPE_CHECKING:
-    from gateway.hub import Hub, Run
+    from loopgate.gateway.hub import Hub, Run
 
 ASKABLE: tuple[Decision, ...] = DECISIONS[:4]
 # A loop may name its own request ids; they end up in AG-UI interrupt ids and log lines.

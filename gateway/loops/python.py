@@ -20,10 +20,10 @@ from typing import Any
 
 import anyio
 
-from contracts.envelope import LoopEvent
-from contracts.loop import AgentLoop, Emit, LoopFault, RunContext
-from gateway.loops.context import GatewayRunContext
-from gateway.loops.source import is_terminal
+from loopgate.contracts.envelope import LoopEvent
+from loopgate.contracts.loop import AgentLoop, Emit, LoopFault, RunContext
+from loopgate.gateway.loops.context import GatewayRunContext
+from loopgate.gateway.loops.source import is_terminal
 
 PerRun = Callable[[RunContext], Any]
 # How long a generator's own clean-up (its ``finally`` blocks) may take once the run is over.

@@ -8,13 +8,13 @@ from contextlib import AbstractContextManager
 from functools import partial
 from typing import Any, Protocol
 
-from contracts.client_errors import client_message
-from contracts.loop import Emit, LoopFault, LoopRequest, RunContext
-from contracts.messages import Message, ToolCall
-from gateway.loop.config import LoopConfig
-from gateway.loop.control import TurnControl
-from gateway.loop.core import CoreLoop
-from gateway.loop.types import (
+from loopgate.contracts.client_errors import client_message
+from loopgate.contracts.loop import Emit, LoopFault, LoopRequest, RunContext
+from loopgate.contracts.messages import Message, ToolCall
+from loopgate.gateway.loop.config import LoopConfig
+from loopgate.gateway.loop.control import TurnControl
+from loopgate.gateway.loop.core import CoreLoop
+from loopgate.gateway.loop.types import (
     ModelProvider,
     PermissionDecision,
     SpanScope,

@@ -18,19 +18,19 @@ from typing import TYPE_CHECKING, Any
 import anyio
 import msgspec
 
-from contracts.client_errors import ClientError
-from contracts.contract import is_terminal_completion
-from contracts.envelope import EnvelopeError, validate_event
-from contracts.json_input import DEFAULT_MAX_DEPTH, JsonTooDeep, check_depth
-from contracts.loop import AgentLoop, LoopFault, LoopRequest, LoopRun
-from contracts.messages import Message
-from contracts.oddities import OddityLog
-from contracts.ports import LimitReached, RunFinished, StartRun
-from gateway.loops.context import GatewayRunContext
-from gateway.loops.permissions import PermissionBroker, RememberedDecisions
+from loopgate.contracts.client_errors import ClientError
+from loopgate.contracts.contract import is_terminal_completion
+from loopgate.contracts.envelope import EnvelopeError, validate_event
+from loopgate.contracts.json_input import DEFAULT_MAX_DEPTH, JsonTooDeep, check_depth
+from loopgate.contracts.loop import AgentLoop, LoopFault, LoopRequest, LoopRun
+from loopgate.contracts.messages import Message
+from loopgate.contracts.oddities import OddityLog
+from loopgate.contracts.ports import LimitReached, RunFinished, StartRun
+from loopgate.gateway.loops.context import GatewayRunContext
+from loopgate.gateway.loops.permissions import PermissionBroker, RememberedDecisions
 
 if TYPE_CHECKING:
-    from gateway.hub import Hub, Run
+    from loopgate.gateway.hub import Hub, Run
 
 log = logging.getLogger("loopgate.loop")
 _encode = msgspec.json.Encoder().encode

@@ -23,10 +23,10 @@ import anyio
 import anyio.abc
 import msgspec
 
-from contracts.loop import Emit, LoopFault, RunContext
-from contracts.ports import LimitReached, RunFinished
-from gateway.loops.source import is_terminal
-from gateway.loops.wire import (
+from loopgate.contracts.loop import Emit, LoopFault, RunContext
+from loopgate.contracts.ports import LimitReached, RunFinished
+from loopgate.gateway.loops.source import is_terminal
+from loopgate.gateway.loops.wire import (
     LineSplitter,
     decode,
     encode,

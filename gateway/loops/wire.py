@@ -7,9 +7,9 @@ from typing import Any
 
 import msgspec
 
-from contracts import json_input
-from contracts.client_errors import ClientError, client_message, describe_input_error
-from contracts.loop import LoopFault, LoopRequest, RunContext
+from loopgate.contracts import json_input
+from loopgate.contracts.client_errors import ClientError, client_message, describe_input_error
+from loopgate.contracts.loop import LoopFault, LoopRequest, RunContext
 
 _encoder = msgspec.json.Encoder()
 

@@ -8,12 +8,12 @@ from typing import TYPE_CHECKING
 import anyio
 import anyio.lowlevel
 
-from contracts.client_errors import ClientError
-from contracts.envelope import Envelope, EnvelopeError, decode_envelope
-from contracts.ports import StartRun
+from loopgate.contracts.client_errors import ClientError
+from loopgate.contracts.envelope import Envelope, EnvelopeError, decode_envelope
+from loopgate.contracts.ports import StartRun
 
 if TYPE_CHECKING:
-    from gateway.hub import Hub, Run
+    from loopgate.gateway.hub import Hub, Run
 
 
 def read_recording(path: Path) -> list[Envelope]:

@@ -1,14 +1,14 @@
 """OpenTelemetry traces of every run, whatever its source (docs/telemetry.md)."""
 
-from gateway.telemetry.config import build_telemetry
-from gateway.telemetry.projector import (
+from loopgate.gateway.telemetry.config import build_telemetry
+from loopgate.gateway.telemetry.projector import (
     SpanEnd,
     SpanEvent,
     SpanStart,
     TraceContext,
     TraceProjector,
 )
-from gateway.telemetry.telemetry import (
+from loopgate.gateway.telemetry.telemetry import (
     TRACE_ID_KEY,
     TRACEPARENT_KEY,
     Telemetry,

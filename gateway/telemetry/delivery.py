@@ -10,10 +10,10 @@ from typing import TYPE_CHECKING
 from opentelemetry.context import Context
 from opentelemetry.trace import Span, SpanKind, Status, StatusCode, Tracer
 
-from gateway.telemetry.projector import Attributes
+from loopgate.gateway.telemetry.projector import Attributes
 
 if TYPE_CHECKING:
-    from gateway.hub import RunSubscription
+    from loopgate.gateway.hub import RunSubscription
 
 # A consumer name becomes part of an attribute key; adapters name themselves, but be strict.
 _CONSUMER = re.compile(r"[^a-z0-9_]")

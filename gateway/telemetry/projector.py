@@ -9,7 +9,7 @@ It is a projector like the wire adapters' (adapters.shared.projector): the base 
 bookkeeping — the tool calls in flight, the model, token usage, the last error, the end of the
 run, orphan results announced — and the hooks here turn it into spans. Span keys are stable
 names (``run``, ``chat.3``, ``tool.<call id>``, ``approval.<request id>``) instead of random
-ids; :mod:`gateway.telemetry.spans` maps them onto real spans.
+ids; :mod:`loopgate.gateway.telemetry.spans` maps them onto real spans.
 """
 
 from __future__ import annotations
@@ -20,12 +20,12 @@ from typing import Any, Literal, TypeGuard
 
 import msgspec
 
-from adapters.shared.projector import TEXT, TOOL_RESULTS, Call, RunProjector, Segment
-from contracts.envelope import Envelope
-from contracts.events import PermissionRequestView, PermissionResultView
-from contracts.gateway_events import PERMISSION_REQUEST, PERMISSION_RESULT
-from contracts.messages import Message
-from contracts.projector import ProjectorContext
+from loopgate.adapters.shared.projector import TEXT, TOOL_RESULTS, Call, RunProjector, Segment
+from loopgate.contracts.envelope import Envelope
+from loopgate.contracts.events import PermissionRequestView, PermissionResultView
+from loopgate.contracts.gateway_events import PERMISSION_REQUEST, PERMISSION_RESULT
+from loopgate.contracts.messages import Message
+from loopgate.contracts.projector import ProjectorContext
 
 AttrValue = str | bool | int | float | list[str]
 Attributes = dict[str, AttrValue]

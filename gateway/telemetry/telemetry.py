@@ -25,15 +25,25 @@ from opentelemetry.sdk.trace import SpanProcessor, TracerProvider
 from opentelemetry.sdk.trace.sampling import Sampler
 from opentelemetry.trace import set_span_in_context
 
-from contracts.contract import is_terminal_completion
-from contracts.envelope import Envelope
-from gateway.telemetry.delivery import Deliveries, delivery_summary, served_now
-from gateway.telemetry.metrics import hub_meters
-from gateway.telemetry.projector import SPAN_KINDS, TRACED_KINDS, TraceContext, TraceProjector
-from gateway.telemetry.spans import RunSpans, parent_context, parse_traceparent, traceparent_of
+from loopgate.contracts.contract import is_terminal_completion
+from loopgate.contracts.envelope import Envelope
+from loopgate.gateway.telemetry.delivery import Deliveries, delivery_summary, served_now
+from loopgate.gateway.telemetry.metrics import hub_meters
+from loopgate.gateway.telemetry.projector import (
+    SPAN_KINDS,
+    TRACED_KINDS,
+    TraceContext,
+    TraceProjector,
+)
+from loopgate.gateway.telemetry.spans import (
+    RunSpans,
+    parent_context,
+    parse_traceparent,
+    traceparent_of,
+)
 
 if TYPE_CHECKING:
-    from gateway.hub import Hub, Run, RunSubscription
+    from loopgate.gateway.hub import Hub, Run, RunSubscription
 
 log = logging.getLogger("loopgate.telemetry")
 

@@ -1,10 +1,10 @@
 """Tool sources for the reference loop: Python functions, MCP servers, and a box that holds them.
 
-``gateway.tools.mcp``, ``.pool`` and ``.sources`` (which need the MCP SDK) are imported on use,
+``.mcp``, ``.pool`` and ``.sources`` (which need the MCP SDK) are imported on use,
 not here, so a process with only function tools does not pay for the SDK.
 """
 
-from gateway.tools.functions import FunctionTools, tool
-from gateway.tools.toolbox import ToolBox
+from loopgate.gateway.tools.functions import FunctionTools, tool
+from loopgate.gateway.tools.toolbox import ToolBox
 
 __all__ = ["FunctionTools", "ToolBox", "tool"]

@@ -25,9 +25,9 @@ import msgspec
 import pydantic
 from pydantic_core import PydanticSerializationError, to_jsonable_python
 
-from contracts.messages import ToolCall, ToolSpec
-from gateway.loop.tools import ToolFailure, ToolKind, ToolMeta, ToolMetaLookup
-from gateway.loop.types import LoopContext, ToolResult
+from loopgate.contracts.messages import ToolCall, ToolSpec
+from loopgate.gateway.loop.tools import ToolFailure, ToolKind, ToolMeta, ToolMetaLookup
+from loopgate.gateway.loop.types import LoopContext, ToolResult
 
 log = logging.getLogger("loopgate.tools")
 

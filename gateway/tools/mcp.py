@@ -28,10 +28,10 @@ from mcp.client.stdio import stdio_client
 from mcp.client.streamable_http import streamable_http_client
 from mcp.shared._httpx_utils import create_mcp_http_client
 
-from contracts.client_errors import ClientError
-from contracts.messages import ToolCall, ToolSpec
-from gateway.loop.tools import ToolMeta, ToolMetaLookup
-from gateway.loop.types import LoopContext, ToolResult
+from loopgate.contracts.client_errors import ClientError
+from loopgate.contracts.messages import ToolCall, ToolSpec
+from loopgate.gateway.loop.tools import ToolMeta, ToolMetaLookup
+from loopgate.gateway.loop.types import LoopContext, ToolResult
 
 log = logging.getLogger("loopgate.tools")
 

@@ -16,8 +16,14 @@ from typing import TextIO
 import anyio
 from anyio.abc import TaskGroup
 
-from contracts.client_errors import ClientError
-from gateway.tools.mcp import McpOptions, McpServerSpec, McpTools, ToolSourceError, start_all
+from loopgate.contracts.client_errors import ClientError
+from loopgate.gateway.tools.mcp import (
+    McpOptions,
+    McpServerSpec,
+    McpTools,
+    ToolSourceError,
+    start_all,
+)
 
 log = logging.getLogger("loopgate.tools")
 

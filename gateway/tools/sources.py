@@ -19,11 +19,11 @@ from typing import TextIO
 import anyio
 from anyio.abc import TaskGroup
 
-from contracts.client_errors import ClientError
-from gateway.loop.types import ToolExecutor
-from gateway.tools.mcp import McpOptions, McpServerSpec, ToolSourceError
-from gateway.tools.pool import ThreadMcpPool
-from gateway.tools.toolbox import ToolBox
+from loopgate.contracts.client_errors import ClientError
+from loopgate.gateway.loop.types import ToolExecutor
+from loopgate.gateway.tools.mcp import McpOptions, McpServerSpec, ToolSourceError
+from loopgate.gateway.tools.pool import ThreadMcpPool
+from loopgate.gateway.tools.toolbox import ToolBox
 
 log = logging.getLogger("loopgate.tools")
 

@@ -39,7 +39,7 @@ def agent_env(**extra: str) -> dict[str, str]:
 
 
 def agent_command(*args: str) -> tuple[str, ...]:
-    return (sys.executable, "-m", "gateway.cli", "acp", *args)
+    return (sys.executable, "-m", "loopgate", "acp", *args)
 
 
 def dump(model: Any) -> Any:

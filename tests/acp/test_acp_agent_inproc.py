@@ -7,10 +7,10 @@ from typing import Any
 import anyio
 import pytest
 
-from adapters.acp.agent import AcpAgent, AgentError
-from contracts.ports import RunInfo, StartRun
-from gateway.app import build_hub
-from gateway.settings import Settings
+from loopgate.adapters.acp.agent import AcpAgent, AgentError
+from loopgate.contracts.ports import RunInfo, StartRun
+from loopgate.gateway.app import build_hub
+from loopgate.gateway.settings import Settings
 
 pytestmark = pytest.mark.anyio
 TRACEPARENT = "00-4bf92f3577b34da6a3ce929d0e0e4736-00f067aa0ba902b7-01"

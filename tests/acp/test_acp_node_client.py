@@ -30,7 +30,7 @@ def test_node_sdk_prompt_permission_and_cancel(tmp_path: Path) -> None:
         "LOOPGATE_WORKSPACE": str(tmp_path),
     }
     done = subprocess.run(
-        [node, str(DRIVER), sys.executable, "-m", "gateway.cli", "acp"],
+        [node, str(DRIVER), sys.executable, "-m", "loopgate", "acp"],
         cwd=REPO,
         env=env,
         capture_output=True,

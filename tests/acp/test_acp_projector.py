@@ -9,16 +9,6 @@ from typing import Any
 import pytest
 from acp import schema
 
-from adapters.acp import ADAPTER
-from adapters.acp.projector import (
-    AcpProjector,
-    PermissionAsk,
-    PromptAnswer,
-    PromptFailure,
-    SessionUpdate,
-    tool_kind,
-    tool_title,
-)
 from conformance.runner import (
     EXPECTED,
     golden_path,
@@ -27,10 +17,20 @@ from conformance.runner import (
     render_golden,
     stream_paths,
 )
-from contracts.envelope import Envelope
-from contracts.history import NO_RESULT, messages_from_events
-from contracts.messages import ToolCall
-from contracts.projector import ProjectorContext
+from loopgate.adapters.acp import ADAPTER
+from loopgate.adapters.acp.projector import (
+    AcpProjector,
+    PermissionAsk,
+    PromptAnswer,
+    PromptFailure,
+    SessionUpdate,
+    tool_kind,
+    tool_title,
+)
+from loopgate.contracts.envelope import Envelope
+from loopgate.contracts.history import NO_RESULT, messages_from_events
+from loopgate.contracts.messages import ToolCall
+from loopgate.contracts.projector import ProjectorContext
 from tests.acp.support import UPDATE_MODELS, check_strict
 
 STREAMS = {p.stem: p for p in stream_paths()}

@@ -10,10 +10,10 @@ import httpx
 import pytest
 from acp import PROTOCOL_VERSION, RequestError, text_block
 
-from contracts.envelope import LoopEvent
-from contracts.messages import Message
-from contracts.ports import RunFinished, RunNotFound, StartRun
-from gateway.remote import RemoteService
+from loopgate.contracts.envelope import LoopEvent
+from loopgate.contracts.messages import Message
+from loopgate.contracts.ports import RunFinished, RunNotFound, StartRun
+from loopgate.gateway.remote import RemoteService
 from tests.acp.support import RecordingClient, open_session, spawned
 from tests.gateway.harness import running_gateway
 

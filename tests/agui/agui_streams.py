@@ -8,8 +8,8 @@ from __future__ import annotations
 from pathlib import Path
 from typing import Any
 
-from contracts.envelope import Envelope
-from contracts.projector import ProjectorContext
+from loopgate.contracts.envelope import Envelope
+from loopgate.contracts.projector import ProjectorContext
 
 ROOT = Path(__file__).resolve().parents[2]
 
@@ -180,7 +180,7 @@ def project(
     close_reason: str | None = None,
 ) -> list[dict[str, Any]]:
     """start + feed all + close, as builtins."""
-    from adapters.agui import AguiAdapter
+    from loopgate.adapters.agui import AguiAdapter
 
     adapter = AguiAdapter()
     run_id = envelopes[0].run_id if envelopes else "run-1"

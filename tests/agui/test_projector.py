@@ -8,9 +8,9 @@ from typing import Any
 import msgspec
 import pytest
 
-from adapters.agui import MEDIA_TYPE, PROTOCOL_VERSION, AguiAdapter, AguiProjector
-from contracts.envelope import Envelope
-from contracts.projector import Adapter
+from loopgate.adapters.agui import MEDIA_TYPE, PROTOCOL_VERSION, AguiAdapter, AguiProjector
+from loopgate.contracts.envelope import Envelope
+from loopgate.contracts.projector import Adapter
 from tests.agui.agui_streams import T0, Stream, all_streams, context, garbage, project, tool_rounds
 
 STREAMS = all_streams()
@@ -665,7 +665,7 @@ def test_render_is_lf_only_sse_one_data_line_per_event() -> None:
 
 
 def test_interrupt_ids_parse_back_to_what_minted_them() -> None:
-    from adapters.agui.interrupts import InterruptRef, interrupt_id, parse_interrupt_id
+    from loopgate.adapters.agui.interrupts import InterruptRef, interrupt_id, parse_interrupt_id
 
     run = "run:with:colons"
     assert parse_interrupt_id(interrupt_id(run, "interrupt", 7)) == InterruptRef(

@@ -9,7 +9,7 @@ import pytest
 from ag_ui_validate.pytest_plugin import validate_agui
 
 from conformance.runner import TARGETS, load_stream, stream_paths
-from contracts.projector import as_served
+from loopgate.contracts.projector import as_served
 from tests.agui.agui_streams import Stream, all_streams, project
 
 VERSIONS = [TARGETS["agui"].protocol_version, None]

@@ -16,8 +16,8 @@ from typing import IO, Any
 import httpx
 import msgspec
 
-from contracts import LoopEvent
-from contracts.loop import LoopRequest
+from loopgate.contracts import LoopEvent
+from loopgate.contracts.loop import LoopRequest
 from tests.integrations.fake_context import as_event, check_stream
 
 EXAMPLES = Path(__file__).resolve().parents[2] / "examples"

@@ -18,9 +18,9 @@ import httpx
 import pytest
 
 from conformance.runner import load_stream, stream_paths
-from contracts.envelope import Envelope
-from contracts.projector import ProjectorContext, as_served, project_run
 from examples.adapter_text import ADAPTER
+from loopgate.contracts.envelope import Envelope
+from loopgate.contracts.projector import ProjectorContext, as_served, project_run
 
 ROOT = Path(__file__).resolve().parents[2]
 EXAMPLE = ROOT / "examples" / "adapter_text"
@@ -96,7 +96,8 @@ def test_the_example_depends_on_contracts_and_adapters_only() -> None:
     for path in EXAMPLE.glob("*.py"):
         for node in ast.walk(ast.parse(path.read_text(encoding="utf-8"))):
             if isinstance(node, ast.ImportFrom) and node.module and not node.level:
-                top = node.module.split(".")[0]
+                parts = node.module.split(".")
+                top = parts[1] if parts[0] == "loopgate" else parts[0]
                 assert top in allowed | set(sys.stdlib_module_names), (path.name, top)
 
 
@@ -127,7 +128,7 @@ def gateway(installed: None) -> Iterator[str]:
 
 
 def test_the_gateway_finds_the_installed_adapter(installed: None) -> None:
-    from gateway.registry import load_adapters
+    from loopgate.gateway.registry import load_adapters
 
     assert load_adapters()["text"] is ADAPTER
 
@@ -135,7 +136,7 @@ def test_the_gateway_finds_the_installed_adapter(installed: None) -> None:
 def test_replay_prints_the_goldens(
     installed: None, capsysbinary: pytest.CaptureFixture[bytes]
 ) -> None:
-    from gateway.cli import main
+    from loopgate.gateway.cli import main
 
     for stream in STREAMS:
         assert main(["replay", str(stream), "--adapter", "text"]) == 0

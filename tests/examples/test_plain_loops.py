@@ -12,7 +12,7 @@ from typing import Any
 import msgspec
 import pytest
 
-from contracts import LoopEvent
+from loopgate.contracts import LoopEvent
 from tests.examples.support import EXAMPLES, HttpLoop, request
 from tests.integrations.fake_context import as_event, check_stream, kinds, of_kind, text
 

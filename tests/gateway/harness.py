@@ -17,8 +17,8 @@ from typing import Any
 import httpx
 import uvicorn
 
-from gateway.server import GatewayServer, make_server
-from gateway.settings import Settings
+from loopgate.gateway.server import GatewayServer, make_server
+from loopgate.gateway.settings import Settings
 
 REPO = Path(__file__).resolve().parents[2]
 
@@ -60,7 +60,7 @@ def gateway_process(
     """``loopgate serve`` as a child process; stopped with SIGINT (a graceful shutdown)."""
     port = free_port()
     proc = subprocess.Popen(
-        [sys.executable, "-m", "gateway.cli", "serve", "--port", str(port), *args],
+        [sys.executable, "-m", "loopgate", "serve", "--port", str(port), *args],
         cwd=REPO,
         env={**os.environ, **(env or {})},
         stdout=subprocess.DEVNULL,

@@ -7,7 +7,7 @@ from pathlib import Path
 
 import pytest
 
-from gateway.cli import build_parser, main
+from loopgate.gateway.cli import build_parser, main
 from tests.hostile.support import serve, wait_until
 
 
@@ -35,9 +35,9 @@ def test_every_flag_of_every_command_has_help() -> None:
 def test_serve_help_lists_every_endpoint_the_app_serves() -> None:
     from starlette.routing import Route, WebSocketRoute
 
-    from gateway.app import create_app
-    from gateway.commands.serve import ENDPOINTS
-    from gateway.settings import Settings
+    from loopgate.gateway.app import create_app
+    from loopgate.gateway.commands.serve import ENDPOINTS
+    from loopgate.gateway.settings import Settings
 
     listed = " ".join(ENDPOINTS.replace("{id}", "{run_id}").split())
     missing = []
@@ -57,8 +57,8 @@ def test_serve_says_on_start_where_runs_go(tmp_path: Path) -> None:
 
 
 def test_each_kind_of_loop_is_named() -> None:
-    from gateway.loops.build import loop_summary
-    from gateway.settings import Settings
+    from loopgate.gateway.loops.build import loop_summary
+    from loopgate.gateway.settings import Settings
 
     assert loop_summary(Settings(loop="pkg.mod:agent")) == "the Python loop pkg.mod:agent"
     assert loop_summary(Settings(loop_url="http://127.0.0.1:9/run")).startswith("the HTTP loop")
@@ -68,7 +68,7 @@ def test_each_kind_of_loop_is_named() -> None:
 
 
 def test_openai_api_key_is_read_from_either_variable() -> None:
-    from gateway.settings import load_settings
+    from loopgate.gateway.settings import load_settings
 
     assert load_settings({"OPENAI_API_KEY": "sk-a"}).openai_api_key == "sk-a"
     both = {"OPENAI_API_KEY": "sk-a", "LOOPGATE_OPENAI_API_KEY": "sk-b"}

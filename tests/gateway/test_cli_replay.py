@@ -19,7 +19,7 @@ RECORDING = REPO / "conformance" / "streams" / "parallel-tools.jsonl"
 
 def replay(*args: str) -> subprocess.CompletedProcess[str]:
     return subprocess.run(
-        [sys.executable, "-m", "gateway.cli", "replay", *args],
+        [sys.executable, "-m", "loopgate", "replay", *args],
         cwd=REPO,
         capture_output=True,
         text=True,
@@ -65,7 +65,7 @@ def test_errors_are_clear(tmp_path: Path) -> None:
 def test_goldens_are_what_replay_prints(capsysbinary: pytest.CaptureFixture[bytes]) -> None:
     """conformance/expected/<target>/ is `loopgate replay STREAM --adapter … --messages`."""
     from conformance.runner import TARGETS, golden_path, stream_paths
-    from gateway.cli import main
+    from loopgate.gateway.cli import main
 
     assert set(TARGETS) >= {"agui", "acp", "jsonrpc"}
     for target, spec in TARGETS.items():

@@ -12,15 +12,15 @@ import anyio.lowlevel
 import msgspec
 import pytest
 
-from adapters.acp.projector import AcpProjector
-from adapters.agui.endpoints import cut_off_events
-from adapters.agui.events import RunError
-from adapters.agui.projector import AguiProjector
-from adapters.jsonrpc.dispatch import Dispatcher
-from adapters.jsonrpc.limits import RpcLimits
-from adapters.jsonrpc.session import Session
-from adapters.native.projector import NativeProjector
-from adapters.shared.follow import (
+from loopgate.adapters.acp.projector import AcpProjector
+from loopgate.adapters.agui.endpoints import cut_off_events
+from loopgate.adapters.agui.events import RunError
+from loopgate.adapters.agui.projector import AguiProjector
+from loopgate.adapters.jsonrpc.dispatch import Dispatcher
+from loopgate.adapters.jsonrpc.limits import RpcLimits
+from loopgate.adapters.jsonrpc.session import Session
+from loopgate.adapters.native.projector import NativeProjector
+from loopgate.adapters.shared.follow import (
     CONNECTION,
     CUT_OFF_REASON,
     RESUMING,
@@ -29,13 +29,13 @@ from adapters.shared.follow import (
     follow,
     stream_policy,
 )
-from contracts.envelope import Envelope, LoopEvent
-from contracts.limits import EndpointLimits
-from contracts.ports import StartRun
-from contracts.projector import Projector, ProjectorContext
-from gateway.app import build_hub
-from gateway.hub import Hub
-from gateway.settings import Settings
+from loopgate.contracts.envelope import Envelope, LoopEvent
+from loopgate.contracts.limits import EndpointLimits
+from loopgate.contracts.ports import StartRun
+from loopgate.contracts.projector import Projector, ProjectorContext
+from loopgate.gateway.app import build_hub
+from loopgate.gateway.hub import Hub
+from loopgate.gateway.settings import Settings
 
 pytestmark = pytest.mark.anyio
 

@@ -25,8 +25,8 @@ import pytest
 import uvicorn
 import websockets
 
-from gateway.app import create_app
-from gateway.settings import Settings
+from loopgate.gateway.app import create_app
+from loopgate.gateway.settings import Settings
 
 pytestmark = pytest.mark.anyio
 

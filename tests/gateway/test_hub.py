@@ -10,8 +10,8 @@ import anyio
 import anyio.lowlevel
 import pytest
 
-from contracts.envelope import LoopEvent
-from contracts.ports import (
+from loopgate.contracts.envelope import LoopEvent
+from loopgate.contracts.ports import (
     CutOff,
     LimitReached,
     RunExists,
@@ -21,9 +21,9 @@ from contracts.ports import (
     RunTooLarge,
     StartRun,
 )
-from gateway.app import build_hub
-from gateway.hub import Hub
-from gateway.settings import Settings
+from loopgate.gateway.app import build_hub
+from loopgate.gateway.hub import Hub
+from loopgate.gateway.settings import Settings
 
 pytestmark = pytest.mark.anyio
 

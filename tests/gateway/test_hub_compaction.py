@@ -10,16 +10,16 @@ import anyio
 import anyio.lowlevel
 import pytest
 
-from adapters.shared.sse import envelope_frames
-from contracts.encoded import EncodedEnvelopes
-from contracts.envelope import Envelope, LoopEvent, encode_envelope
-from contracts.ports import RunGone, StartRun
-from gateway.app import build_hub
-from gateway.hub import Hub, Run
-from gateway.hub import hub as hub_module
-from gateway.hub.compact import CompactEvents
-from gateway.journal import EVENT_OVERHEAD_BYTES
-from gateway.settings import Settings
+from loopgate.adapters.shared.sse import envelope_frames
+from loopgate.contracts.encoded import EncodedEnvelopes
+from loopgate.contracts.envelope import Envelope, LoopEvent, encode_envelope
+from loopgate.contracts.ports import RunGone, StartRun
+from loopgate.gateway.app import build_hub
+from loopgate.gateway.hub import Hub, Run
+from loopgate.gateway.hub import hub as hub_module
+from loopgate.gateway.hub.compact import CompactEvents
+from loopgate.gateway.journal import EVENT_OVERHEAD_BYTES
+from loopgate.gateway.settings import Settings
 
 pytestmark = pytest.mark.anyio
 
@@ -169,7 +169,7 @@ async def test_native_frames_of_every_chunk_match_the_envelopes(
 async def test_a_run_of_too_many_kinds_stays_part_objects_and_reads_the_same(
     tmp_path: Path, monkeypatch: pytest.MonkeyPatch
 ) -> None:
-    from gateway.hub import compact
+    from loopgate.gateway.hub import compact
 
     monkeypatch.setattr(compact, "_MAX_KINDS", 3)
     monkeypatch.setattr(hub_module, "COMPACT_CHUNK_BYTES", 2 * (40 + EVENT_OVERHEAD_BYTES))
@@ -236,8 +236,8 @@ async def test_sqlite_compacts_hot_finished_runs_once_committed(tmp_path: Path) 
 async def test_runs_a_restart_ends_and_drops_at_once_are_never_compacted(tmp_path: Path) -> None:
     # A previous process died with these runs open: the hub ends each as it starts and drops
     # it straight away, before its compactor runs; that must find nothing to do.
-    from gateway.hub.run import new_record
-    from gateway.journal import SqliteJournal
+    from loopgate.gateway.hub.run import new_record
+    from loopgate.gateway.journal import SqliteJournal
 
     path = tmp_path / "journal.sqlite3"
     journal = SqliteJournal(str(path))

@@ -9,11 +9,11 @@ import anyio
 import httpx
 import pytest
 
-from contracts.envelope import Envelope
-from contracts.ports import StartRun
-from gateway.app import build_hub
-from gateway.hub import Hub
-from gateway.settings import Settings
+from loopgate.contracts.envelope import Envelope
+from loopgate.contracts.ports import StartRun
+from loopgate.gateway.app import build_hub
+from loopgate.gateway.hub import Hub
+from loopgate.gateway.settings import Settings
 from tests.gateway.harness import running_gateway
 from tests.gateway.sse_client import envelopes
 

@@ -9,7 +9,7 @@ from typing import Any
 
 import pytest
 
-from gateway.commands import serve
+from loopgate.gateway.commands import serve
 
 
 def test_the_server_is_built_then_its_heap_frozen_then_it_serves(
@@ -27,9 +27,9 @@ def test_the_server_is_built_then_its_heap_frozen_then_it_serves(
         calls.append("build")
         return Server()
 
-    import gateway.server
+    import loopgate.gateway.server as server_module
 
-    monkeypatch.setattr(gateway.server, "make_server", make_server)
+    monkeypatch.setattr(server_module, "make_server", make_server)
     monkeypatch.setattr(serve, "freeze_startup_heap", lambda: calls.append("freeze"))
     args = argparse.Namespace(log_level="warning", **dict.fromkeys(serve.SETTING_FLAGS))
     assert serve.main(args) == 0
@@ -39,8 +39,8 @@ def test_the_server_is_built_then_its_heap_frozen_then_it_serves(
 def test_freezing_leaves_nothing_for_a_full_collection_to_scan_but_what_came_after() -> None:
     # In a process of its own: a frozen heap stays frozen.
     code = (
-        "import gc, gateway.app\n"
-        "from gateway.commands.serve import freeze_startup_heap\n"
+        "import gc, loopgate.gateway.app\n"
+        "from loopgate.gateway.commands.serve import freeze_startup_heap\n"
         "before = len(gc.get_objects())\n"
         "freeze_startup_heap()\n"
         "print(before, gc.get_freeze_count(), len(gc.get_objects()))\n"

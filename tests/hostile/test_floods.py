@@ -71,7 +71,7 @@ def test_a_flooding_websocket_client_is_cut_off_with_bounded_memory_and_one_log_
 
 def _child(command: str) -> subprocess.Popen[bytes]:
     return subprocess.Popen(
-        [sys.executable, "-m", "gateway.cli", command],
+        [sys.executable, "-m", "loopgate", command],
         cwd=REPO,
         stdin=subprocess.PIPE,
         stdout=subprocess.PIPE,

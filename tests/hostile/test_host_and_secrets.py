@@ -13,9 +13,9 @@ from pathlib import Path
 import httpx
 import pytest
 
-from gateway.auth import HostGuard
-from gateway.redaction import RedactSecrets, redact
-from gateway.settings import load_settings
+from loopgate.gateway.auth import HostGuard
+from loopgate.gateway.redaction import RedactSecrets, redact
+from loopgate.gateway.settings import load_settings
 from tests.gateway.harness import REPO
 from tests.hostile.support import serve, ws_frame, ws_handshake
 
@@ -169,7 +169,7 @@ def test_token_sources_and_help(tmp_path: Path) -> None:
     with pytest.raises(ValueError, match="cannot read the token file"):
         load_settings({}, {"token_file": str(tmp_path / "missing")})
     usage = subprocess.run(
-        [sys.executable, "-m", "gateway.cli", "serve", "--help"],
+        [sys.executable, "-m", "loopgate", "serve", "--help"],
         cwd=REPO,
         capture_output=True,
         text=True,

@@ -16,9 +16,9 @@ from typing import Any
 
 import msgspec
 
-from contracts import LoopEvent, is_terminal_completion, validate_event
-from contracts.loop import Approval, LoopRequest
-from gateway.loops.context import GatewayRunContext
+from loopgate.contracts import LoopEvent, is_terminal_completion, validate_event
+from loopgate.contracts.loop import Approval, LoopRequest
+from loopgate.gateway.loops.context import GatewayRunContext
 
 Loop = Callable[[Any], AsyncIterable[Any]]
 OnEvent = Callable[[LoopEvent], Awaitable[None] | None]

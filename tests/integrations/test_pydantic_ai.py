@@ -26,8 +26,8 @@ from pydantic_ai import (
 )
 from pydantic_ai.models.function import AgentInfo, DeltaThinkingPart, DeltaToolCall, FunctionModel
 
-from contracts import LoopEvent
-from gateway.integrations.pydantic_ai import pydantic_ai_loop, to_message_history
+from loopgate.contracts import LoopEvent
+from loopgate.gateway.integrations.pydantic_ai import pydantic_ai_loop, to_message_history
 from tests.integrations.fake_context import FakeRunContext, collect, kinds, of_kind, text
 
 pytestmark = [pytest.mark.anyio, pytest.mark.timeout(30)]

@@ -12,11 +12,11 @@ import msgspec
 from starlette.applications import Starlette
 from websockets.asyncio.client import ClientConnection, connect
 
-from adapters.jsonrpc.dispatch import Dispatcher
-from adapters.jsonrpc.http import routes
-from adapters.jsonrpc.limits import RpcLimits
-from adapters.jsonrpc.methods import METHODS, CallContext, Method, NoParams, method_table
-from contracts.limits import EndpointLimits
+from loopgate.adapters.jsonrpc.dispatch import Dispatcher
+from loopgate.adapters.jsonrpc.http import routes
+from loopgate.adapters.jsonrpc.limits import RpcLimits
+from loopgate.adapters.jsonrpc.methods import METHODS, CallContext, Method, NoParams, method_table
+from loopgate.contracts.limits import EndpointLimits
 from tests.fakes.servers import serve_app
 
 # --- the TEST-ONLY registry of the specification's examples ------------------------------
@@ -160,7 +160,7 @@ class RpcProcess:
         from tests.gateway.harness import REPO
 
         self.proc = subprocess.Popen(
-            [sys.executable, "-m", "gateway.cli", "rpc", *args],
+            [sys.executable, "-m", "loopgate", "rpc", *args],
             cwd=REPO,
             stdin=subprocess.PIPE,
             stdout=subprocess.PIPE,

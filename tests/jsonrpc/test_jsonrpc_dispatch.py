@@ -9,13 +9,13 @@ from typing import Any
 import anyio
 import pytest
 
-from adapters.jsonrpc.dispatch import Dispatcher
-from adapters.jsonrpc.limits import RpcLimits
-from adapters.jsonrpc.methods import Trace
-from contracts.contract import contract_dict
-from gateway.app import build_hub
-from gateway.hub import Hub
-from gateway.settings import Settings
+from loopgate.adapters.jsonrpc.dispatch import Dispatcher
+from loopgate.adapters.jsonrpc.limits import RpcLimits
+from loopgate.adapters.jsonrpc.methods import Trace
+from loopgate.contracts.contract import contract_dict
+from loopgate.gateway.app import build_hub
+from loopgate.gateway.hub import Hub
+from loopgate.gateway.settings import Settings
 from tests.jsonrpc.jsonrpc_support import spec_dispatcher
 
 pytestmark = pytest.mark.anyio

@@ -11,10 +11,10 @@ from pathlib import Path
 
 import pytest
 
-from adapters.jsonrpc import ADAPTER, JsonRpcProjector
 from conformance.runner import EXPECTED, encode_lines, load_stream, project_stream, stream_paths
-from contracts.envelope import Envelope
-from contracts.projector import ProjectorContext, as_served
+from loopgate.adapters.jsonrpc import ADAPTER, JsonRpcProjector
+from loopgate.contracts.envelope import Envelope
+from loopgate.contracts.projector import ProjectorContext, as_served
 
 GOLDENS = EXPECTED / "jsonrpc"
 
@@ -110,7 +110,7 @@ if __name__ == "__main__":
 
 @pytest.mark.parametrize("stream", stream_paths(), ids=lambda p: p.stem)
 def test_the_live_fast_path_encodes_the_same_bytes(stream: Path) -> None:
-    from adapters.jsonrpc.protocol import encode
+    from loopgate.adapters.jsonrpc.protocol import encode
 
     def projector() -> JsonRpcProjector:
         return JsonRpcProjector(

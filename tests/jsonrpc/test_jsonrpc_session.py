@@ -9,12 +9,12 @@ from typing import Any
 import anyio
 import pytest
 
-from adapters.jsonrpc.dispatch import Dispatcher
-from adapters.jsonrpc.limits import RpcLimits
-from adapters.jsonrpc.stdio import LineTooLong, read_lines, serve_lines
-from gateway.app import build_hub
-from gateway.hub import Hub
-from gateway.settings import Settings
+from loopgate.adapters.jsonrpc.dispatch import Dispatcher
+from loopgate.adapters.jsonrpc.limits import RpcLimits
+from loopgate.adapters.jsonrpc.stdio import LineTooLong, read_lines, serve_lines
+from loopgate.gateway.app import build_hub
+from loopgate.gateway.hub import Hub
+from loopgate.gateway.settings import Settings
 
 pytestmark = pytest.mark.anyio
 

@@ -17,7 +17,7 @@ import httpx
 import pytest
 from jsonrpcclient import Error, Ok, notification, parse, request
 
-from adapters.jsonrpc.methods import METHODS
+from loopgate.adapters.jsonrpc.methods import METHODS
 from tests.jsonrpc.jsonrpc_support import spec_server
 
 # (name, exact request bytes as the spec prints them, expected response or None)

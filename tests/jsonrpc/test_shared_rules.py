@@ -8,10 +8,10 @@ from typing import Any
 
 import pytest
 
-from adapters.acp.rpc import classify as acp_classify
-from adapters.jsonrpc.errors import MESSAGES
-from adapters.shared.jsonrpc import ACP, SPEC, Call, Invalid, Reply, batch_items, classify
-from adapters.shared.rpc_errors import AUTH_REQUIRED, codes
+from loopgate.adapters.acp.rpc import classify as acp_classify
+from loopgate.adapters.jsonrpc.errors import MESSAGES
+from loopgate.adapters.shared.jsonrpc import ACP, SPEC, Call, Invalid, Reply, batch_items, classify
+from loopgate.adapters.shared.rpc_errors import AUTH_REQUIRED, codes
 
 DOCS = Path(__file__).resolve().parents[2] / "docs"
 

@@ -8,9 +8,9 @@ from typing import Any
 
 import anyio
 
-from contracts import validate_event
-from contracts.messages import Message, ToolCall, ToolSpec
-from gateway.loop.types import (
+from loopgate.contracts import validate_event
+from loopgate.contracts.messages import Message, ToolCall, ToolSpec
+from loopgate.gateway.loop.types import (
     FinishChunk,
     LoopContext,
     ModelChunk,

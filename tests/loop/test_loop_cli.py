@@ -9,13 +9,13 @@ from pathlib import Path
 
 import pytest
 
-from contracts import decode_envelope
-from gateway.commands.run import parse_config
+from loopgate.contracts import decode_envelope
+from loopgate.gateway.commands.run import parse_config
 
 
 def loopgate(*args: str, cwd: Path, stdin: str = "") -> subprocess.CompletedProcess[str]:
     return subprocess.run(
-        [sys.executable, "-m", "gateway.cli", "run", *args],
+        [sys.executable, "-m", "loopgate", "run", *args],
         cwd=cwd,
         input=stdin,
         capture_output=True,
@@ -76,7 +76,7 @@ def test_parse_config():
 
 def test_ctrl_c_cancels_cleanly(tmp_path: Path):
     proc = subprocess.Popen(
-        [sys.executable, "-m", "gateway.cli", "run", "forever", "--json", "--delay", "0.05"],
+        [sys.executable, "-m", "loopgate", "run", "forever", "--json", "--delay", "0.05"],
         cwd=tmp_path,
         stdout=subprocess.PIPE,
         stderr=subprocess.PIPE,

@@ -4,8 +4,8 @@ from __future__ import annotations
 
 import pytest
 
-from contracts.contract import load_contract
-from gateway.loop.config import LoopConfig
+from loopgate.contracts.contract import load_contract
+from loopgate.gateway.loop.config import LoopConfig
 
 POSITIVE = [
     "max_rounds",

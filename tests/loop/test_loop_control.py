@@ -5,10 +5,10 @@ from __future__ import annotations
 import anyio
 import pytest
 
-from gateway.loop.config import LoopConfig
-from gateway.loop.control import TurnControl
-from gateway.loop.core import CoreLoop
-from gateway.loop.types import TextChunk
+from loopgate.gateway.loop.config import LoopConfig
+from loopgate.gateway.loop.control import TurnControl
+from loopgate.gateway.loop.core import CoreLoop
+from loopgate.gateway.loop.types import TextChunk
 from tests.loop.loop_support import (
     FakeExecutor,
     FakeProvider,

@@ -5,10 +5,10 @@ from __future__ import annotations
 import anyio
 import pytest
 
-from contracts.messages import ToolCall, ToolSpec
-from gateway.loop.config import LoopConfig
-from gateway.loop.core import CoreLoop
-from gateway.loop.types import (
+from loopgate.contracts.messages import ToolCall, ToolSpec
+from loopgate.gateway.loop.config import LoopConfig
+from loopgate.gateway.loop.core import CoreLoop
+from loopgate.gateway.loop.types import (
     FinishChunk,
     LoopContext,
     ProviderError,

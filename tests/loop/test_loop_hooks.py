@@ -4,9 +4,9 @@ from __future__ import annotations
 
 import pytest
 
-from contracts.messages import ToolCall
-from gateway.loop.core import CoreLoop
-from gateway.loop.hooks import (
+from loopgate.contracts.messages import ToolCall
+from loopgate.gateway.loop.core import CoreLoop
+from loopgate.gateway.loop.hooks import (
     Accept,
     Continue,
     Fail,
@@ -19,7 +19,13 @@ from gateway.loop.hooks import (
     Stop,
     Suspend,
 )
-from gateway.loop.types import LoopContext, ModelChunk, ProviderError, TextChunk, ToolResult
+from loopgate.gateway.loop.types import (
+    LoopContext,
+    ModelChunk,
+    ProviderError,
+    TextChunk,
+    ToolResult,
+)
 from tests.loop.loop_support import (
     FakeExecutor,
     FakeProvider,

@@ -5,9 +5,9 @@ from __future__ import annotations
 import ast
 from pathlib import Path
 
-import gateway.loop
+import loopgate.gateway.loop
 
-PACKAGE = Path(gateway.loop.__file__).parent
+PACKAGE = Path(loopgate.gateway.loop.__file__).parent
 MAX_MODULE_LINES = 500
 MAX_FUNCTION_LINES = 60
 

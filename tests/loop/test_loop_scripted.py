@@ -6,13 +6,13 @@ from pathlib import Path
 
 import pytest
 
-from contracts.messages import ToolSpec
-from gateway.loop.config import LoopConfig
-from gateway.loop.core import CoreLoop
-from gateway.loop.providers import make_provider
-from gateway.loop.scripted import ScriptedProvider, plan_response, scenario_of
-from gateway.loop.tools import DemoTools
-from gateway.loop.types import ModelRequest
+from loopgate.contracts.messages import ToolSpec
+from loopgate.gateway.loop.config import LoopConfig
+from loopgate.gateway.loop.core import CoreLoop
+from loopgate.gateway.loop.providers import make_provider
+from loopgate.gateway.loop.scripted import ScriptedProvider, plan_response, scenario_of
+from loopgate.gateway.loop.tools import DemoTools
+from loopgate.gateway.loop.types import ModelRequest
 from tests.loop.loop_support import Recorder, check_stream, user
 
 pytestmark = pytest.mark.anyio

@@ -8,9 +8,9 @@ from pathlib import Path
 import anyio
 import pytest
 
-from contracts.messages import ToolCall
-from gateway.loop.tools import DemoTools, ToolFailure, calculate
-from gateway.loop.types import LoopContext
+from loopgate.contracts.messages import ToolCall
+from loopgate.gateway.loop.tools import DemoTools, ToolFailure, calculate
+from loopgate.gateway.loop.types import LoopContext
 
 pytestmark = pytest.mark.anyio
 CTX = LoopContext(round=1, elapsed_ms=0, history=[])

@@ -11,9 +11,9 @@ import anyio
 import httpx
 import pytest
 
-from contracts.messages import Message, ToolCall, ToolSpec
-from gateway.loop.openai import OpenAIProvider, SSEDecoder
-from gateway.loop.types import (
+from loopgate.contracts.messages import Message, ToolCall, ToolSpec
+from loopgate.gateway.loop.openai import OpenAIProvider, SSEDecoder
+from loopgate.gateway.loop.types import (
     FinishChunk,
     ModelChunk,
     ModelRequest,

@@ -53,7 +53,7 @@ def test_the_echo_loop_and_the_embedding_example(
 
 
 def test_the_tools_module_example(tmp_path: Path, monkeypatch: pytest.MonkeyPatch) -> None:
-    from gateway.tools import FunctionTools
+    from loopgate.gateway.tools import FunctionTools
 
     *_, my_tools = python_blocks()
     assert my_tools.startswith("# my_tools.py")

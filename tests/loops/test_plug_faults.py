@@ -187,7 +187,7 @@ def test_a_stdio_command_that_cannot_start() -> None:
 
 
 def test_python_loop_spec_errors_are_clear() -> None:
-    from gateway.loops.python import load_object
+    from loopgate.gateway.loops.python import load_object
 
     with pytest.raises(ValueError, match=r"package\.module:attr"):
         load_object("no_colon_here")

@@ -1,6 +1,6 @@
 // Drive `loopgate acp` with the real TypeScript client (@agentclientprotocol/sdk 2.x).
 //
-//   node acp-drive.mjs <command> [args…]     e.g. node acp-drive.mjs python -m gateway.cli acp
+//   node acp-drive.mjs <command> [args…]     e.g. node acp-drive.mjs python -m loopgate acp
 //
 // initialize → session/new → a prompt with a tool round → a prompt whose tool asks for
 // permission (answered allow_once) → a slow prompt cancelled mid-tool (must answer

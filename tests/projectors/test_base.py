@@ -7,7 +7,7 @@ from typing import Any
 
 import pytest
 
-from adapters.shared.projector import (
+from loopgate.adapters.shared.projector import (
     REASONING,
     SEEN_CALLS,
     TEXT,
@@ -17,8 +17,8 @@ from adapters.shared.projector import (
     Segment,
     seen_calls,
 )
-from contracts.envelope import Envelope
-from contracts.events import (
+from loopgate.contracts.envelope import Envelope
+from loopgate.contracts.events import (
     CompletionView,
     LlmResponseView,
     PermissionRequestView,
@@ -28,7 +28,7 @@ from contracts.events import (
     ToolResultView,
     view_of,
 )
-from contracts.projector import ProjectorContext
+from loopgate.contracts.projector import ProjectorContext
 
 
 class Named(RunProjector[str]):

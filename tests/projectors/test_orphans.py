@@ -9,15 +9,15 @@ from typing import Any
 import anyio
 import msgspec
 
-from adapters.acp.projector import AcpProjector, PromptAnswer, SessionUpdate
-from adapters.agui.input import RunAgentInput
-from adapters.agui.projector import AguiProjector
-from adapters.agui.runs import plan_run
-from adapters.jsonrpc.projector import JsonRpcProjector
-from adapters.shared.projector import SEEN_CALLS, SeenCall
-from contracts.envelope import Envelope
-from contracts.ports import RunInfo
-from contracts.projector import ProjectorContext
+from loopgate.adapters.acp.projector import AcpProjector, PromptAnswer, SessionUpdate
+from loopgate.adapters.agui.input import RunAgentInput
+from loopgate.adapters.agui.projector import AguiProjector
+from loopgate.adapters.agui.runs import plan_run
+from loopgate.adapters.jsonrpc.projector import JsonRpcProjector
+from loopgate.adapters.shared.projector import SEEN_CALLS, SeenCall
+from loopgate.contracts.envelope import Envelope
+from loopgate.contracts.ports import RunInfo
+from loopgate.contracts.projector import ProjectorContext
 
 T0 = 1_700_000_000_000_000_000
 ORPHAN = {"id": "c9", "name": "lookup", "success": True, "resultPreview": "42", "result": 42}

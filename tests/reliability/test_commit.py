@@ -14,12 +14,12 @@ import httpx
 import pytest
 import websockets.sync.client as ws_client
 
-from contracts.envelope import LoopEvent
-from contracts.ports import StartRun
-from gateway.app import build_hub
-from gateway.hub import Hub
-from gateway.journal import SqliteJournal
-from gateway.settings import Settings
+from loopgate.contracts.envelope import LoopEvent
+from loopgate.contracts.ports import StartRun
+from loopgate.gateway.app import build_hub
+from loopgate.gateway.hub import Hub
+from loopgate.gateway.journal import SqliteJournal
+from loopgate.gateway.settings import Settings
 from tests.gateway.harness import running_gateway
 
 pytestmark = pytest.mark.anyio

@@ -8,12 +8,12 @@ from typing import Any
 import httpx
 import pytest
 
-from contracts.envelope import LoopEvent
-from contracts.ports import RunGone, RunNotFound, RunTooLarge, StartRun
-from gateway.app import build_hub
-from gateway.hub import Hub
-from gateway.journal import EVENT_OVERHEAD_BYTES
-from gateway.settings import Settings
+from loopgate.contracts.envelope import LoopEvent
+from loopgate.contracts.ports import RunGone, RunNotFound, RunTooLarge, StartRun
+from loopgate.gateway.app import build_hub
+from loopgate.gateway.hub import Hub
+from loopgate.gateway.journal import EVENT_OVERHEAD_BYTES
+from loopgate.gateway.settings import Settings
 from tests.gateway.harness import running_gateway
 
 pytestmark = pytest.mark.anyio

@@ -21,12 +21,12 @@ from opentelemetry.sdk.trace.export import (
 )
 from opentelemetry.sdk.trace.export.in_memory_span_exporter import InMemorySpanExporter
 
-from contracts.envelope import LoopEvent
-from contracts.ports import StartRun
-from gateway.app import build_hub
-from gateway.settings import Settings
-from gateway.telemetry import Telemetry, TraceProjector
-from gateway.telemetry.config import build_telemetry
+from loopgate.contracts.envelope import LoopEvent
+from loopgate.contracts.ports import StartRun
+from loopgate.gateway.app import build_hub
+from loopgate.gateway.settings import Settings
+from loopgate.gateway.telemetry import Telemetry, TraceProjector
+from loopgate.gateway.telemetry.config import build_telemetry
 
 pytestmark = pytest.mark.anyio
 
@@ -142,10 +142,10 @@ async def test_shutdown_gives_up_on_a_collector_that_never_answers(
 @pytest.mark.parametrize(
     "broken",
     [
-        "gateway.telemetry.projector.TraceProjector.start",
-        "gateway.telemetry.delivery.Deliveries.opened",
-        "gateway.telemetry.delivery.Deliveries.closed",
-        "gateway.telemetry.telemetry.delivery_summary",
+        "loopgate.gateway.telemetry.projector.TraceProjector.start",
+        "loopgate.gateway.telemetry.delivery.Deliveries.opened",
+        "loopgate.gateway.telemetry.delivery.Deliveries.closed",
+        "loopgate.gateway.telemetry.telemetry.delivery_summary",
     ],
 )
 async def test_every_hook_swallows_its_own_failure(

@@ -17,10 +17,10 @@ from starlette.requests import Request
 from starlette.responses import PlainTextResponse
 from starlette.routing import Route
 
-from contracts.ports import StartRun
-from gateway.app import build_hub
-from gateway.settings import Settings
-from gateway.telemetry import Telemetry
+from loopgate.contracts.ports import StartRun
+from loopgate.gateway.app import build_hub
+from loopgate.gateway.settings import Settings
+from loopgate.gateway.telemetry import Telemetry
 from tests.fakes.openai_server import FakeOpenAI
 from tests.fakes.servers import serve_app
 from tests.telemetry import scope_tools

@@ -12,12 +12,12 @@ from opentelemetry.sdk.metrics.export import InMemoryMetricReader
 from opentelemetry.sdk.trace.export import SimpleSpanProcessor
 from opentelemetry.sdk.trace.export.in_memory_span_exporter import InMemorySpanExporter
 
-from contracts.envelope import LoopEvent
-from contracts.ports import StartRun
-from gateway.app import build_hub
-from gateway.settings import Settings
-from gateway.telemetry import Telemetry
-from gateway.telemetry.config import build_telemetry, metrics_endpoint
+from loopgate.contracts.envelope import LoopEvent
+from loopgate.contracts.ports import StartRun
+from loopgate.gateway.app import build_hub
+from loopgate.gateway.settings import Settings
+from loopgate.gateway.telemetry import Telemetry
+from loopgate.gateway.telemetry.config import build_telemetry, metrics_endpoint
 from tests.fakes.otlp_receiver import OtlpReceiver
 from tests.fakes.servers import serve_app
 from tests.gateway.harness import gateway_process

@@ -15,12 +15,12 @@ from opentelemetry.sdk.trace.sampling import (
     TraceIdRatioBased,
 )
 
-from contracts.envelope import LoopEvent
-from contracts.ports import StartRun
-from gateway.app import build_hub
-from gateway.settings import Settings
-from gateway.telemetry import Telemetry
-from gateway.telemetry.config import build_telemetry
+from loopgate.contracts.envelope import LoopEvent
+from loopgate.contracts.ports import StartRun
+from loopgate.gateway.app import build_hub
+from loopgate.gateway.settings import Settings
+from loopgate.gateway.telemetry import Telemetry
+from loopgate.gateway.telemetry.config import build_telemetry
 
 pytestmark = pytest.mark.anyio
 

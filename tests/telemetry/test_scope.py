@@ -21,12 +21,12 @@ from starlette.requests import Request
 from starlette.responses import PlainTextResponse
 from starlette.routing import Route
 
-from contracts.envelope import LoopEvent
-from contracts.ports import StartRun
-from gateway.app import build_hub
-from gateway.hub import Hub
-from gateway.settings import Settings
-from gateway.telemetry import Telemetry
+from loopgate.contracts.envelope import LoopEvent
+from loopgate.contracts.ports import StartRun
+from loopgate.gateway.app import build_hub
+from loopgate.gateway.hub import Hub
+from loopgate.gateway.settings import Settings
+from loopgate.gateway.telemetry import Telemetry
 from tests.fakes.servers import serve_app
 
 pytestmark = pytest.mark.anyio

@@ -18,11 +18,11 @@ import uvicorn
 from opentelemetry.sdk.trace.export import SimpleSpanProcessor
 from opentelemetry.sdk.trace.export.in_memory_span_exporter import InMemorySpanExporter
 
-from gateway.app import create_app
-from gateway.server import GatewayServer
-from gateway.settings import Settings, load_settings
-from gateway.telemetry import Telemetry
-from gateway.telemetry.config import build_telemetry, traces_endpoint
+from loopgate.gateway.app import create_app
+from loopgate.gateway.server import GatewayServer
+from loopgate.gateway.settings import Settings, load_settings
+from loopgate.gateway.telemetry import Telemetry
+from loopgate.gateway.telemetry.config import build_telemetry, traces_endpoint
 from tests.acp.support import RecordingClient, agent_env, open_session, spawned
 from tests.fakes.otlp_receiver import OtlpReceiver, ReceivedSpan
 from tests.fakes.servers import serve_app

@@ -20,9 +20,9 @@ from conformance.otel import (
     stream_context,
     tree_from_records,
 )
-from contracts.envelope import Envelope
-from contracts.messages import Message
-from gateway.telemetry.projector import (
+from loopgate.contracts.envelope import Envelope
+from loopgate.contracts.messages import Message
+from loopgate.gateway.telemetry.projector import (
     SpanEnd,
     SpanEvent,
     SpanStart,

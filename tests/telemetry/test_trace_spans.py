@@ -17,13 +17,13 @@ from opentelemetry.sdk.trace.export.in_memory_span_exporter import InMemorySpanE
 from opentelemetry.trace import SpanKind, StatusCode
 
 from conformance.otel import STREAMS, encode_tree, golden_path, load_stream, tree_from_spans
-from contracts.envelope import Envelope
-from contracts.ports import CutOff, StartRun
-from gateway.app import build_hub
-from gateway.hub import Hub, Run
-from gateway.hub.run import new_record
-from gateway.settings import Settings
-from gateway.telemetry import Telemetry, TraceProjector
+from loopgate.contracts.envelope import Envelope
+from loopgate.contracts.ports import CutOff, StartRun
+from loopgate.gateway.app import build_hub
+from loopgate.gateway.hub import Hub, Run
+from loopgate.gateway.hub.run import new_record
+from loopgate.gateway.settings import Settings
+from loopgate.gateway.telemetry import Telemetry, TraceProjector
 
 pytestmark = pytest.mark.anyio
 
@@ -308,7 +308,7 @@ async def test_telemetry_failures_never_affect_a_run(
 
 
 def _event(kind: str, data: dict[str, Any]) -> Any:
-    from contracts.envelope import LoopEvent
+    from loopgate.contracts.envelope import LoopEvent
 
     return LoopEvent(kind, data)
 

@@ -13,12 +13,12 @@ from typing import Any
 import httpx
 import pytest
 
-from adapters.jsonrpc.dispatch import Dispatcher
-from adapters.jsonrpc.limits import RpcLimits
-from contracts.envelope import Envelope, LoopEvent
-from contracts.ports import StartRun
-from gateway.app import build_hub
-from gateway.settings import Settings
+from loopgate.adapters.jsonrpc.dispatch import Dispatcher
+from loopgate.adapters.jsonrpc.limits import RpcLimits
+from loopgate.contracts.envelope import Envelope, LoopEvent
+from loopgate.contracts.ports import StartRun
+from loopgate.gateway.app import build_hub
+from loopgate.gateway.settings import Settings
 from tests.gateway.harness import gateway_process
 from tests.jsonrpc.jsonrpc_support import RpcProcess
 

@@ -9,19 +9,24 @@ from typing import Any
 import msgspec
 import pytest
 
-from adapters.acp.rpc import classify
-from adapters.agui.endpoints import parse_frame
-from adapters.agui.input import parse_arguments
-from adapters.shared.jsonrpc import ParseFailure, parse
-from contracts.envelope import EnvelopeError, decode_envelope, decode_event, decode_recording
-from contracts.json_input import (
+from loopgate.adapters.acp.rpc import classify
+from loopgate.adapters.agui.endpoints import parse_frame
+from loopgate.adapters.agui.input import parse_arguments
+from loopgate.adapters.shared.jsonrpc import ParseFailure, parse
+from loopgate.contracts.envelope import (
+    EnvelopeError,
+    decode_envelope,
+    decode_event,
+    decode_recording,
+)
+from loopgate.contracts.json_input import (
     DEFAULT_MAX_DEPTH,
     JsonTooDeep,
     check_depth,
     decode,
     nesting_depth,
 )
-from gateway.loops.wire import decode as wire_decode
+from loopgate.gateway.loops.wire import decode as wire_decode
 
 # What the issue sent: about 2 KB, 1,000 levels.
 HOSTILE = b"[" * 1000 + b"]" * 1000

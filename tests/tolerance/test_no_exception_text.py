@@ -10,16 +10,16 @@ import httpx
 import msgspec
 import pytest
 
-from adapters.jsonrpc.dispatch import error_for
-from adapters.shared.problem import problem_for
-from contracts.client_errors import (
+from loopgate.adapters.jsonrpc.dispatch import error_for
+from loopgate.adapters.shared.problem import problem_for
+from loopgate.contracts.client_errors import (
     MAX_DETAIL_CHARS,
     ClientError,
     client_message,
     describe_input_error,
 )
-from contracts.envelope import EnvelopeError
-from contracts.ports import LimitReached, RunExists, RunFinished, RunNotFound
+from loopgate.contracts.envelope import EnvelopeError
+from loopgate.contracts.ports import LimitReached, RunExists, RunFinished, RunNotFound
 from tests.tolerance.exception_text import ALLOWED, find_leaks
 
 PYTHON_TEXT = "invalid literal for int() with base 10: '²'"

@@ -9,7 +9,7 @@ from typing import Any
 import httpx
 import pytest
 
-from adapters.shared.numbers import MAX_INT, ascii_int
+from loopgate.adapters.shared.numbers import MAX_INT, ascii_int
 from tests.gateway.sse_client import envelopes, read_stream
 
 HUGE = "9" * 4300  # past CPython's int/str conversion limit: int() raises

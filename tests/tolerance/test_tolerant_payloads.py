@@ -13,17 +13,17 @@ import httpx
 import msgspec
 import pytest
 
-from adapters.acp.projector import AcpProjector, PromptAnswer, PromptFailure
-from adapters.agui.projector import AguiProjector
-from adapters.jsonrpc.projector import JsonRpcProjector
-from adapters.native.projector import NativeProjector
-from contracts.contract import load_contract
-from contracts.envelope import Envelope
-from contracts.events import PAYLOAD_TYPES
-from contracts.oddities import OddityLog, oddities
-from contracts.projector import ProjectorContext
-from gateway.loop.config import LoopConfig
-from gateway.telemetry.projector import SpanEnd, TraceContext, TraceProjector
+from loopgate.adapters.acp.projector import AcpProjector, PromptAnswer, PromptFailure
+from loopgate.adapters.agui.projector import AguiProjector
+from loopgate.adapters.jsonrpc.projector import JsonRpcProjector
+from loopgate.adapters.native.projector import NativeProjector
+from loopgate.contracts.contract import load_contract
+from loopgate.contracts.envelope import Envelope
+from loopgate.contracts.events import PAYLOAD_TYPES
+from loopgate.contracts.oddities import OddityLog, oddities
+from loopgate.contracts.projector import ProjectorContext
+from loopgate.gateway.loop.config import LoopConfig
+from loopgate.gateway.telemetry.projector import SpanEnd, TraceContext, TraceProjector
 from tests.gateway.harness import REPO
 from tests.gateway.sse_client import envelopes, read_stream
 
@@ -244,7 +244,7 @@ def test_each_oddity_is_logged_once_per_run_and_the_memory_is_bounded() -> None:
 
 def replay(capsys: pytest.CaptureFixture[str], *args: str) -> str:
     """`loopgate replay …` in this process (as tests/gateway/test_cli_replay.py does)."""
-    from gateway.cli import main
+    from loopgate.gateway.cli import main
 
     assert main(["replay", *args]) == 0
     return capsys.readouterr().out

@@ -14,8 +14,8 @@ from pathlib import Path
 
 import pytest
 
-from gateway.loop.types import LoopContext
-from gateway.tools.mcp import McpServerSpec
+from loopgate.gateway.loop.types import LoopContext
+from loopgate.gateway.tools.mcp import McpServerSpec
 
 ROOT = Path(__file__).resolve().parents[2]
 FAKE_SERVER = ROOT / "tests" / "fakes" / "mcp_server.py"

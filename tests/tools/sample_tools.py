@@ -8,9 +8,9 @@ import anyio.lowlevel
 from pydantic import BaseModel
 from typing_extensions import TypedDict
 
-from gateway.loop.tools import ToolFailure
-from gateway.loop.types import LoopContext, ToolResult
-from gateway.tools import tool
+from loopgate.gateway.loop.tools import ToolFailure
+from loopgate.gateway.loop.types import LoopContext, ToolResult
+from loopgate.gateway.tools import tool
 
 
 class Point(BaseModel):

@@ -13,9 +13,9 @@ import docstring_parser
 import pytest
 from pydantic import Field
 
-from contracts.messages import ToolCall
-from gateway.loop.types import LoopContext, ToolResult
-from gateway.tools import FunctionTools, tool
+from loopgate.contracts.messages import ToolCall
+from loopgate.gateway.loop.types import LoopContext, ToolResult
+from loopgate.gateway.tools import FunctionTools, tool
 from tests.tools.conftest import CTX
 
 pytestmark = pytest.mark.anyio

@@ -9,9 +9,9 @@ from typing import Any
 import anyio
 import pytest
 
-from contracts.messages import ToolCall
-from gateway.tools.mcp import McpOptions, McpServerSpec, McpTools, ToolSourceError
-from gateway.tools.pool import ThreadMcpPool
+from loopgate.contracts.messages import ToolCall
+from loopgate.gateway.tools.mcp import McpOptions, McpServerSpec, McpTools, ToolSourceError
+from loopgate.gateway.tools.pool import ThreadMcpPool
 from tests.tools.conftest import CTX
 
 pytestmark = pytest.mark.anyio

@@ -20,9 +20,9 @@ from starlette.requests import Request
 from starlette.responses import PlainTextResponse
 from starlette.routing import Route
 
-from contracts.messages import ToolCall
-from gateway.loop.types import ToolResult
-from gateway.tools.mcp import McpOptions, McpServerSpec, McpTools, ToolSourceError
+from loopgate.contracts.messages import ToolCall
+from loopgate.gateway.loop.types import ToolResult
+from loopgate.gateway.tools.mcp import McpOptions, McpServerSpec, McpTools, ToolSourceError
 from tests.fakes.servers import serve_app
 from tests.tools.conftest import CTX, FAKE_SERVER, fake_http_server
 

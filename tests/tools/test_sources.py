@@ -7,11 +7,11 @@ from pathlib import Path
 
 import pytest
 
-from contracts.messages import ToolCall
-from gateway.loop.tools import DemoTools
-from gateway.tools import FunctionTools
-from gateway.tools.mcp import McpOptions, McpServerSpec, ToolSourceError
-from gateway.tools.sources import CONFIGURED, ToolSources
+from loopgate.contracts.messages import ToolCall
+from loopgate.gateway.loop.tools import DemoTools
+from loopgate.gateway.tools import FunctionTools
+from loopgate.gateway.tools.mcp import McpOptions, McpServerSpec, ToolSourceError
+from loopgate.gateway.tools.sources import CONFIGURED, ToolSources
 from tests.tools.conftest import CTX, fake_http_server
 
 pytestmark = pytest.mark.anyio

@@ -8,12 +8,12 @@ from typing import Any
 
 import pytest
 
-from contracts.messages import Message, ToolCall
-from gateway.loop.core import CoreLoop
-from gateway.loop.tools import DemoTools
-from gateway.loop.types import ToolResult
-from gateway.tools import FunctionTools, ToolBox, tool
-from gateway.tools.mcp import McpOptions, McpServerSpec, McpTools
+from loopgate.contracts.messages import Message, ToolCall
+from loopgate.gateway.loop.core import CoreLoop
+from loopgate.gateway.loop.tools import DemoTools
+from loopgate.gateway.loop.types import ToolResult
+from loopgate.gateway.tools import FunctionTools, ToolBox, tool
+from loopgate.gateway.tools.mcp import McpOptions, McpServerSpec, McpTools
 from tests.loop.loop_support import FakeProvider, calls, text
 from tests.tools.conftest import CTX
 
