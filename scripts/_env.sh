@@ -9,13 +9,21 @@ if ! "$PYTHON" -c 'import sys; sys.exit(sys.version_info < (3, 11))' 2>/dev/null
   echo "loopgate needs Python 3.11 or newer (found: $("$PYTHON" --version 2>&1))" >&2
   exit 1
 fi
-[ -x .venv/bin/python ] || "$PYTHON" -m venv .venv
+if [ ! -x .venv/bin/python ]; then
+  echo "loopgate: creating .venv (first run only)" >&2
+  "$PYTHON" -m venv .venv
+fi
 
 ensure_python_deps() {  # $1: the extras to install, e.g. "" or "[test]"
-  local stamp=".venv/.installed$1" want
+  local stamp=".venv/.installed$1" want started
   want="$(sha256sum pyproject.toml | cut -c1-16)"
   if [ "$(cat "$stamp" 2>/dev/null)" != "$want" ]; then
-    .venv/bin/python -m pip install -q --disable-pip-version-check -e ".$1"
+    # Say what the wait is for: a first install takes from half a minute to a few minutes.
+    echo "loopgate: installing loopgate${1} and its dependencies into .venv" \
+      "(first run, or pyproject.toml changed; about a minute)…" >&2
+    started=$SECONDS
+    .venv/bin/python -m pip install -q --disable-pip-version-check -e ".$1" >&2
+    echo "loopgate: installed in $((SECONDS - started)) s" >&2
     echo "$want" > "$stamp"
   fi
 }
