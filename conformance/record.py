@@ -45,7 +45,7 @@ CLI_STREAMS: dict[str, list[str]] = {
     "max-rounds": ["forever: keep counting", "--max-rounds", "3"],
     "soft-timeout-wrap-up": [
         "forever: count until told to stop",
-        "--delay",
+        "--scripted-delay",
         "0.01",
         "--config",
         "soft_timeout_ms=250",
@@ -65,8 +65,8 @@ CLI_STREAMS: dict[str, list[str]] = {
 
 def record_cli(name: str, args: list[str], workspace: Path) -> None:
     argv = [sys.executable, "-m", "loopgate", "run", "--json", "--run-id", name]
-    if "--delay" not in args:
-        argv += ["--delay", DELAY]
+    if "--scripted-delay" not in args:
+        argv += ["--scripted-delay", DELAY]
     proc = subprocess.run(
         [*argv, *args], cwd=workspace, capture_output=True, check=False, timeout=120
     )

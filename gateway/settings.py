@@ -6,6 +6,7 @@ Every size, count and time the server handles is bounded by one of these fields.
 from __future__ import annotations
 
 import ipaddress
+import os
 from collections.abc import Mapping
 from pathlib import Path
 from typing import Any, Literal
@@ -36,7 +37,8 @@ class Settings(msgspec.Struct, kw_only=True, forbid_unknown_fields=True):
     openai_base_url: str | None = None
     openai_model: str | None = None
     openai_api_key: str | None = None
-    workspace: str = "."
+    # Where read_file reads and write_note writes: never the directory the server started in.
+    workspace: str = msgspec.field(default_factory=lambda: default_workspace(os.environ))
     loop_config: dict[str, Any] = msgspec.field(default_factory=dict)
 
     # Bring your own loop (docs/loops.md): at most one of these; none runs the reference loop.
@@ -162,6 +164,14 @@ def is_loopback(host: str) -> bool:
         return False
 
 
+def default_workspace(env: Mapping[str, str]) -> str:
+    """``$XDG_DATA_HOME/loopgate/workspace``, i.e. ``~/.local/share/loopgate/workspace``."""
+    data_home = env.get("XDG_DATA_HOME") or str(
+        Path(env.get("HOME") or "~").expanduser() / ".local" / "share"
+    )
+    return str(Path(data_home) / "loopgate" / "workspace")
+
+
 def read_token_file(path: str) -> str:
     try:
         token = Path(path).read_text(encoding="utf-8").strip()
@@ -182,6 +192,7 @@ def load_settings(env: Mapping[str, str], overrides: Mapping[str, Any] | None = 
     # The variable every OpenAI-compatible client reads; LOOPGATE_OPENAI_API_KEY wins over it.
     if "openai_api_key" not in values and env.get("OPENAI_API_KEY"):
         values["openai_api_key"] = env["OPENAI_API_KEY"]
+    values.setdefault("workspace", default_workspace(env))
     given = {k: v for k, v in (overrides or {}).items() if v is not None}
     if "token" in given or "token_file" in given:
         # A token given as a flag, in either form, replaces the environment's, in either form.

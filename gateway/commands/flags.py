@@ -5,13 +5,16 @@ from __future__ import annotations
 import argparse
 from collections.abc import Mapping
 
+from loopgate.gateway.loop.providers import PROVIDERS
+
 LOG_LEVELS = ["critical", "error", "warning", "info", "debug"]
 
 
+# The settings add_model_flags fills: the reference loop's model, the same for every command.
+MODEL_SETTINGS = ("provider", "openai_base_url", "openai_model", "scripted_delay_s")
 # The settings add_loop_flags fills (each command passes them to load_settings).
 LOOP_SETTINGS = (
-    "provider",
-    "scripted_delay_s",
+    *MODEL_SETTINGS,
     "loop",
     "loop_url",
     "loop_cmd",
@@ -50,13 +53,7 @@ def add_loop_flags(p: argparse.ArgumentParser) -> None:
         help="sent to an HTTP loop as Authorization: Bearer TOKEN (or LOOPGATE_LOOP_TOKEN)",
     )
     ref = p.add_argument_group("the reference loop")
-    ref.add_argument("--provider", choices=["scripted", "openai"], help="model provider")
-    ref.add_argument(
-        "--scripted-delay",
-        dest="scripted_delay_s",
-        type=float,
-        help="seconds between scripted deltas (default 0.02)",
-    )
+    add_model_flags(ref)
     ref.add_argument(
         "--tools",
         action="append",
@@ -85,6 +82,34 @@ def add_loop_flags(p: argparse.ArgumentParser) -> None:
         action="append",
         metavar="URL",
         help="an MCP server over streamable HTTP (repeatable)",
+    )
+
+
+def add_model_flags(group: argparse._ActionsContainer) -> None:
+    """The reference loop's model: the embedded scripted one, or any OpenAI-compatible server."""
+    group.add_argument(
+        "--provider",
+        choices=PROVIDERS,
+        help="the model: 'scripted' (embedded, no key, no network; the default) or 'openai' "
+        "(any OpenAI-compatible server: OpenAI, vLLM, Ollama, llama.cpp; LOOPGATE_PROVIDER)",
+    )
+    group.add_argument(
+        "--openai-base-url",
+        metavar="URL",
+        help="the OpenAI-compatible server's base URL, e.g. http://127.0.0.1:11434/v1 "
+        "(LOOPGATE_OPENAI_BASE_URL); its key: OPENAI_API_KEY or LOOPGATE_OPENAI_API_KEY",
+    )
+    group.add_argument(
+        "--openai-model",
+        metavar="NAME",
+        help="the model the server should run, e.g. gpt-4o-mini (LOOPGATE_OPENAI_MODEL)",
+    )
+    group.add_argument(
+        "--scripted-delay",
+        dest="scripted_delay_s",
+        type=float,
+        metavar="SECONDS",
+        help="seconds between the scripted model's deltas (default 0.02; 0: none)",
     )
 
 

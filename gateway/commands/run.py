@@ -17,12 +17,14 @@ import anyio.abc
 
 from loopgate.contracts.envelope import Envelope, encode_envelope
 from loopgate.contracts.messages import Message, ToolCall
+from loopgate.gateway.commands.flags import MODEL_SETTINGS, add_model_flags
 from loopgate.gateway.loop.config import LoopConfig
 from loopgate.gateway.loop.control import TurnControl
 from loopgate.gateway.loop.core import CoreLoop
-from loopgate.gateway.loop.providers import PROVIDERS, make_provider
 from loopgate.gateway.loop.tools import DemoTools
 from loopgate.gateway.loop.types import PermissionDecision
+from loopgate.gateway.loops.build import provider_from_settings
+from loopgate.gateway.settings import load_settings
 
 EXIT_CODES = {"completed": 0, "waiting_user": 0, "cancelled": 130}
 DIM, RESET = "\x1b[2m", "\x1b[0m"
@@ -41,26 +43,17 @@ def register(subparsers: Any) -> None:
     )
     parser.add_argument("--run-id", help="run id for the envelopes (default: a random one)")
     parser.add_argument(
-        "--delay", type=float, default=0.02, help="scripted model: seconds between chunks"
-    )
-    parser.add_argument(
         "--config",
         action="append",
         default=[],
         metavar="JSON|KEY=VALUE",
         help="loop config as a JSON object or key=value (repeatable; values parsed as JSON)",
     )
+    add_model_flags(parser.add_argument_group("the model"))
     parser.add_argument(
-        "--provider",
-        choices=PROVIDERS,
-        default="scripted",
-        help="the model: the embedded scripted one (no key, no network) or an "
-        "OpenAI-compatible server (default scripted)",
-    )
-    parser.add_argument("--model", help="model name (openai provider)")
-    parser.add_argument("--base-url", help="OpenAI-compatible base URL (openai provider)")
-    parser.add_argument(
-        "--workspace", type=Path, default=Path("."), help="directory the file tools may use"
+        "--workspace",
+        help="the directory the file tools read and write_note writes under (LOOPGATE_WORKSPACE; "
+        "default: ~/.local/share/loopgate/workspace)",
     )
     parser.add_argument("--max-rounds", type=int, help="shorthand for --config max_rounds=N")
     parser.add_argument(
@@ -227,21 +220,16 @@ def run_command(args: argparse.Namespace) -> int:
     try:
         prompt = read_prompt(args.prompt)
         config = parse_config(args.config, args.max_rounds)
-        if args.delay < 0:
-            raise ValueError("--delay must not be negative")
-        if not args.workspace.is_dir():
-            raise ValueError(f"--workspace {args.workspace} is not a directory")
-        provider = make_provider(
-            args.provider,
-            delay_s=args.delay,
-            model=args.model,
-            base_url=args.base_url,
-            api_key=os.environ.get("LOOPGATE_API_KEY") or os.environ.get("OPENAI_API_KEY"),
+        settings = load_settings(
+            os.environ, {k: getattr(args, k) for k in (*MODEL_SETTINGS, "workspace")}
         )
+        if args.workspace and not Path(args.workspace).is_dir():
+            raise ValueError(f"--workspace {args.workspace} is not a directory")
+        provider = provider_from_settings(settings)
     except (ValueError, ImportError) as exc:
         print(f"loopgate run: error: {exc}", file=sys.stderr)
         return 2
-    tools = DemoTools(args.workspace)
+    tools = DemoTools(Path(settings.workspace))
     loop = CoreLoop(provider, tools, config, permissions=_Approvals(tools, args.allow_writes))
     if args.json:
         run_id = args.run_id or f"run-{uuid.uuid4().hex[:12]}"

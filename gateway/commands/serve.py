@@ -91,8 +91,6 @@ def register(sub: argparse._SubParsersAction) -> None:  # type: ignore[type-arg]
         help="let ACP clients on /acp have the gateway start the stdio MCP servers they name "
         "(off: only http MCP servers)",
     )
-    p.add_argument("--openai-base-url", help="OpenAI-compatible base URL, e.g. http://host/v1")
-    p.add_argument("--openai-model", help="model name for the openai provider")
     p.add_argument("--journal", help="'memory' (default) or 'sqlite:PATH'")
     p.add_argument("--workspace", help="directory the demo file tools may read and write")
     p.add_argument(
@@ -166,8 +164,6 @@ SETTING_FLAGS = (
     "max_connections",
     "write_timeout_s",
     "acp_remote_stdio_mcp",
-    "openai_base_url",
-    "openai_model",
     "journal",
     "workspace",
     "keepalive_s",
