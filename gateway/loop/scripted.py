@@ -112,6 +112,7 @@ def plan_response(request: ModelRequest) -> _Plan:
 
 # Two or more numbers joined by + - * / (and spaces): an expression the calculator takes.
 _ARITHMETIC = re.compile(r"\d+(?:\.\d+)?(?:\s*[-+*/]\s*\d+(?:\.\d+)?)+")
+_ASKS_TIME = re.compile(r"\b(?:time|clock|date|today)\b", re.IGNORECASE)
 
 
 class _Script:
@@ -144,6 +145,8 @@ class _Script:
         # The prompt's own arithmetic when it has some ("what is 25 * 16 + 2?"), so the demo's
         # answer is the right one; else one made from its numbers.
         asked = _ARITHMETIC.search(prompt)
+        self.asks_arithmetic = asked is not None
+        self.asks_time = _ASKS_TIME.search(prompt) is not None
         self.expression = " ".join(asked.group().split()) if asked else f"{a} * {b} + {len(words)}"
 
     # --- building blocks ----------------------------------------------------------------------
@@ -237,25 +240,54 @@ class _Script:
         )
 
     def default(self) -> None:
-        if self.round == 0 and {"clock", "calculate"} <= set(self.offered):
-            self.reason(
-                f"{self._opening()} I should check the current time and work out "
-                f"{self.expression} before answering; both lookups are independent, so I can "
-                "run them together."
-            )
-            self.say("Let me check two things first.")
-            self.call("clock", {})
-            self.call("calculate", {"expression": self.expression})
+        """The time and the prompt's arithmetic, each looked up only when the prompt asks."""
+        wanted = [
+            name
+            for name, asked in (("clock", self.asks_time), ("calculate", self.asks_arithmetic))
+            if asked and name in self.offered
+        ]
+        if not wanted:
+            self.introduce()
             return
-        if self.observations:
-            self.reason("Both results are in; time to put the answer together.")
-            self.say(
-                f"It is {self.observation(0)} (UTC) right now, and {self.expression} = "
-                f"{self.observation(1)}. "
-                f"{self._closing()}"
+        if self.round == 0:
+            arguments = {"clock": {}, "calculate": {"expression": self.expression}}
+            both = len(wanted) == 2
+            self.reason(
+                f"{self._opening()} I should "
+                + (
+                    f"check the current time and work out {self.expression} before answering; "
+                    "both lookups are independent, so I can run them together."
+                    if both
+                    else (
+                        "check the clock."
+                        if wanted == ["clock"]
+                        else f"work out {self.expression}."
+                    )
+                )
             )
-        else:
-            self.say(f"Here is a short answer about “{self.topic}”. {self._closing()}")
+            self.say("Let me check two things first." if both else "Let me look that up.")
+            for name in wanted:
+                self.call(name, arguments[name])
+            return
+        found = {name: self.observation(i) for i, name in enumerate(wanted)}
+        parts = []
+        if "clock" in found:
+            parts.append(f"It is {found['clock']} (UTC) right now")
+        if "calculate" in found:
+            parts.append(f"{self.expression} = {found['calculate']}")
+        self.reason("The results are in; time to put the answer together.")
+        self.say(f"{', and '.join(parts)}. {self._closing()}")
+
+    def introduce(self) -> None:
+        """An unmatched prompt: say what this model is instead of pretending to answer."""
+        self.say(
+            "I am loopgate's embedded scripted model: a demo with no language model behind it, "
+            "so I only follow a few scripted prompts. Ask me the time or some arithmetic "
+            "(“What time is it, and what is 25 * 16 + 2?” runs two tools at once), or include "
+            "one of: think, one tool, slow tool, fail tool, write note, ask user, big result, "
+            "unicode, forever, plain. For real answers, run a model: --provider openai "
+            "--openai-base-url URL --openai-model NAME (README: Use a real model)."
+        )
 
     def _closing(self) -> str:
         return self.rng.choice(

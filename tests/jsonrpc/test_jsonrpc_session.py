@@ -86,7 +86,13 @@ async def test_two_subscriptions_to_one_run_ask_each_question_once(hub: Hub) -> 
     async with anyio.create_task_group() as tg:
         tg.start_soon(serve_lines, Dispatcher(hub, RpcLimits()), peer.read, peer.write)
         started = await peer.call(
-            1, "run.start", {"input": "what time is it?", "approval": "always", "subscribe": True}
+            1,
+            "run.start",
+            {
+                "input": "What time is it, and what is 6 * 7?",
+                "approval": "always",
+                "subscribe": True,
+            },
         )
         run_id = started["result"]["runId"]
         await peer.call(2, "run.subscribe", [run_id])

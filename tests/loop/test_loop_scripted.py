@@ -41,14 +41,14 @@ def test_scenario_keywords():
 
 
 async def test_default_run_has_reasoning_text_and_two_parallel_tools(tmp_path: Path):
-    rec, history, terminal = await run("How long until 42 days pass from 7 weeks?", tmp_path)
+    rec, history, terminal = await run("What time is it, and what is 6 * 7?", tmp_path)
     assert terminal["status"] == "completed"
     assert rec.of("reasoning_delta") and rec.of("content_delta")
     first_round = [d for d in rec.of("tool_call_start") if d["round"] == 1]
     assert [d["name"] for d in first_round] == ["clock", "calculate"]
-    assert first_round[1]["arguments"] == {"expression": "42 * 7 + 9"}
+    assert first_round[1]["arguments"] == {"expression": "6 * 7"}
     calc = rec.of("tool_call_result")[1]["resultPreview"]
-    assert calc == "303" and "303" in history[-1].content  # the answer uses the observation
+    assert calc == "42" and "6 * 7 = 42" in history[-1].content  # the answer uses the observation
     deltas = [d["delta"] for d in rec.of("content_delta")]
     assert len(deltas) > 10 and max(len(d) for d in deltas) <= 24
 
@@ -148,3 +148,32 @@ async def test_the_demo_calculates_the_prompts_own_arithmetic(
     ]
     answer = "".join(data["delta"] for kind, data in rec.events if kind == "content_delta")
     assert f"{expression} = {result}" in answer or f"{expression} is {result}" in answer
+
+
+@pytest.mark.parametrize(
+    ("prompt", "tools"),
+    [
+        ("What time is it?", ["clock"]),
+        ("and 25 * 16 + 2?", ["calculate"]),
+        ("What is today's date, and 1.5 / 3?", ["clock", "calculate"]),
+    ],
+)
+async def test_the_default_looks_up_only_what_the_prompt_asks(
+    prompt: str, tools: list[str], tmp_path: Path
+) -> None:
+    rec, history, terminal = await run(prompt, tmp_path)
+    assert terminal["status"] == "completed"
+    assert [d["name"] for d in rec.of("tool_call_start")] == tools
+    if "calculate" in tools:
+        expected = {"and 25 * 16 + 2?": "25 * 16 + 2 = 402"}.get(prompt, "1.5 / 3 = 0.5")
+        assert expected in history[-1].content
+
+
+async def test_an_unmatched_prompt_is_told_what_the_model_is(tmp_path: Path) -> None:
+    rec, history, terminal = await run("What is the capital of France?", tmp_path)
+    assert terminal["status"] == "completed" and not rec.of("tool_call_start")
+    answer = history[-1].content
+    assert "scripted model" in answer and "--provider openai" in answer
+    # Every keyword it offers is one it follows.
+    for word in ("think", "one tool", "slow tool", "write note", "ask user", "plain"):
+        assert word in answer and scenario_of(word) != "default"

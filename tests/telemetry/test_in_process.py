@@ -45,7 +45,9 @@ def console_spans(text: str) -> list[dict[str, Any]]:
         spans.append(span)
 
 
-async def one_loop_run(telemetry: Telemetry, prompt: str = "hello") -> None:
+async def one_loop_run(
+    telemetry: Telemetry, prompt: str = "What time is it, and what is 6 * 7?"
+) -> None:
     async with build_hub(Settings(scripted_delay_s=0.0), telemetry=telemetry) as hub:
         info = await hub.start(StartRun(input=prompt))
         with anyio.fail_after(10):
@@ -158,7 +160,7 @@ async def test_every_hook_swallows_its_own_failure(
     telemetry = Telemetry(SimpleSpanProcessor(InMemorySpanExporter()))
     with caplog.at_level(logging.ERROR, logger="loopgate.telemetry"):
         async with build_hub(Settings(scripted_delay_s=0.0), telemetry=telemetry) as hub:
-            info = await hub.start(StartRun(input="hello"))
+            info = await hub.start(StartRun(input="What time is it, and what is 6 * 7?"))
             async with hub.subscribe(info.id, consumer="sse") as sub:
                 while not sub.done:
                     await sub.next_batch()

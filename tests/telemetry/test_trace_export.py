@@ -60,7 +60,7 @@ def test_traceparent_header_parents_the_run_and_the_trace_id_is_in_the_run_json(
     with gateway_with(Telemetry(SimpleSpanProcessor(exporter))) as base:
         response = httpx.post(
             f"{base}/v1/runs",
-            json={"input": "hello"},
+            json={"input": "What time is it, and what is 6 * 7?"},
             headers={
                 "traceparent": f"00-{PARENT_TRACE}-{PARENT_SPAN}-01",
                 "tracestate": "vendor=abc,other=1",
@@ -168,7 +168,9 @@ def test_loopgate_serve_exports_otlp_http_configured_by_environment_only() -> No
             "OTEL_BSP_SCHEDULE_DELAY": "100",  # export within 0.1 s instead of 5 s
         }
         with gateway_process("--scripted-delay", "0", env=env) as (base, _):
-            run = httpx.post(f"{base}/v1/runs", json={"input": "hello"}).json()
+            run = httpx.post(
+                f"{base}/v1/runs", json={"input": "What time is it, and what is 6 * 7?"}
+            ).json()
             events = envelopes(read_stream(base, run["id"]))
             trace_id = run["metadata"]["trace_id"]
             spans = receiver.wait_for(whole_run(trace_id))
@@ -198,7 +200,9 @@ def test_runs_complete_when_the_collector_is_down() -> None:
         assert proc.stderr is not None
         log = LineReader(proc.stderr)
         for _ in range(3):
-            run = httpx.post(f"{base}/v1/runs", json={"input": "hello"}).json()
+            run = httpx.post(
+                f"{base}/v1/runs", json={"input": "What time is it, and what is 6 * 7?"}
+            ).json()
             events = envelopes(read_stream(base, run["id"], timeout=10))
             assert events[-1]["data"]["status"] == "completed"
             assert len(run["metadata"]["trace_id"]) == 32

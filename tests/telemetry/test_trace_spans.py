@@ -128,7 +128,9 @@ async def test_a_loop_run_has_model_and_tool_spans_and_the_trace_id_in_its_json(
     exporter: InMemorySpanExporter,
 ) -> None:
     async with hub_with(telemetry_for(exporter, loop_provider_name="loopgate.scripted")) as hub:
-        info = await hub.start(StartRun(input="hello", thread_id="thread-7"))
+        info = await hub.start(
+            StartRun(input="What time is it, and what is 6 * 7?", thread_id="thread-7")
+        )
         await finish(hub, info.id)
         shown = await hub.get(info.id)
     spans = {s.name: s for s in exporter.get_finished_spans()}
