@@ -16,6 +16,7 @@ from loopgate.contracts.projector import as_served, project_run
 from loopgate.gateway.commands.flags import add_client_token_flags, client_token
 from loopgate.gateway.registry import ALIASES, find_adapter, load_adapters
 from loopgate.gateway.remote import unreachable
+from loopgate.gateway.settings import RECORDINGS
 from loopgate.gateway.sources.replay import read_recording
 
 PUSH_TIMEOUT_S = 30.0
@@ -33,7 +34,8 @@ def register(sub: argparse._SubParsersAction) -> None:  # type: ignore[type-arg]
         "file",
         type=Path,
         nargs="?",
-        help="a recording, e.g. conformance/streams/parallel-tools.jsonl",
+        help="a recording file (NDJSON envelopes), or the name of one that comes with "
+        "loopgate, e.g. parallel-tools (see conformance/streams/README.md)",
     )
     target = p.add_mutually_exclusive_group(required=True)
     target.add_argument(
@@ -53,6 +55,14 @@ def register(sub: argparse._SubParsersAction) -> None:  # type: ignore[type-arg]
     p.set_defaults(func=main)
 
 
+def recording_path(given: Path) -> Path | None:
+    """The file named, else the packaged recording of that name (``parallel-tools``)."""
+    if given.exists():
+        return given
+    packaged = RECORDINGS / f"{given.name.removesuffix('.jsonl')}.jsonl"
+    return packaged if given.parent == Path(".") and packaged.is_file() else None
+
+
 def protocol_version(raw: str | None) -> str | int | None:
     """ACP versions are integers, AG-UI's strings: digits alone mean an integer."""
     return int(raw) if raw is not None and raw.isascii() and raw.isdigit() else raw
@@ -66,10 +76,23 @@ def main(args: argparse.Namespace) -> int:
     if args.file is None:
         print("loopgate replay: name a recording file", file=sys.stderr)
         return 2
+    path = recording_path(args.file)
+    if path is None:
+        known = ", ".join(sorted(p.stem for p in RECORDINGS.glob("*.jsonl")))
+        print(
+            f"loopgate replay: no file {str(args.file)!r} and no recording of that name; "
+            f"recordings: {known}",
+            file=sys.stderr,
+        )
+        return 2
     try:
-        envelopes = read_recording(args.file)
-    except (OSError, ValueError) as exc:
+        envelopes = read_recording(path)
+    except ValueError as exc:
         print(f"loopgate replay: {exc}", file=sys.stderr)
+        return 2
+    except OSError as exc:
+        reason = (exc.strerror or type(exc).__name__).lower()
+        print(f"loopgate replay: cannot read {path}: {reason}", file=sys.stderr)
         return 2
     if args.server:
         try:

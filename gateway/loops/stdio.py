@@ -15,6 +15,7 @@ import contextlib
 import itertools
 import logging
 import shlex
+import shutil
 import subprocess
 import time
 from typing import Any
@@ -61,6 +62,11 @@ class StdioLoop:
         self.argv = shlex.split(command)
         if not self.argv:
             raise ValueError("--loop-cmd needs a command")
+        # Said at start-up, not as a failed first run: a typo in the program's name.
+        if shutil.which(self.argv[0]) is None:
+            raise ValueError(
+                f"--loop-cmd: no program {self.argv[0]!r} (not found or not executable)"
+            )
         self.name = f"stdio:{command}"
         self.connect_timeout_s = connect_timeout_s
         self.max_line_bytes = max_line_bytes

@@ -52,7 +52,11 @@ def test_replay_into_a_server_makes_a_live_run() -> None:
 def test_errors_are_clear(tmp_path: Path) -> None:
     assert "native" in replay("--list").stdout.split()
     missing = replay(str(tmp_path / "nope.jsonl"), "--adapter", "native")
-    assert missing.returncode == 2 and "No such file" in missing.stderr
+    assert missing.returncode == 2
+    assert missing.stderr.startswith(f"loopgate replay: no file '{tmp_path / 'nope.jsonl'}'")
+    assert "recordings: big-tool-result," in missing.stderr
+    folder = replay(str(tmp_path), "--adapter", "native")
+    assert folder.stderr == f"loopgate replay: cannot read {tmp_path}: is a directory\n"
     bad = tmp_path / "bad.jsonl"
     bad.write_text('{"run_id":"r","seq":1,"ts":1,"kind":"content_delta","data":[1]}\n')
     broken = replay(str(bad), "--adapter", "native")
@@ -60,6 +64,18 @@ def test_errors_are_clear(tmp_path: Path) -> None:
     unknown = replay(str(RECORDING), "--adapter", "carrier-pigeon")
     assert unknown.returncode == 2 and "no adapter 'carrier-pigeon'" in unknown.stderr
     assert "Traceback" not in missing.stderr + broken.stderr + unknown.stderr
+
+
+def test_a_recording_that_comes_with_loopgate_is_replayed_by_name(tmp_path: Path) -> None:
+    by_name = subprocess.run(
+        [sys.executable, "-m", "loopgate", "replay", "parallel-tools", "--adapter", "native"],
+        cwd=tmp_path,  # nowhere near the checkout's conformance/ folder
+        capture_output=True,
+        text=True,
+        timeout=60,
+    )
+    assert by_name.returncode == 0, by_name.stderr
+    assert by_name.stdout == replay(str(RECORDING), "--adapter", "native").stdout
 
 
 def test_goldens_are_what_replay_prints(capsysbinary: pytest.CaptureFixture[bytes]) -> None:

@@ -6,7 +6,10 @@ from __future__ import annotations
 
 import json
 import shlex
+import subprocess
+import sys
 from collections.abc import Iterator
+from pathlib import Path
 from typing import Any
 
 import httpx
@@ -178,8 +181,26 @@ def test_a_stdio_child_that_refuses_runs() -> None:
         )
 
 
-def test_a_stdio_command_that_cannot_start() -> None:
-    command = shlex.join(["/nonexistent/loop-binary"])
+def test_a_stdio_command_that_is_not_there_stops_the_gateway_at_start() -> None:
+    done = subprocess.run(
+        [sys.executable, "-m", "loopgate", "serve", "--loop-cmd", "/nonexistent/loop-binary"],
+        capture_output=True,
+        text=True,
+        timeout=60,
+    )
+    assert done.returncode == 2
+    assert done.stderr.splitlines()[-1] == (
+        "loopgate serve: --loop-cmd: no program '/nonexistent/loop-binary' "
+        "(not found or not executable)"
+    )
+
+
+def test_a_stdio_command_that_cannot_start(tmp_path: Path) -> None:
+    # There at start-up, but the kernel cannot run it: its interpreter is missing.
+    program = tmp_path / "loop-binary"
+    program.write_text("#!/nonexistent/interpreter\n")
+    program.chmod(0o755)
+    command = shlex.join([str(program)])
     with running_gateway(loop_cmd=command, loop_connect_timeout_s=0.5) as (base, _):
         assert_failed(
             run_to_end(base, "hello"), "loop_unavailable", "the loop process is not running"
