@@ -16,13 +16,22 @@ import anyio
 import anyio.abc
 
 from loopgate.contracts.envelope import Envelope, encode_envelope
-from loopgate.contracts.messages import Message, ToolCall
+from loopgate.contracts.messages import Message
 from loopgate.gateway.commands.flags import MODEL_SETTINGS, add_model_flags
+from loopgate.gateway.commands.terminal import (
+    MAX_ANSWERS,
+    ApprovalPolicy,
+    Terminal,
+    TerminalApprovals,
+    ToolSpinner,
+    answer_question,
+    asked_question,
+    question_prompt,
+)
 from loopgate.gateway.loop.config import LoopConfig
 from loopgate.gateway.loop.control import TurnControl
 from loopgate.gateway.loop.core import CoreLoop
 from loopgate.gateway.loop.tools import DemoTools
-from loopgate.gateway.loop.types import PermissionDecision
 from loopgate.gateway.loops.build import provider_from_settings
 from loopgate.gateway.settings import load_settings
 
@@ -34,8 +43,11 @@ def register(subparsers: Any) -> None:
     parser = subparsers.add_parser(
         "run",
         help="run one turn of the reference loop and print its events",
-        description="Run one turn of the reference loop in-process. Exit code: 0 completed "
-        "(or waiting for the user), 1 failed or out of budget, 130 cancelled (Ctrl-C).",
+        description="Run one turn of the reference loop in-process. On a terminal, a tool that "
+        "needs approval is asked about (y/N/a), a question from the model (ask_user) is "
+        "answered and the run goes on, and a tool call running over a second shows a "
+        "spinner on stderr. Exit code: 0 completed (or waiting for the user), 1 failed or "
+        "out of budget, 130 cancelled (Ctrl-C).",
     )
     parser.add_argument("prompt", help="the user message; - reads it from standard input")
     parser.add_argument(
@@ -56,10 +68,17 @@ def register(subparsers: Any) -> None:
         "default: ~/.local/share/loopgate/workspace)",
     )
     parser.add_argument("--max-rounds", type=int, help="shorthand for --config max_rounds=N")
-    parser.add_argument(
-        "--allow-writes",
+    approval = parser.add_mutually_exclusive_group()
+    approval.add_argument(
+        "--yes",
         action="store_true",
-        help="let tools that need approval (write_note) run; otherwise they are rejected",
+        help="approve every tool call that needs approval (write_note) without asking",
+    )
+    approval.add_argument(
+        "--no",
+        action="store_true",
+        help="refuse every tool call that needs approval without asking (default: ask on the "
+        "terminal; refuse when there is none)",
     )
     parser.set_defaults(func=run_command)
 
@@ -89,37 +108,18 @@ def parse_config(items: list[str], max_rounds: int | None) -> LoopConfig:
     return LoopConfig.from_dict(merged)
 
 
-class _Approvals:
-    """The CLI cannot ask interactively while streaming; ``--allow-writes`` decides upfront."""
-
-    def __init__(self, tools: DemoTools, allow: bool) -> None:
-        self.tools = tools
-        self.allow = allow
-
-    def needs_approval(self, call: ToolCall) -> bool:
-        return self.tools.needs_approval(call)
-
-    async def decide(self, call: ToolCall) -> PermissionDecision:
-        if self.allow:
-            return "allow"
-        # Nobody was asked: say why the tool was refused and how to allow it.
-        print(
-            f"loopgate run: {call.name} needs approval and was refused; --allow-writes allows it",
-            file=sys.stderr,
-        )
-        return "reject"
-
-
 class _Printer:
     """A sink that stops the turn when its reader goes away (``| head``)."""
 
     status: str | None = None
+    completion: dict[str, Any] | None = None  # the last turn's terminal completion
     control: TurnControl | None = None
     broken = False
 
     async def __call__(self, kind: str, data: dict[str, Any]) -> None:
         if kind == "completion" and data.get("status") != "executing":
             self.status = data.get("status")
+            self.completion = data
         if self.broken:
             return
         try:
@@ -230,31 +230,104 @@ def run_command(args: argparse.Namespace) -> int:
         print(f"loopgate run: error: {exc}", file=sys.stderr)
         return 2
     tools = DemoTools(Path(settings.workspace))
-    loop = CoreLoop(provider, tools, config, permissions=_Approvals(tools, args.allow_writes))
+    terminal = Terminal.open(sys.stderr)
+    policy: ApprovalPolicy = "yes" if args.yes else "no" if args.no else "ask"
+    approvals = TerminalApprovals(tools.needs_approval, policy, terminal)
+    loop = CoreLoop(provider, tools, config, permissions=approvals)
     if args.json:
         run_id = args.run_id or f"run-{uuid.uuid4().hex[:12]}"
         sink: _Printer = NdjsonPrinter(run_id, sys.stdout.buffer)
     else:
         sink = HumanPrinter(sys.stdout, color=sys.stdout.isatty())
-    anyio.run(_run_turn, loop, prompt, sink)
+    # Questions from ask_user are answered only in the readable output: NDJSON has no place
+    # for the answer, and its consumer is seldom the person at the terminal.
+    session = _Session(loop, sink, terminal, answers=not args.json)
+    try:
+        code = anyio.run(session.run, prompt)
+    finally:
+        if terminal is not None:
+            terminal.close()
     if sink.broken:
         # Keep Python from complaining about the closed pipe again at interpreter exit.
         os.dup2(os.open(os.devnull, os.O_WRONLY), sys.stdout.fileno())
-    return EXIT_CODES.get(sink.status or "failed", 1)
+    return code
 
 
-async def _run_turn(loop: CoreLoop, prompt: str, sink: _Printer) -> None:
-    control = TurnControl()
-    sink.control = control
-    async with anyio.create_task_group() as tg:
+class _Session:
+    """The turns of one ``loopgate run``: the first, then one more per question answered."""
 
-        async def cancel_on_sigint(*, task_status: anyio.abc.TaskStatus[None]) -> None:
-            # Ctrl-C cancels the turn; the loop still prints its terminal completion.
-            with anyio.open_signal_receiver(signal.SIGINT, signal.SIGTERM) as signals:
-                task_status.started()
-                async for _ in signals:
-                    control.cancel()
+    def __init__(
+        self, loop: CoreLoop, sink: _Printer, terminal: Terminal | None, *, answers: bool
+    ) -> None:
+        self.loop = loop
+        self.sink = sink
+        self.terminal = terminal
+        # Why a question from ask_user cannot be answered, or None when it can.
+        self.unanswerable: str | None = None
+        if terminal is None or not terminal.can_ask:
+            self.unanswerable = (
+                "the model asked a question (ask_user) that only an interactive terminal can answer"
+            )
+        elif not answers:
+            self.unanswerable = (
+                "the model asked a question (ask_user); run without --json to answer it"
+            )
+        self.spinner = ToolSpinner(terminal) if terminal is not None else None
+        self.signalled = False
 
-        await tg.start(cancel_on_sigint)
-        await loop.run_turn([Message(role="user", content=prompt)], sink, control)
-        tg.cancel_scope.cancel()
+    async def emit(self, kind: str, data: dict[str, Any]) -> None:
+        if self.spinner is not None:
+            self.spinner.observe(kind, data)
+        await self.sink(kind, data)
+
+    async def run(self, prompt: str) -> int:
+        async with anyio.create_task_group() as tg:
+            await tg.start(self._cancel_on_signals)
+            if self.spinner is not None:
+                tg.start_soon(self.spinner.run)
+            code = await self._turns([Message(role="user", content=prompt)])
+            tg.cancel_scope.cancel()
+        return code
+
+    async def _turns(self, history: list[Message]) -> int:
+        sink = self.sink
+        for answered in range(MAX_ANSWERS + 1):
+            sink.control = TurnControl()
+            history = await self.loop.run_turn(history, self.emit, sink.control)
+            question = asked_question(sink.completion, history)
+            if question is None or sink.broken or self.signalled:
+                break
+            if self.unanswerable is not None:
+                _say(self.unanswerable)
+                break
+            if answered == MAX_ANSWERS:
+                _say(f"the model asked more than {MAX_ANSWERS} questions; stopping here")
+                break
+            assert self.terminal is not None and sink.completion is not None
+            answer = await self.terminal.ask(question_prompt(question))
+            if self.terminal.interrupted or self.signalled:
+                return EXIT_CODES["cancelled"]
+            if answer is None or not answer.strip():
+                break  # no answer: the run ends waiting for one, as without a terminal
+            history = answer_question(history, sink.completion, answer)
+        return EXIT_CODES.get(sink.status or "failed", 1)
+
+    async def _cancel_on_signals(self, *, task_status: anyio.abc.TaskStatus[None]) -> None:
+        # Ctrl-C cancels the turn (the loop still prints its terminal completion); at a
+        # question it only ends the question: no to an approval, the end of the run (130) for
+        # ask_user's, which has no turn left to cancel.
+        with anyio.open_signal_receiver(signal.SIGINT, signal.SIGTERM) as signals:
+            task_status.started()
+            async for signum in signals:
+                terminal = self.terminal
+                if signum == signal.SIGINT and terminal is not None and terminal.interrupt():
+                    continue
+                self.signalled = True
+                if terminal is not None:
+                    terminal.interrupt()
+                if self.sink.control is not None:
+                    self.sink.control.cancel()
+
+
+def _say(text: str) -> None:
+    print(f"loopgate run: {text}", file=sys.stderr)

@@ -104,7 +104,7 @@ def test_the_workspace_is_never_the_current_directory_by_default() -> None:
 
 def test_run_writes_notes_under_the_default_workspace(tmp_path: Path) -> None:
     done = _run(
-        ["write note hello", "--scripted-delay", "0", "--allow-writes"],
+        ["write note hello", "--scripted-delay", "0", "--yes"],
         {"XDG_DATA_HOME": str(tmp_path / "data")},
         tmp_path,
     )

@@ -118,7 +118,7 @@ def test_a_refused_write_says_how_to_allow_it(tmp_path: Path):
     refused = loopgate(
         "write note hello", "--scripted-delay", "0", "--workspace", str(tmp_path), cwd=tmp_path
     )
-    assert "write_note needs approval and was refused; --allow-writes allows it" in refused.stderr
+    assert "write_note needs approval and was refused; --yes allows it" in refused.stderr
     assert not (tmp_path / "notes").exists()
     allowed = loopgate(
         "write note hello",
@@ -126,7 +126,7 @@ def test_a_refused_write_says_how_to_allow_it(tmp_path: Path):
         "0",
         "--workspace",
         str(tmp_path),
-        "--allow-writes",
+        "--yes",
         cwd=tmp_path,
     )
     assert allowed.stderr == "" and any((tmp_path / "notes").iterdir())
