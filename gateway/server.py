@@ -148,6 +148,7 @@ def bind(host: str, port: int, backlog: int) -> list[socket.socket]:
 
 
 def make_server(settings: Settings, *, log_level: str = "info") -> GatewayServer:
+    settings.check_listening()
     app = create_app(settings)
     config = uvicorn.Config(
         app,

@@ -138,10 +138,14 @@ class Settings(msgspec.Struct, kw_only=True, forbid_unknown_fields=True):
             if self.token:
                 raise ValueError("give --token or --token-file, not both")
             self.token = read_token_file(self.token_file)
+
+    def check_listening(self) -> None:
+        """For the command that listens (serve): beyond loopback, a token is required. Only
+        there: ``run``, ``acp`` and ``rpc`` listen on nothing, whatever LOOPGATE_HOST says."""
         if not is_loopback(self.host) and not self.token:
             raise ValueError(
                 f"listening on {self.host} (beyond loopback) requires a token: "
-                "set --token or LOOPGATE_TOKEN"
+                "set --token-file or LOOPGATE_TOKEN_FILE (or --token, LOOPGATE_TOKEN)"
             )
 
 
