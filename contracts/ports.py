@@ -60,6 +60,19 @@ class RunInfo(msgspec.Struct, kw_only=True):
     input: list[Message] = msgspec.field(default_factory=list)
 
 
+class ThreadInfo(msgspec.Struct, kw_only=True):
+    """A thread recorded on its own, before (or besides) its runs: an ACP session that has had
+    no prompt yet is known to every process sharing the journal only through this record.
+
+    A thread also exists without one, as soon as a run names it (``list_runs(thread_id=…)``).
+    """
+
+    id: str
+    created_at: int  # unix ns
+    # Free-form, as a run's; ACP keeps {"acp": {"cwd": …}} here, as it does on its runs.
+    metadata: dict[str, Any] = msgspec.field(default_factory=dict)
+
+
 class CommandResult(msgspec.Struct, kw_only=True):
     """Outcome of cancel/steer: ``accepted`` is false for a finished run (a no-op, not an error)."""
 
@@ -122,6 +135,14 @@ class RunExists(Exception):
     def __init__(self, run_id: str) -> None:
         super().__init__(f"a run with id {run_id!r} already exists")
         self.run_id = run_id
+
+
+class ThreadExists(Exception):
+    """A thread with a client-chosen id is already recorded."""
+
+    def __init__(self, thread_id: str) -> None:
+        super().__init__(f"a thread with id {thread_id!r} is already recorded")
+        self.thread_id = thread_id
 
 
 class RunNotIngest(Exception):
@@ -214,6 +235,27 @@ class RunService(Protocol):
     async def release_thread(self, thread_id: str) -> None:
         """The client of ``thread_id`` is gone (an ACP session closed): the loop may let go of
         what it holds for the thread (the reference loop: the session's MCP servers)."""
+        ...
+
+    async def create_thread(
+        self, thread_id: str | None = None, *, metadata: dict[str, Any] | None = None
+    ) -> ThreadInfo:
+        """Record a thread before its first run (an id is made up when none is given), so
+        that it outlives this call's process as the journal's runs do.
+
+        Raises :class:`ThreadExists` when ``thread_id`` is recorded already."""
+        ...
+
+    async def get_thread(self, thread_id: str) -> ThreadInfo | None:
+        """The thread's record, or None when it was never recorded (or has been forgotten)."""
+        ...
+
+    async def list_threads(self, *, limit: int = 100) -> list[ThreadInfo]:
+        """Recorded threads, newest first."""
+        ...
+
+    async def forget_thread(self, thread_id: str) -> bool:
+        """Drop the thread's record (its runs stay); False when there was none."""
         ...
 
     def subscribe(

@@ -3,8 +3,9 @@
 Lets a process that speaks some protocol (``loopgate acp --server URL``) serve runs that live
 in another gateway: start = ``POST /v1/runs``, watch = the SSE stream of
 ``GET /v1/runs/{id}/events`` (resumed with ``Last-Event-ID`` when the connection drops),
-commands = ``POST /v1/runs/{id}/cancel|steer|respond``. Problem responses become the port's
-exceptions, so callers cannot tell it from the in-process hub.
+commands = ``POST /v1/runs/{id}/cancel|steer|respond``, thread records = ``/v1/threads``.
+Problem responses become the port's exceptions, so callers cannot tell it from the in-process
+hub.
 
 The SSE parsing is a few lines here rather than a dependency: the gateway's own framing is
 fixed (``id``, ``event``, one ``data`` line per event), and only that is read.
@@ -15,6 +16,7 @@ from __future__ import annotations
 from collections.abc import AsyncIterator
 from contextlib import asynccontextmanager
 from typing import Any
+from urllib.parse import quote
 
 import anyio
 import httpx
@@ -33,6 +35,8 @@ from loopgate.contracts.ports import (
     RunNotIngest,
     ServiceUnavailable,
     StartRun,
+    ThreadExists,
+    ThreadInfo,
 )
 
 JSON = "application/json"
@@ -224,16 +228,16 @@ class RemoteService:
     async def __aexit__(self, *exc_info: object) -> None:
         await self.client.aclose()
 
-    async def _json(self, method: str, path: str, run_id: str | None = None, **kwargs: Any) -> Any:
+    async def _send(self, method: str, path: str, **kwargs: Any) -> httpx.Response:
         try:
-            response = await self.client.request(method, path, **kwargs)
+            return await self.client.request(method, path, **kwargs)
         except httpx.HTTPError as exc:
             raise GatewayUnreachable(unreachable(self.base_url, exc)) from None
+
+    async def _json(self, method: str, path: str, run_id: str | None = None, **kwargs: Any) -> Any:
+        response = await self._send(method, path, **kwargs)
         raise_for_problem(response, run_id)
-        try:
-            return response.json()
-        except ValueError:
-            raise RemoteError(f"the gateway sent a non-JSON answer to {method} {path}") from None
+        return _body(response, method, path)
 
     async def start(self, request: StartRun) -> RunInfo:
         if request.client_tools:
@@ -317,6 +321,43 @@ class RemoteService:
     async def release_thread(self, thread_id: str) -> None:
         return None  # the gateway's own clients hold no thread resources over HTTP
 
+    async def create_thread(
+        self, thread_id: str | None = None, *, metadata: dict[str, Any] | None = None
+    ) -> ThreadInfo:
+        body: dict[str, Any] = {"metadata": metadata or {}}
+        if thread_id is not None:
+            body["id"] = thread_id
+        response = await self._send("POST", "/v1/threads", json=body)
+        if response.status_code == 409:
+            raise ThreadExists(thread_id or "")
+        raise_for_problem(response)
+        return _thread_info(_body(response, "POST", "/v1/threads"))
+
+    async def get_thread(self, thread_id: str) -> ThreadInfo | None:
+        if not _addressable(thread_id):
+            return None
+        path = _thread_path(thread_id)
+        response = await self._send("GET", path)
+        if response.status_code == 404:
+            return None
+        raise_for_problem(response)
+        return _thread_info(_body(response, "GET", path))
+
+    async def list_threads(self, *, limit: int = 100) -> list[ThreadInfo]:
+        params = {"limit": max(1, min(limit, 1000))}
+        data = await self._json("GET", "/v1/threads", params=params)
+        threads = data.get("threads") if isinstance(data, dict) else None
+        return [_thread_info(t) for t in threads or []]
+
+    async def forget_thread(self, thread_id: str) -> bool:
+        if not _addressable(thread_id):
+            return False
+        response = await self._send("DELETE", _thread_path(thread_id))
+        if response.status_code == 404:
+            return False
+        raise_for_problem(response)
+        return True
+
     async def history(
         self, run_id: str, *, after: int = 0, limit: int | None = None
     ) -> list[Envelope]:
@@ -343,6 +384,33 @@ class RemoteService:
                 yield stream
             finally:
                 tg.cancel_scope.cancel()
+
+
+def _addressable(thread_id: str) -> bool:
+    """Whether a URL path can name the thread: the gateway decodes an escaped "/" before it
+    routes. It records no such id over HTTP, nor an empty one."""
+    return bool(thread_id) and "/" not in thread_id
+
+
+def _thread_path(thread_id: str) -> str:
+    # One path segment: every reserved character escaped, and dots too, which httpx would
+    # otherwise resolve ("/v1/threads/.." is "/v1").
+    return "/v1/threads/" + quote(thread_id, safe="").replace(".", "%2E")
+
+
+def _body(response: httpx.Response, method: str, path: str) -> Any:
+    try:
+        return response.json()
+    except ValueError:
+        raise RemoteError(f"the gateway sent a non-JSON answer to {method} {path}") from None
+
+
+def _thread_info(data: Any) -> ThreadInfo:
+    try:
+        return msgspec.convert(data, ThreadInfo)
+    except msgspec.ValidationError as exc:
+        detail = describe_input_error(exc)
+        raise RemoteError(f"the gateway sent an unexpected thread description: {detail}") from None
 
 
 def _run_info(data: Any) -> RunInfo:

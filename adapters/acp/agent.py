@@ -92,7 +92,7 @@ class AgentOptions(msgspec.Struct, frozen=True, kw_only=True):
     max_sessions: int = 1024  # per connection; the least recently used idle ones go first
     max_prompt_chars: int = 1_000_000
     max_runs_per_session: int = 1000  # session/load replays at most this many runs
-    list_scan_runs: int = 1000  # session/list looks at this many recent runs
+    list_scan_runs: int = 1000  # session/list looks at this many recent runs (and threads)
     list_page_size: int = 100
     # The MCP transports of session/new ``mcpServers`` this agent takes: "stdio" has the
     # gateway start a program, so it is for clients that started the gateway themselves.
@@ -236,12 +236,21 @@ class AcpAgent:
             self.sessions.move_to_end(session_id)
             return session
         runs = await self.service.list_runs(limit=1, thread_id=session_id)
-        if not runs:
-            raise not_found(session_id)
-        return self._remember(Session(session_id, cwd or self._cwd_of(runs[0])))
+        if runs:
+            return self._remember(Session(session_id, cwd or self._cwd_of(runs[0].metadata)))
+        recorded = await self._recorded_cwd(session_id)  # -32002 when there is none
+        return self._remember(Session(session_id, cwd or recorded))
 
-    def _cwd_of(self, run: RunInfo) -> str:
-        acp = run.metadata.get("acp")
+    async def _recorded_cwd(self, session_id: str) -> str:
+        """The cwd of a session that has no runs yet, from its thread's record (session/new
+        in another process); -32002 when there is none."""
+        thread = await self.service.get_thread(session_id)
+        if thread is None:
+            raise not_found(session_id)
+        return self._cwd_of(thread.metadata)
+
+    def _cwd_of(self, metadata: dict[str, Any]) -> str:
+        acp = metadata.get("acp")
         cwd = acp.get("cwd") if isinstance(acp, dict) else None
         return cwd if isinstance(cwd, str) else self.options.default_cwd
 
@@ -287,7 +296,12 @@ class AcpAgent:
         self, cwd: str, mcp_servers: Any = None, additional_directories: Any = None, **_meta: Any
     ) -> dict[str, Any]:
         servers = self.mcp_servers(mcp_servers)
-        session = self._remember(Session(f"sess_{uuid.uuid4().hex}", cwd))
+        session_id = f"sess_{uuid.uuid4().hex}"
+        # Recorded where the runs are: a client that runs an agent process per command
+        # (acpx) resumes or prompts it from another process. Not its mcpServers: they may
+        # carry secrets (env, headers), and resume and load name them again anyway.
+        await self.service.create_thread(session_id, metadata={"acp": {"cwd": cwd}})
+        session = self._remember(Session(session_id, cwd))
         session.history = []
         session.mcp_servers = servers
         return {"sessionId": session.id, "configOptions": self.config_options(session)}
@@ -305,7 +319,7 @@ class AcpAgent:
         session = self.sessions.get(session_id)
         if session is None:
             if not runs:
-                raise not_found(session_id)
+                await self._recorded_cwd(session_id)  # a session with nothing to replay
             session = self._remember(Session(session_id, cwd))
         session.mcp_servers = servers
         if session.active is not None:
@@ -352,28 +366,38 @@ class AcpAgent:
         return {"configOptions": self.config_options(session)}
 
     async def close_session(self, session_id: str, **_meta: Any) -> dict[str, Any]:
-        session = self.sessions.get(session_id)
-        if session is None:
-            await self._session(session_id)  # -32002 if it never existed
-            return {}
+        session = await self._session(session_id)  # -32002 if it never existed
         await self.cancel(session_id)
         self.sessions.pop(session_id, None)
         await self._release(session)
+        # Its record goes: a session that never had a prompt is then unknown everywhere; one
+        # with runs is still found (and listed, loaded) through them.
+        await self.service.forget_thread(session_id)
         return {}
 
     async def list_sessions(
         self, cwd: str | None = None, cursor: str | None = None, **_meta: Any
     ) -> dict[str, Any]:
-        newest: dict[str, RunInfo] = {}
+        # Sessions with runs (as of their newest run) and recorded ones that have none yet,
+        # newest first together; then this connection's own that neither knows.
+        newest: dict[str, tuple[int, dict[str, Any]]] = {}
         for run in await self.service.list_runs(limit=self.options.list_scan_runs):
-            newest.setdefault(run.thread_id, run)
-        listed: list[dict[str, Any]] = []
-        for thread_id, run in newest.items():
-            info: dict[str, Any] = {"sessionId": thread_id, "cwd": self._cwd_of(run)}
+            if run.thread_id in newest:
+                continue
+            info: dict[str, Any] = {"sessionId": run.thread_id, "cwd": self._cwd_of(run.metadata)}
             if run.input and run.input[0].role == "user" and run.input[0].content:
                 info["title"] = " ".join(run.input[0].content.split())[:80]
             info["updatedAt"] = iso(run.created_at)
-            listed.append(info)
+            newest[run.thread_id] = (run.created_at, info)
+        for thread in await self.service.list_threads(limit=self.options.list_scan_runs):
+            if thread.id not in newest:
+                info = {
+                    "sessionId": thread.id,
+                    "cwd": self._cwd_of(thread.metadata),
+                    "updatedAt": iso(thread.created_at),
+                }
+                newest[thread.id] = (thread.created_at, info)
+        listed = [info for _, info in sorted(newest.values(), key=lambda e: e[0], reverse=True)]
         for session in reversed(self.sessions.values()):
             if session.id not in newest:
                 listed.append({"sessionId": session.id, "cwd": session.cwd})

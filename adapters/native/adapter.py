@@ -30,10 +30,11 @@ class NativeAdapter:
         return render_events(messages)
 
     def routes(self, service: RunService, limits: EndpointLimits) -> list[BaseRoute]:
-        from loopgate.adapters.native import events, ingest, runs
+        from loopgate.adapters.native import events, ingest, runs, threads
 
         return [
             *runs.routes(service, limits),
+            *threads.routes(service, limits),
             *events.routes(self, service, limits),
             *ingest.routes(service, limits),
         ]

@@ -33,6 +33,8 @@ from loopgate.contracts.ports import (
     RunNotIngest,
     RunTooLarge,
     StartRun,
+    ThreadExists,
+    ThreadInfo,
 )
 from loopgate.gateway.hub.run import Producer, Run, RunSubscription, new_record
 from loopgate.gateway.journal.base import EVENT_OVERHEAD_BYTES, Journal, RunRecord
@@ -636,6 +638,33 @@ class Hub:
         release = getattr(self.loop, "release_thread", None)
         if release is not None:
             await release(thread_id)
+
+    async def create_thread(
+        self, thread_id: str | None = None, *, metadata: dict[str, Any] | None = None
+    ) -> ThreadInfo:
+        thread_id = thread_id or f"thread_{uuid.uuid4().hex}"
+        if await self.journal.load_thread(thread_id) is not None:
+            raise ThreadExists(thread_id)
+        thread = ThreadInfo(id=thread_id, created_at=self.clock(), metadata=dict(metadata or {}))
+        self.journal.record_thread(thread)
+        # Recorded means committed, as a started run is: another process may look it up next.
+        await self.journal.flush()
+        # Thread records live under the runs' retention (a thread with runs is found through
+        # them anyway); bounded here, as each comes in, so none waits for the sweep.
+        s = self.settings
+        await self.journal.prune_threads(
+            keep=s.max_runs, older_than_ns=self.clock() - int(s.max_run_age_s * 1e9)
+        )
+        return thread
+
+    async def get_thread(self, thread_id: str) -> ThreadInfo | None:
+        return await self.journal.load_thread(thread_id)
+
+    async def list_threads(self, *, limit: int = 100) -> list[ThreadInfo]:
+        return await self.journal.list_threads(limit)
+
+    async def forget_thread(self, thread_id: str) -> bool:
+        return await self.journal.forget_thread(thread_id)
 
     async def history(
         self, run_id: str, *, after: int = 0, limit: int | None = None

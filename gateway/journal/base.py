@@ -16,7 +16,7 @@ import msgspec
 
 from loopgate.contracts.envelope import Envelope
 from loopgate.contracts.messages import Message
-from loopgate.contracts.ports import RunSource, RunState
+from loopgate.contracts.ports import RunSource, RunState, ThreadInfo
 
 # What one event of a running run costs beyond its encoded payload: the Envelope, its data
 # dict, the ints and strings in them, the list slot and the byte-offset slot. Measured with
@@ -85,6 +85,25 @@ class Journal(Protocol):
         ...
 
     async def delete(self, run_ids: list[str]) -> None: ...
+
+    def record_thread(self, thread: ThreadInfo) -> None:
+        """Keep a thread's record (a durable journal: queued for the next commit, as a run's)."""
+        ...
+
+    async def load_thread(self, thread_id: str) -> ThreadInfo | None: ...
+
+    async def list_threads(self, limit: int) -> list[ThreadInfo]:
+        """Newest first."""
+        ...
+
+    async def forget_thread(self, thread_id: str) -> bool:
+        """Drop a thread's record (committed when this returns); False if there was none."""
+        ...
+
+    async def prune_threads(self, *, keep: int, older_than_ns: int) -> None:
+        """Drop thread records beyond the newest ``keep`` or created before ``older_than_ns``
+        (only what is committed: the hub flushes first)."""
+        ...
 
     async def prune(self, *, keep: int, older_than_ns: int) -> list[str]:
         """Drop finished runs beyond ``keep`` or finished before ``older_than_ns``."""

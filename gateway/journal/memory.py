@@ -1,15 +1,26 @@
 """The default journal: nothing beyond the hub's in-memory runs, so nothing survives the
-process. An event counts as committed the moment it is accepted."""
+process. An event counts as committed the moment it is accepted.
+
+Thread records are the one thing it holds itself (the hub keeps runs, not threads), in
+creation order; ``prune_threads`` bounds them, and the hub prunes whenever it records one.
+"""
 
 from __future__ import annotations
 
+from collections import OrderedDict
+from itertools import islice
+
 from loopgate.contracts.envelope import Envelope
+from loopgate.contracts.ports import ThreadInfo
 from loopgate.gateway.journal.base import CommitListener, RunRecord
 
 
 class MemoryJournal:
     durable = False
     on_commit: CommitListener | None = None
+
+    def __init__(self) -> None:
+        self._threads: OrderedDict[str, ThreadInfo] = OrderedDict()
 
     async def open(self) -> list[RunRecord]:
         return []
@@ -47,6 +58,26 @@ class MemoryJournal:
 
     async def prune(self, *, keep: int, older_than_ns: int) -> list[str]:
         return []
+
+    def record_thread(self, thread: ThreadInfo) -> None:
+        self._threads.pop(thread.id, None)
+        self._threads[thread.id] = thread
+
+    async def load_thread(self, thread_id: str) -> ThreadInfo | None:
+        return self._threads.get(thread_id)
+
+    async def list_threads(self, limit: int) -> list[ThreadInfo]:
+        return list(islice(reversed(self._threads.values()), limit))
+
+    async def forget_thread(self, thread_id: str) -> bool:
+        return self._threads.pop(thread_id, None) is not None
+
+    async def prune_threads(self, *, keep: int, older_than_ns: int) -> None:
+        threads = self._threads
+        while threads and (
+            len(threads) > keep or next(iter(threads.values())).created_at < older_than_ns
+        ):
+            threads.popitem(last=False)
 
     async def aclose(self) -> None:
         pass

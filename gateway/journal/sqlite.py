@@ -36,6 +36,7 @@ import anyio
 import msgspec
 
 from loopgate.contracts.envelope import Envelope
+from loopgate.contracts.ports import ThreadInfo
 from loopgate.gateway.journal.base import EVENT_OVERHEAD_BYTES, CommitListener, RunRecord
 
 log = logging.getLogger("loopgate.journal")
@@ -61,10 +62,17 @@ CREATE TABLE IF NOT EXISTS events (
     data BLOB NOT NULL,
     PRIMARY KEY (run_id, seq)
 ) WITHOUT ROWID;
+CREATE TABLE IF NOT EXISTS threads (
+    id TEXT PRIMARY KEY,
+    created_at INTEGER NOT NULL,
+    record BLOB NOT NULL
+);
+CREATE INDEX IF NOT EXISTS threads_created ON threads (created_at);
 """
 
 _encode = msgspec.json.Encoder().encode
 _decode_record = msgspec.json.Decoder(RunRecord).decode
+_decode_thread = msgspec.json.Decoder(ThreadInfo).decode
 _decode_data = msgspec.json.Decoder(dict[str, Any]).decode
 
 # (run_id, seq, ts, kind, encoded data): a row as executemany takes it.
@@ -93,6 +101,7 @@ class SqliteJournal:
         self._checkpoint_due = anyio.Event()
         # What is queued for the next commit: the batch of generation ``_filling``.
         self._runs: dict[str, RunRecord] = {}
+        self._threads: dict[str, ThreadInfo] = {}
         self._rows: list[Row] = []
         self._filling = 1
         self._committed = 0
@@ -111,6 +120,8 @@ class SqliteJournal:
         conn.execute(f"PRAGMA synchronous={self.synchronous.upper()}")
         # A checkpoint fsyncs: never inside a commit, which may run on the event loop.
         conn.execute("PRAGMA wal_autocheckpoint=0")
+        # Every table and index "if not exists": a journal file from an older version gets
+        # the ones it lacks (threads), and keeps its runs.
         conn.executescript(_SCHEMA)
         self._conn = conn
         self._reader = sqlite3.connect(self.path, check_same_thread=False, isolation_level=None)
@@ -119,6 +130,10 @@ class SqliteJournal:
 
     def record_run(self, record: RunRecord) -> None:
         self._runs[record.id] = msgspec.structs.replace(record)
+        self._work.set()
+
+    def record_thread(self, thread: ThreadInfo) -> None:
+        self._threads[thread.id] = thread
         self._work.set()
 
     def record_event(self, envelope: Envelope, data: bytes) -> None:
@@ -152,7 +167,7 @@ class SqliteJournal:
 
     async def flush(self) -> None:
         # Everything recorded so far is in the queued batch or in the one being committed.
-        ticket = self._filling if (self._runs or self._rows) else self._filling - 1
+        ticket = self._filling if self._queued() else self._filling - 1
         while self._committed < ticket:
             await self._commit(ticket)
 
@@ -162,12 +177,13 @@ class SqliteJournal:
             while True:
                 if ticket is not None and self._committed >= ticket:
                     return
-                if not self._runs and not self._rows:
+                if not self._queued():
                     return
                 if self._conn is None:
                     # Closed (a late caller at shutdown): retrying would wait forever.
                     raise RuntimeError("the journal is closed; these events were not committed")
                 runs, self._runs = list(self._runs.values()), {}
+                threads, self._threads = list(self._threads.values()), {}
                 rows, self._rows = self._rows, []
                 generation = self._filling
                 self._filling += 1
@@ -175,18 +191,18 @@ class SqliteJournal:
                     size = self._inline_size(rows)
                     if size is not None and self._lock.acquire(blocking=False):
                         try:
-                            self._write_locked(runs, rows)
+                            self._write_locked(runs, rows, threads)
                         finally:
                             self._lock.release()
                     else:
                         # A commit that has started finishes: its events are in the hub's
                         # memory and must reach the disk whoever stopped waiting for them.
                         with anyio.CancelScope(shield=True):
-                            await anyio.to_thread.run_sync(self._write, runs, rows)
+                            await anyio.to_thread.run_sync(self._write, runs, rows, threads)
                         size = sum(len(row[4]) for row in rows)
                 except Exception:
                     log.exception("journal commit failed; retrying in %.2f s", delay)
-                    self._requeue(runs, rows)
+                    self._requeue(runs, rows, threads)
                     await anyio.sleep(delay)
                     delay = min(delay * 2, RETRY_MAX_S)
                     continue
@@ -201,11 +217,15 @@ class SqliteJournal:
                     self.on_commit(marks)
                 return
 
-    def _requeue(self, runs: list[RunRecord], rows: list[Row]) -> None:
+    def _queued(self) -> bool:
+        return bool(self._runs or self._rows or self._threads)
+
+    def _requeue(self, runs: list[RunRecord], rows: list[Row], threads: list[ThreadInfo]) -> None:
         """Put a failed batch back in front of what was queued since (which is newer)."""
         merged = {r.id: r for r in runs}
         merged.update(self._runs)
         self._runs = merged
+        self._threads = {**{t.id: t for t in threads}, **self._threads}
         self._rows = rows + self._rows
         self._work.set()
 
@@ -216,11 +236,13 @@ class SqliteJournal:
         size = sum(len(row[4]) for row in rows)
         return size if size <= INLINE_MAX_BYTES else None
 
-    def _write(self, runs: list[RunRecord], rows: list[Row]) -> None:
+    def _write(self, runs: list[RunRecord], rows: list[Row], threads: list[ThreadInfo]) -> None:
         with self._lock:
-            self._write_locked(runs, rows)
+            self._write_locked(runs, rows, threads)
 
-    def _write_locked(self, runs: list[RunRecord], rows: list[Row]) -> None:
+    def _write_locked(
+        self, runs: list[RunRecord], rows: list[Row], threads: list[ThreadInfo]
+    ) -> None:
         conn = self._connection()
         conn.execute("BEGIN")
         try:
@@ -237,6 +259,11 @@ class SqliteJournal:
                     for r in runs
                 ],
             )
+            if threads:
+                conn.executemany(
+                    "INSERT OR REPLACE INTO threads (id, created_at, record) VALUES (?,?,?)",
+                    [(t.id, t.created_at, _encode(t)) for t in threads],
+                )
             conn.execute("COMMIT")
         except BaseException:
             conn.execute("ROLLBACK")
@@ -293,6 +320,19 @@ class SqliteJournal:
         rows = await self._query(sql, params)
         return [_decode_record(r[0]) for r in rows]
 
+    async def load_thread(self, thread_id: str) -> ThreadInfo | None:
+        pending = self._threads.get(thread_id)
+        if pending is not None:
+            return pending
+        rows = await self._query("SELECT record FROM threads WHERE id = ?", (thread_id,))
+        return _decode_thread(rows[0][0]) if rows else None
+
+    async def list_threads(self, limit: int) -> list[ThreadInfo]:
+        rows = await self._query(
+            "SELECT record FROM threads ORDER BY created_at DESC LIMIT ?", (limit,)
+        )
+        return [_decode_thread(r[0]) for r in rows]
+
     # --- retention ------------------------------------------------------------------------
 
     async def delete(self, run_ids: list[str]) -> None:
@@ -316,6 +356,31 @@ class SqliteJournal:
         doomed = [r[0] for r in rows]
         await self.delete(doomed)
         return doomed
+
+    async def forget_thread(self, thread_id: str) -> bool:
+        # A record still queued is committed first: the delete below then finds it, and no
+        # later commit brings it back.
+        await self.flush()
+        return await anyio.to_thread.run_sync(self._forget_thread_sync, thread_id)
+
+    def _forget_thread_sync(self, thread_id: str) -> bool:
+        with self._lock:
+            cursor = self._connection().execute("DELETE FROM threads WHERE id = ?", (thread_id,))
+            return cursor.rowcount > 0
+
+    async def prune_threads(self, *, keep: int, older_than_ns: int) -> None:
+        await anyio.to_thread.run_sync(self._prune_threads_sync, keep, older_than_ns)
+
+    def _prune_threads_sync(self, keep: int, older_than_ns: int) -> None:
+        # The index on created_at: the OFFSET walks at most ``keep`` entries of it, and the
+        # delete is a range of it (nothing at all in the common case).
+        with self._lock:
+            self._connection().execute(
+                "DELETE FROM threads WHERE created_at < ? OR created_at < "
+                "(SELECT created_at FROM threads ORDER BY created_at DESC LIMIT 1 OFFSET ?)",
+                # No created_at is negative; an age bound beyond 1970 is beyond SQLite's ints.
+                (max(older_than_ns, 0), keep - 1),
+            )
 
     async def aclose(self) -> None:
         if self._conn is None:

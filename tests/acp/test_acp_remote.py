@@ -2,7 +2,9 @@
 
 from __future__ import annotations
 
+import contextlib
 import socket
+from pathlib import Path
 from typing import Any
 
 import anyio
@@ -135,13 +137,32 @@ async def test_load_follows_a_run_that_lives_in_the_gateway(gateway: str) -> Non
     assert closing and closing[-1].status == "failed"
 
 
-async def test_a_gateway_that_does_not_answer_is_named_in_the_prompts_error() -> None:
+async def test_a_gateway_that_does_not_answer_is_named_in_the_error() -> None:
     with socket.socket() as probe:  # a port nothing listens on: bound, never listening
         probe.bind(("127.0.0.1", 0))
         url = f"http://127.0.0.1:{probe.getsockname()[1]}"
         client = RecordingClient()
         async with spawned(client, "--server", url) as conn:
+            await conn.initialize(protocol_version=PROTOCOL_VERSION)
+            # The session is recorded in the gateway: without one there is no session.
+            with pytest.raises(RequestError) as raised:
+                await conn.new_session(cwd="/tmp", mcp_servers=[])
+    assert raised.value.code == -32603
+    assert f"cannot reach the gateway at {url}" in str(raised.value)
+    assert "log has the details" not in str(raised.value)
+
+
+async def test_a_gateway_gone_after_session_new_is_named_in_the_prompts_error(
+    tmp_path: Path,
+) -> None:
+    client = RecordingClient()
+    with contextlib.ExitStack() as gateway_running:
+        url, _server = gateway_running.enter_context(
+            running_gateway(scripted_delay_s=0.002, workspace=str(tmp_path))
+        )
+        async with spawned(client, "--server", url) as conn:
             session_id = await open_session(conn)
+            gateway_running.close()  # the gateway stops; the agent goes on
             with pytest.raises(RequestError) as raised:
                 await conn.prompt(session_id=session_id, prompt=[text_block("hello")])
     assert raised.value.code == -32603

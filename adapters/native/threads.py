@@ -1,0 +1,92 @@
+"""The REST API of thread records: a thread known before its first run (an ACP session that
+has had no prompt yet), so that every process sharing the gateway finds it.
+
+A thread also exists without a record as soon as a run names it; its runs are listed with
+``GET /v1/runs?thread_id=…``.
+"""
+
+from __future__ import annotations
+
+import re
+from typing import Any
+
+import msgspec
+from starlette.requests import Request
+from starlette.responses import Response
+from starlette.routing import BaseRoute, Route
+
+from loopgate.adapters.native.runs import json_response
+from loopgate.adapters.shared.body import decode_json, read_body
+from loopgate.adapters.shared.endpoint import guarded
+from loopgate.adapters.shared.numbers import int_param, shown
+from loopgate.adapters.shared.problem import HttpProblem
+from loopgate.contracts.limits import EndpointLimits
+from loopgate.contracts.ports import RunService, ThreadExists, ThreadInfo
+
+# Ids go in URL paths: the characters a run id may have, and no others.
+_THREAD_ID = re.compile(r"[A-Za-z0-9_.:-]{1,128}")
+
+
+class ThreadBody(msgspec.Struct, kw_only=True, forbid_unknown_fields=True):
+    id: str | None = None
+    metadata: dict[str, Any] = msgspec.field(default_factory=dict[str, Any])
+
+
+def thread_json(thread: ThreadInfo) -> dict[str, Any]:
+    body: dict[str, Any] = msgspec.to_builtins(thread)
+    body["links"] = {
+        "self": f"/v1/threads/{thread.id}",
+        "runs": f"/v1/runs?thread_id={thread.id}",
+    }
+    return body
+
+
+def not_recorded(thread_id: str) -> HttpProblem:
+    return HttpProblem(404, f"no thread {shown(thread_id)} is recorded")
+
+
+def routes(service: RunService, limits: EndpointLimits) -> list[BaseRoute]:
+    @guarded
+    async def create_thread(request: Request) -> Response:
+        raw = await read_body(request, limits.max_body_bytes)
+        # No body at all: an id is made up, and the thread has no metadata.
+        body: ThreadBody = (
+            decode_json(raw, ThreadBody, max_depth=limits.max_json_depth)
+            if raw.strip()
+            else ThreadBody()
+        )
+        if body.id is not None and not _THREAD_ID.fullmatch(body.id):
+            raise HttpProblem(422, "id must be 1-128 letters, digits, '_', '.', ':' or '-'")
+        try:
+            thread = await service.create_thread(body.id, metadata=body.metadata)
+        except ThreadExists:
+            raise HttpProblem(409, f"a thread {shown(body.id or '')} is already recorded") from None
+        return json_response(thread_json(thread), 201, {"location": f"/v1/threads/{thread.id}"})
+
+    @guarded
+    async def list_threads(request: Request) -> Response:
+        limit = int_param(request.query_params.get("limit"), "limit", 100, 1, 1000)
+        threads = await service.list_threads(limit=limit)
+        return json_response({"threads": [thread_json(t) for t in threads]})
+
+    @guarded
+    async def get_thread(request: Request) -> Response:
+        thread_id = request.path_params["thread_id"]
+        thread = await service.get_thread(thread_id)
+        if thread is None:
+            raise not_recorded(thread_id)
+        return json_response(thread_json(thread))
+
+    @guarded
+    async def forget_thread(request: Request) -> Response:
+        thread_id = request.path_params["thread_id"]
+        if not await service.forget_thread(thread_id):
+            raise not_recorded(thread_id)
+        return Response(status_code=204)
+
+    return [
+        Route("/v1/threads", create_thread, methods=["POST"]),
+        Route("/v1/threads", list_threads, methods=["GET"]),
+        Route("/v1/threads/{thread_id}", get_thread, methods=["GET"]),
+        Route("/v1/threads/{thread_id}", forget_thread, methods=["DELETE"]),
+    ]
