@@ -7,11 +7,11 @@ has no place in OpenRPC; it is listed under the ``x-server-messages`` extension.
 from __future__ import annotations
 
 from collections.abc import Mapping
-from importlib.metadata import PackageNotFoundError, version
 from typing import Any
 
 import msgspec
 
+from loopgate import __version__
 from loopgate.adapters.jsonrpc.errors import MESSAGES, SERVER_CODES
 from loopgate.adapters.jsonrpc.methods import CallContext, Method, NoParams
 from loopgate.adapters.shared.rpc_errors import INVALID_PARAMS
@@ -50,13 +50,6 @@ SERVER_MESSAGES = {
 
 def _is_struct(typ: Any) -> bool:
     return isinstance(typ, type) and issubclass(typ, msgspec.Struct)
-
-
-def _package_version() -> str:
-    try:
-        return version("loopgate")
-    except PackageNotFoundError:  # pragma: no cover - running from a bare checkout
-        return "0"
 
 
 def error_entry(code: int) -> dict[str, Any]:
@@ -101,7 +94,7 @@ def openrpc_document(methods: Mapping[str, Method]) -> dict[str, Any]:
         "openrpc": OPENRPC_VERSION,
         "info": {
             "title": "loopgate JSON-RPC",
-            "version": _package_version(),
+            "version": __version__,
             "description": "Runs of an agent loop over JSON-RPC 2.0: POST /rpc, the WebSocket "
             "GET /rpc/ws, and `loopgate rpc` on stdio. See docs/jsonrpc.md.",
         },

@@ -11,12 +11,12 @@ import argparse
 import logging
 import os
 import sys
-from importlib.metadata import PackageNotFoundError, version
 from pathlib import Path
 from typing import Any
 
 import anyio
 
+from loopgate import __version__
 from loopgate.contracts.projector import StdioOptions
 from loopgate.gateway.commands.flags import (
     LOOP_SETTINGS,
@@ -89,7 +89,7 @@ async def _serve(
 
     def options() -> StdioOptions:
         limits = endpoint_limits(settings)
-        return StdioOptions(limits=limits, version=_version(), cwd=os.getcwd(), options=agent)
+        return StdioOptions(limits=limits, version=__version__, cwd=os.getcwd(), options=agent)
 
     if args.server:
         from loopgate.gateway.remote import RemoteService
@@ -105,10 +105,3 @@ async def _serve(
     agent["tool_kinds"] = {spec.name: tools.kind(spec.name) for spec in tools.specs()}
     async with traced_hub(settings) as hub:
         await adapter.serve_stdio(hub, options(), read, write)
-
-
-def _version() -> str:
-    try:
-        return version("loopgate")
-    except PackageNotFoundError:
-        return "0.0.0"

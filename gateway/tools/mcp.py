@@ -8,7 +8,6 @@ close. Calls may come from any task; every wait is bounded.
 
 from __future__ import annotations
 
-import importlib.metadata
 import logging
 import os
 import shlex
@@ -28,6 +27,7 @@ from mcp.client.stdio import stdio_client
 from mcp.client.streamable_http import streamable_http_client
 from mcp.shared._httpx_utils import create_mcp_http_client
 
+from loopgate import __version__
 from loopgate.contracts.client_errors import ClientError
 from loopgate.contracts.messages import ToolCall, ToolSpec
 from loopgate.gateway.loop.tools import ToolMeta, ToolMetaLookup
@@ -38,11 +38,7 @@ log = logging.getLogger("loopgate.tools")
 MAX_TOOL_PAGES = 100  # a server whose tools/list never ends cannot hang a connect
 MAX_ERROR_CHARS = 2000
 
-try:
-    _VERSION = importlib.metadata.version("loopgate")
-except importlib.metadata.PackageNotFoundError:
-    _VERSION = "0"
-CLIENT_INFO = mcp_types.Implementation(name="loopgate", version=_VERSION)
+CLIENT_INFO = mcp_types.Implementation(name="loopgate", version=__version__)
 
 # Launchers whose first plain argument names the server better than the launcher does.
 _LAUNCHERS = frozenset(
