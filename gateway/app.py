@@ -10,7 +10,6 @@ from typing import Any
 import anyio
 from starlette.applications import Starlette
 from starlette.exceptions import HTTPException
-from starlette.middleware.cors import CORSMiddleware
 from starlette.requests import Request
 from starlette.responses import JSONResponse, Response
 from starlette.routing import Route
@@ -18,6 +17,7 @@ from starlette.routing import Route
 from loopgate.adapters.shared.problem import problem_response
 from loopgate.contracts.limits import EndpointLimits
 from loopgate.gateway.auth import HostGuard, OriginGuard, TokenAuth
+from loopgate.gateway.cors import BrowserAccess
 from loopgate.gateway.hub import Hub, Source
 from loopgate.gateway.journal import open_journal
 from loopgate.gateway.loop.types import ModelProvider
@@ -128,21 +128,8 @@ def create_app(
     if settings.token:
         app.add_middleware(TokenAuth, token=settings.token)
     app.add_middleware(OriginGuard, limits=limits)
-    if settings.allowed_origins:
-        # Added last, so it is outermost: a browser's preflight carries no token.
-        app.add_middleware(
-            CORSMiddleware,
-            allow_origins=settings.allowed_origins,
-            allow_methods=["GET", "POST"],
-            allow_headers=[
-                "authorization",
-                "content-type",
-                "last-event-id",
-                "traceparent",
-                "tracestate",
-            ],
-            expose_headers=["location", "retry-after"],
-        )
+    # Outside the token and Origin guards: a browser's preflight carries no token.
+    app.add_middleware(BrowserAccess, allowed_origins=settings.allowed_origins)
     if settings.allowed_hosts or not settings.token:
         # Outermost: a request for another site's name gets nothing, not even a preflight.
         # With a token (a gateway on the network, reached by any name) it is off unless asked.

@@ -1,5 +1,9 @@
 """``GET /v1/runs/{id}/events``: a run's envelopes as native SSE, resumable with
-``Last-Event-ID`` (or ``?after=``)."""
+``Last-Event-ID`` (or ``?after=``).
+
+A stream ends with its run, and a browser's EventSource then reconnects with the last id it
+saw, again and again: a reconnect at (or past) the end of a finished run is answered
+``204 No Content``, the one answer that stops it (WHATWG HTML, server-sent events)."""
 
 from __future__ import annotations
 
@@ -17,7 +21,7 @@ from loopgate.adapters.shared.numbers import cursor_param
 from loopgate.adapters.shared.problem import HttpProblem, from_problem
 from loopgate.adapters.shared.stream import StreamResponse, Write
 from loopgate.contracts.limits import EndpointLimits
-from loopgate.contracts.ports import RunService
+from loopgate.contracts.ports import RunNotFound, RunService
 from loopgate.contracts.projector import ProjectorContext
 
 # The hub's consumer name for these subscriptions (telemetry): the transport they read through.
@@ -29,6 +33,17 @@ def cursor_from(request: Request) -> int:
     return cursor_param(request.headers.get("last-event-id") or request.query_params.get("after"))
 
 
+async def nothing_after(service: RunService, run_id: str, after: int) -> bool:
+    """Whether the run has finished and its last event is at or before ``after``: it will
+    never have another. Finished is final, so no event can slip in after this answer."""
+    try:
+        info = await service.get(run_id)
+    except RunNotFound:
+        # The stream answers it (404, or 410 for a dropped run).
+        return False
+    return info.state == "finished" and after >= info.last_seq
+
+
 def routes(adapter: NativeAdapter, service: RunService, limits: EndpointLimits) -> list[BaseRoute]:
     policy = stream_policy(limits)
 
@@ -38,6 +53,9 @@ def routes(adapter: NativeAdapter, service: RunService, limits: EndpointLimits) 
             after = cursor_from(request)
         except HttpProblem as exc:
             return from_problem(exc)
+        # Without a cursor a finished run is sent whole, as to any first connection.
+        if after > 0 and await nothing_after(service, run_id, after):
+            return Response(status_code=204)
         # Frames, not envelopes: a finished run's are framed from the bytes the hub keeps.
         context = ProjectorContext(run_id=run_id, thread_id=run_id)
         projector = NativeFrames(adapter.projector(context))

@@ -53,7 +53,8 @@ def register(sub: argparse._SubParsersAction) -> None:  # type: ignore[type-arg]
         "--allowed-origin",
         dest="allowed_origins",
         action="append",
-        help="an Origin allowed to open WebSockets (repeatable; default: loopback origins)",
+        help="an Origin whose pages may call the API (CORS, POST) and open WebSockets "
+        "(repeatable; replaces the default: loopback origins on any port)",
     )
     p.add_argument(
         "--allowed-host",
