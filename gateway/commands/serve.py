@@ -22,6 +22,10 @@ ENDPOINTS = """endpoints (docs/api.md):
   POST /v1/runs/{id}/respond          answer its permission request
   POST /v1/runs/{id}/events           push an external loop's events (NDJSON)
   WS   /v1/runs/{id}/ingest           the same over a WebSocket
+  POST /v1/threads                    record a thread (an ACP session) before its first run
+  GET  /v1/threads                    list recorded threads
+  GET  /v1/threads/{thread_id}        one recorded thread
+  DELETE /v1/threads/{thread_id}      forget a recorded thread (its runs stay)
   POST /agui, WS /agui/ws             AG-UI
   WS   /acp                           ACP (Agent Client Protocol)
   POST /rpc, WS /rpc/ws               JSON-RPC 2.0"""
