@@ -15,7 +15,7 @@ from __future__ import annotations
 
 from collections.abc import AsyncIterator
 from contextlib import asynccontextmanager
-from typing import Any
+from typing import Any, TypeVar
 from urllib.parse import quote
 
 import anyio
@@ -40,6 +40,7 @@ from loopgate.contracts.ports import (
 )
 
 JSON = "application/json"
+_T = TypeVar("_T")
 
 
 class RemoteError(Exception):
@@ -405,17 +406,18 @@ def _body(response: httpx.Response, method: str, path: str) -> Any:
         raise RemoteError(f"the gateway sent a non-JSON answer to {method} {path}") from None
 
 
-def _thread_info(data: Any) -> ThreadInfo:
+def _described(data: Any, kind: type[_T], what: str) -> _T:
+    """The gateway's JSON as ``kind``; RemoteError naming ``what`` when it is not one."""
     try:
-        return msgspec.convert(data, ThreadInfo)
+        return msgspec.convert(data, kind)
     except msgspec.ValidationError as exc:
         detail = describe_input_error(exc)
-        raise RemoteError(f"the gateway sent an unexpected thread description: {detail}") from None
+        raise RemoteError(f"the gateway sent an unexpected {what} description: {detail}") from None
+
+
+def _thread_info(data: Any) -> ThreadInfo:
+    return _described(data, ThreadInfo, "thread")
 
 
 def _run_info(data: Any) -> RunInfo:
-    try:
-        return msgspec.convert(data, RunInfo)
-    except msgspec.ValidationError as exc:
-        detail = describe_input_error(exc)
-        raise RemoteError(f"the gateway sent an unexpected run description: {detail}") from None
+    return _described(data, RunInfo, "run")
