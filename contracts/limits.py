@@ -2,13 +2,17 @@
 
 from __future__ import annotations
 
-from urllib.parse import urlsplit
+import re
 
 import msgspec
 
 from loopgate.contracts.json_input import DEFAULT_MAX_DEPTH
 
-_LOOPBACK_HOSTS = frozenset({"localhost", "127.0.0.1", "::1"})
+# A page served from this machine, as a browser serialises its origin: scheme, loopback name,
+# optional port, nothing else. The one rule of the Origin guard, the WebSockets and CORS (whose
+# middleware takes it as its origin regex).
+LOOPBACK_ORIGIN = r"https?://(?:localhost|127\.0\.0\.1|\[::1\])(?::[0-9]{1,5})?"
+_LOOPBACK = re.compile(LOOPBACK_ORIGIN)
 
 
 class EndpointLimits(msgspec.Struct, kw_only=True, frozen=True):
@@ -36,4 +40,4 @@ class EndpointLimits(msgspec.Struct, kw_only=True, frozen=True):
             return True
         if self.allowed_origins:
             return origin in self.allowed_origins or "*" in self.allowed_origins
-        return (urlsplit(origin).hostname or "") in _LOOPBACK_HOSTS
+        return _LOOPBACK.fullmatch(origin) is not None

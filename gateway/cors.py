@@ -15,8 +15,8 @@ from starlette.middleware.cors import CORSMiddleware
 from starlette.types import ASGIApp, Receive, Scope, Send
 
 from loopgate.adapters.shared.problem import problem_response
+from loopgate.contracts.limits import LOOPBACK_ORIGIN
 
-LOOPBACK_ORIGIN = r"https?://(?:localhost|127\.0\.0\.1|\[::1\])(?::[0-9]{1,5})?"
 # DELETE: forgetting a thread. Everything else a page does is GET or POST.
 METHODS = ("GET", "POST", "DELETE")
 # What our clients send beyond the safelisted ones: the token, an EventSource's cursor, the
