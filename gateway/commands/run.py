@@ -26,6 +26,7 @@ from loopgate.gateway.commands.terminal import (
     ToolSpinner,
     answer_question,
     asked_question,
+    clip,
     question_prompt,
 )
 from loopgate.gateway.loop.config import LoopConfig
@@ -180,13 +181,13 @@ class HumanPrinter(_Printer):
             self.out.write(data.get("delta", ""))
         elif kind == "tool_call_start":
             args = json.dumps(data.get("arguments", {}), ensure_ascii=False)
-            self.line(f"→ {data.get('name')}({_clip(args, 120)})  [{data.get('id')}]")
+            self.line(f"→ {data.get('name')}({clip(args, 120)})  [{data.get('id')}]")
         elif kind == "tool_call_result":
             mark = "ok" if data.get("success") else "failed"
             shown = data.get("resultPreview") if data.get("success") else data.get("error")
             self.line(
                 f"← {data.get('name')} {mark} ({data.get('durationMs', 0):.0f} ms): "
-                f"{_clip(str(shown or ''), 160)}"
+                f"{clip(str(shown or ''), 160)}"
             )
         elif kind == "tool_error":
             self.line(f"✗ {data.get('name')} error: {data.get('error')}")
@@ -200,11 +201,6 @@ class HumanPrinter(_Printer):
                 f"{data.get('toolCallCount', 0)} tool call(s) · {tokens} tokens · {seconds:.2f} s"
             )
         self.out.flush()
-
-
-def _clip(text: str, limit: int) -> str:
-    text = text.replace("\n", " ")
-    return text if len(text) <= limit else text[:limit] + "…"
 
 
 def read_prompt(given: str) -> str:

@@ -75,7 +75,7 @@ class Terminal:
 
     def show(self, text: str) -> None:
         """Draw ``text`` over the status line; clipped, since a wrapped line cannot be redrawn."""
-        self.err.write("\r" + _clip(text, _width(self.err) - 1) + "\x1b[K")
+        self.err.write("\r" + clip(text, _width(self.err) - 1) + "\x1b[K")
         self.err.flush()
         self._shown = True
 
@@ -175,7 +175,7 @@ class TerminalApprovals:
                 file=sys.stderr,
             )
             return "reject"
-        args = _clip(json.dumps(call.arguments, ensure_ascii=False), ARGS_SHOWN)
+        args = clip(json.dumps(call.arguments, ensure_ascii=False), ARGS_SHOWN)
         answer = await self.terminal.ask(
             f"loopgate run: allow {_printable(call.name)}({_printable(args)})? [y/N/a=always] "
         )
@@ -271,7 +271,8 @@ def question_prompt(question: str) -> str:
 # --- text ---------------------------------------------------------------------------------
 
 
-def _clip(text: str, limit: int) -> str:
+def clip(text: str, limit: int) -> str:
+    """``text`` on one line, at most ``limit`` characters (the last an ellipsis when cut)."""
     text = text.replace("\n", " ")
     return text if len(text) <= limit else text[: max(limit - 1, 0)] + "…"
 

@@ -1,9 +1,12 @@
-"""Fakes and stream checks shared by the reference-loop tests."""
+"""Fakes, stream checks and the ``loopgate run`` runner shared by the reference-loop tests."""
 
 from __future__ import annotations
 
 import json
+import subprocess
+import sys
 from collections.abc import AsyncIterator, Awaitable, Callable
+from pathlib import Path
 from typing import Any
 
 import anyio
@@ -190,3 +193,17 @@ def check_stream(events: list[tuple[str, dict[str, Any]]]) -> dict[str, Any]:
 
 def user(content: str) -> list[Message]:
     return [Message(role="user", content=content)]
+
+
+def loopgate_run(*args: str, cwd: Path, stdin: str = "") -> subprocess.CompletedProcess[str]:
+    """``loopgate run ARGS`` without a terminal: stdin, stdout and stderr are pipes."""
+    return subprocess.run(
+        [sys.executable, "-m", "loopgate", "run", *args],
+        cwd=cwd,
+        input=stdin,
+        capture_output=True,
+        text=True,
+        timeout=30,
+        encoding="utf-8",
+        start_new_session=True,  # no controlling terminal, even under a developer's shell
+    )

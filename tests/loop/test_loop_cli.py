@@ -11,18 +11,7 @@ import pytest
 
 from loopgate.contracts import decode_envelope
 from loopgate.gateway.commands.run import parse_config
-
-
-def loopgate(*args: str, cwd: Path, stdin: str = "") -> subprocess.CompletedProcess[str]:
-    return subprocess.run(
-        [sys.executable, "-m", "loopgate", "run", *args],
-        cwd=cwd,
-        input=stdin,
-        capture_output=True,
-        text=True,
-        timeout=30,
-        encoding="utf-8",
-    )
+from tests.loop.loop_support import loopgate_run as loopgate
 
 
 def test_plain_output(tmp_path: Path):

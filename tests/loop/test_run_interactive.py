@@ -22,6 +22,8 @@ from typing import Any
 
 import pytest
 
+from tests.loop.loop_support import loopgate_run as loopgate
+
 ERASE = "\r\x1b[K"
 TIMEOUT_S = 30.0
 
@@ -123,20 +125,6 @@ def pty_run(tmp_path: Path) -> Any:
     yield start
     for term in started:
         term.close()
-
-
-def loopgate(*args: str, cwd: Path, stdin: str = "") -> subprocess.CompletedProcess[str]:
-    """Without a terminal: stdin, stdout and stderr are pipes."""
-    return subprocess.run(
-        [sys.executable, "-m", "loopgate", "run", *args],
-        cwd=cwd,
-        input=stdin,
-        capture_output=True,
-        text=True,
-        timeout=TIMEOUT_S,
-        encoding="utf-8",
-        start_new_session=True,  # no controlling terminal, even under a developer's shell
-    )
 
 
 def notes(workspace: Path) -> list[Path]:
