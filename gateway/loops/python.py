@@ -11,10 +11,7 @@ Events are dicts ``{"kind": ..., "data": {...}}`` or :class:`contracts.envelope.
 
 from __future__ import annotations
 
-import importlib
 import inspect
-import os
-import sys
 from collections.abc import AsyncIterable, Callable
 from typing import Any
 
@@ -24,6 +21,7 @@ from loopgate.contracts.envelope import LoopEvent
 from loopgate.contracts.loop import AgentLoop, Emit, LoopFault, RunContext
 from loopgate.gateway.loops.context import GatewayRunContext
 from loopgate.gateway.loops.source import is_terminal
+from loopgate.gateway.user_modules import import_user_module
 
 PerRun = Callable[[RunContext], Any]
 # How long a generator's own clean-up (its ``finally`` blocks) may take once the run is over.
@@ -35,11 +33,8 @@ def load_object(spec: str) -> Any:
     module_name, sep, attr = spec.partition(":")
     if not sep or not module_name or not attr:
         raise ValueError(f"--loop must look like package.module:attr, got {spec!r}")
-    # As uvicorn does for its app: a loop next to where the gateway starts is importable.
-    if os.getcwd() not in sys.path:
-        sys.path.insert(0, os.getcwd())
     try:
-        target: Any = importlib.import_module(module_name)
+        target: Any = import_user_module(module_name)
     except ImportError as exc:
         raise ValueError(f"cannot import {module_name!r}: {exc}") from None
     for part in attr.split("."):

@@ -9,7 +9,6 @@ thread, async ones on the loop.
 from __future__ import annotations
 
 import functools
-import importlib
 import inspect
 import logging
 import re
@@ -28,6 +27,7 @@ from pydantic_core import PydanticSerializationError, to_jsonable_python
 from loopgate.contracts.messages import ToolCall, ToolSpec
 from loopgate.gateway.loop.tools import ToolFailure, ToolKind, ToolMeta, ToolMetaLookup
 from loopgate.gateway.loop.types import LoopContext, ToolResult
+from loopgate.gateway.user_modules import import_user_module
 
 log = logging.getLogger("loopgate.tools")
 
@@ -257,7 +257,7 @@ class FunctionTools(ToolMetaLookup):
         nothing; the cause stays chained for the caller's log.
         """
         try:
-            module = importlib.import_module(dotted)
+            module = import_user_module(dotted)
         except ModuleNotFoundError as exc:
             raise ValueError(
                 f"cannot import tools module {dotted!r}: no module named {exc.name!r}"

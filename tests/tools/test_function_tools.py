@@ -4,6 +4,7 @@ from __future__ import annotations
 
 import itertools
 import logging
+import sys
 import threading
 from pathlib import Path
 from typing import Annotated, Any
@@ -397,6 +398,16 @@ def test_missing_module():
         str(info.value)
         == "cannot import tools module 'no_such_pkg.tools': no module named 'no_such_pkg'"
     )
+
+
+def test_a_module_in_the_current_directory_is_found_as_loop_modules_are(
+    tmp_path: Path, monkeypatch: pytest.MonkeyPatch
+):
+    name = f"lg_tools_{next(_names)}"
+    (tmp_path / f"{name}.py").write_text("def ping() -> str:\n    return 'pong'\n")
+    monkeypatch.chdir(tmp_path)
+    monkeypatch.setattr(sys, "path", [p for p in sys.path if p not in ("", ".")])
+    assert [spec.name for spec in FunctionTools.from_module(name).specs()] == ["ping"]
 
 
 def test_module_that_fails_to_import(tmp_path: Path, monkeypatch: pytest.MonkeyPatch):
