@@ -251,21 +251,20 @@ class _Script:
             return
         if self.round == 0:
             arguments = {"clock": {}, "calculate": {"expression": self.expression}}
-            both = len(wanted) == 2
-            self.reason(
-                f"{self._opening()} I should "
-                + (
+            plans = {
+                "clock": "check the clock.",
+                "calculate": f"work out {self.expression}.",
+            }
+            if len(wanted) == 2:
+                plan = (
                     f"check the current time and work out {self.expression} before answering; "
                     "both lookups are independent, so I can run them together."
-                    if both
-                    else (
-                        "check the clock."
-                        if wanted == ["clock"]
-                        else f"work out {self.expression}."
-                    )
                 )
-            )
-            self.say("Let me check two things first." if both else "Let me look that up.")
+                self.reason(f"{self._opening()} I should {plan}")
+                self.say("Let me check two things first.")
+            else:
+                self.reason(f"{self._opening()} I should {plans[wanted[0]]}")
+                self.say("Let me look that up.")
             for name in wanted:
                 self.call(name, arguments[name])
             return
