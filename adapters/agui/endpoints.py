@@ -16,7 +16,7 @@ from starlette.websockets import WebSocket, WebSocketDisconnect
 
 from loopgate.adapters.agui.adapter import AguiAdapter
 from loopgate.adapters.agui.events import Custom, RunError
-from loopgate.adapters.agui.input import RunAgentInput, detached
+from loopgate.adapters.agui.input import ResumeFrame, RunAgentInput, detached
 from loopgate.adapters.agui.projector import AguiProjector
 from loopgate.adapters.agui.runs import RunPlan, plan_run
 from loopgate.adapters.shared import sse
@@ -93,12 +93,16 @@ async def stream_run(
     keepalive: Callable[[], Awaitable[None]] | None = None,
 ) -> Ending:
     """RUN_STARTED, the run's events, and whatever closes the stream: the run's end, an
-    approval interrupt (the stream ends while the run waits), or RUN_ERROR for a cut-off."""
+    approval interrupt (the stream ends while the run waits), or RUN_ERROR for a cut-off.
+
+    Without the first ``plan.received`` events, which the client has: a resumed stream is
+    projected whole (its ids and timestamps are those of the stream it resumes) and only the
+    sending skips them."""
     projector = adapter.projector(plan.context)
     return await follow(
         lambda after: service.subscribe(plan.info.id, after=after, consumer=CONSUMER),
         projector,
-        send,
+        skipping(send, plan.received),
         policy,
         after=plan.after,
         opened=opened,
@@ -106,6 +110,25 @@ async def stream_run(
         keepalive=keepalive,
         cut_off=cut_off_events(projector),
     )
+
+
+def skipping(send: Send[Any], count: int) -> Send[Any]:
+    """``send`` for all but the first ``count`` events, however they are batched."""
+    if not count:
+        return send
+    left = count
+
+    async def send_rest(events: list[Any]) -> None:
+        nonlocal left
+        if left:
+            dropped = min(left, len(events))
+            left -= dropped
+            events = events[dropped:]
+            if not events:
+                return
+        await send(events)
+
+    return send_rest
 
 
 def cut_off_events(projector: AguiProjector) -> Callable[[int], list[Any]]:
@@ -130,13 +153,17 @@ def cut_off_events(projector: AguiProjector) -> Callable[[int], list[Any]]:
 def parse_frame(
     raw: str | bytes, max_depth: int = json_input.DEFAULT_MAX_DEPTH
 ) -> RunAgentInput | None:
-    """A RunAgentInput to start a run, or None for ``{"type": "cancel"}``; a msgspec error
-    (``JsonTooDeep`` among them) for anything else."""
+    """A RunAgentInput to start a run (or attach, or answer approvals), None for
+    ``{"type": "cancel"}``; ``{"type": "resume", …}`` is the attaching RunAgentInput it stands
+    for. A msgspec error (``JsonTooDeep`` among them) for anything else."""
     value = json_input.decode(raw, max_depth=max_depth)
     if not isinstance(value, dict):
         raise msgspec.ValidationError("a frame must be a JSON object")
-    if value.get("type") == "cancel":
+    kind = value.get("type")
+    if kind == "cancel":
         return None
+    if kind == "resume":
+        return msgspec.convert(value, ResumeFrame).as_input()
     return msgspec.convert(value, RunAgentInput)
 
 
@@ -211,7 +238,8 @@ class _Socket:
             self.detached = detached(body) or not plan.drives
             ending = await stream_run(self.adapter, self.service, plan, self.emit, CONNECTION)
             if ending == "cut_off":
-                # AG-UI cannot resume: a client too slow for its run has stopped reading.
+                # A client too slow for its run has stopped reading: the socket goes (the
+                # client may resume on another one).
                 self.cut_off()
         finally:
             self.busy, self.run_id = False, None

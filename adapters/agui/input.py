@@ -6,7 +6,7 @@ any stream opens. Unknown fields are ignored, as the protocol's own models allow
 
 from __future__ import annotations
 
-from typing import Any, Literal
+from typing import Annotated, Any, Literal
 
 import msgspec
 
@@ -16,6 +16,7 @@ from loopgate.contracts.messages import Message, ToolCall, ToolSpec
 
 # A seq: what every 64-bit integer and the SQLite journal hold.
 MAX_CURSOR = (1 << 63) - 1
+Cursor = Annotated[int, msgspec.Meta(ge=0, le=MAX_CURSOR)]
 
 
 class _Base(msgspec.Struct, rename="camel", kw_only=True, tag_field="role"):
@@ -196,9 +197,44 @@ def attach_cursor(body: RunAgentInput) -> int | None:
     ours = loopgate_props(body)
     if ours.get("attach") is not True:
         return None
-    after = ours.get("after", 0)
-    if type(after) is not int or not 0 <= after <= MAX_CURSOR:
+    return _count(ours.get("after", 0), "after")
+
+
+def received_count(body: RunAgentInput) -> int | None:
+    """``forwardedProps.loopgate.received``: how many events of this request's stream the
+    client already has (a dropped stream asked again); None when the request does not say."""
+    ours = loopgate_props(body)
+    return _count(ours["received"], "received") if "received" in ours else None
+
+
+def _count(value: Any, name: str) -> int:
+    # ``type(...) is int``: a JSON true is a Python bool, an int subclass, and no count.
+    if type(value) is not int or not 0 <= value <= MAX_CURSOR:
         raise ClientError(
-            f"forwardedProps.loopgate.after must be an integer from 0 to {MAX_CURSOR}"
+            f"forwardedProps.loopgate.{name} must be an integer from 0 to {MAX_CURSOR}"
         )
-    return after
+    return value
+
+
+class ResumeFrame(msgspec.Struct, rename="camel", kw_only=True):
+    """The WebSocket binding's ``{"type": "resume", "runId", "received"}``: the stream of an
+    attach to ``runId`` from ``after`` again, without its first ``received`` events."""
+
+    type: Literal["resume"]
+    run_id: str
+    received: Cursor
+    after: Cursor = 0
+    thread_id: str = ""  # accepted as an attach's is: the stream names the run's own thread
+    # As the dropped stream's request had it: a 1.0 stream differs from a 0.0.x one.
+    protocol_version: str | None = None
+
+    def as_input(self) -> RunAgentInput:
+        """The attaching RunAgentInput this frame stands for."""
+        ours = {"attach": True, "after": self.after, "received": self.received}
+        return RunAgentInput(
+            thread_id=self.thread_id,
+            run_id=self.run_id,
+            messages=[],
+            protocol_version=self.protocol_version,
+            forwarded_props={"loopgate": ours},
+        )

@@ -11,6 +11,7 @@ from loopgate.adapters.agui.input import (
     RunAgentInput,
     attach_cursor,
     client_tools,
+    received_count,
     to_history,
 )
 from loopgate.adapters.agui.interrupts import InterruptRef, parse_interrupt_id
@@ -32,6 +33,9 @@ class RunPlan(NamedTuple):
     # The request drives the run (it started or continued it): unless detached, a client that
     # disconnects cancels it. A client that only watches never does.
     drives: bool
+    # The first events of this stream the client already has (forwardedProps.loopgate.received):
+    # the stream is projected whole, as deterministic as ever, and these are not sent again.
+    received: int = 0
 
 
 async def plan_run(
@@ -42,6 +46,7 @@ async def plan_run(
 ) -> RunPlan:
     try:
         after = attach_cursor(body)
+        received = received_count(body)
     except ClientError as exc:
         raise HttpProblem(422, exc.message) from None
     refs = [(entry, parse_interrupt_id(entry.interrupt_id)) for entry in body.resume or []]
@@ -53,14 +58,23 @@ async def plan_run(
             raise HttpProblem(
                 422, "resume: answer tool approvals in a request of their own (no other resume)"
             )
-        return await continue_after_approvals(service, body, approvals)
+        plan = await continue_after_approvals(service, body, approvals)
+        return plan._replace(received=received or 0)
     if after is not None:
         if body.resume:
             raise HttpProblem(422, "an attaching request takes no resume")
         info = await service.get(body.run_id)
         # A watcher that names a cursor had the stream up to it: its tool calls are known.
         seen = seen_calls(await service.history(info.id, limit=after)) if after else None
-        return RunPlan(info, projector_context(info, body, seen), after, drives=False)
+        context = projector_context(info, body, seen)
+        return RunPlan(info, context, after, drives=False, received=received or 0)
+    if received is not None:
+        raise HttpProblem(
+            422,
+            "forwardedProps.loopgate.received: this request starts a new run, there is no "
+            "stream to resume; resume with forwardedProps.loopgate.attach (or by answering the "
+            "same tool approvals again)",
+        )
     info, context = await start_run(service, body, traceparent, tracestate)
     return RunPlan(info, context, 0, drives=True)
 

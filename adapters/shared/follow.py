@@ -9,7 +9,7 @@ What a cut-off subscriber gets is its protocol's :class:`FollowPolicy`:
 
 ============  ===========================================================================
 native SSE    the stream ends; the ids it carried are the cursor for ``Last-Event-ID``
-AG-UI         ``RUN_ERROR`` ``subscriber_cut_off`` (AG-UI has no resume), then the end
+AG-UI         ``RUN_ERROR`` ``subscriber_cut_off``, then the end (resumed with ``received``)
 JSON-RPC      ``run.end`` ``{status: null, reason: "cut_off", lastSeq}``: where to resume
 ACP           resumed from the journal at once; the client never notices
 ============  ===========================================================================
