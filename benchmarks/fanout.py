@@ -239,7 +239,7 @@ async def batched(request):
     async def body():
         for i in range(0, len(events), MAX_BATCH):
             yield b"".join(
-                b"id: %d\\nevent: %b\\ndata: %b\\n\\n" % (e.seq, e.kind.encode(), encode(e))
+                b"id: %d\\ndata: %b\\n\\n" % (e.seq, encode(e))
                 for e in events[i : i + MAX_BATCH]
             )
 
@@ -252,7 +252,7 @@ async def sse_starlette(request):
     async def gen():
         for e in events:
             data = json.dumps(msgspec.to_builtins(e), separators=(",", ":"))
-            yield {"id": str(e.seq), "event": e.kind, "data": data}
+            yield {"id": str(e.seq), "data": data}  # unnamed, as loopgate's
 
     # LF separators, as an AG-UI/EventSource client needs; CRLF is sse-starlette's default.
     return EventSourceResponse(gen(), sep="\\n", ping=15)

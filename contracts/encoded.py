@@ -70,14 +70,13 @@ class EncodedEnvelopes:
         return envelopes
 
     def format(self, template: bytes) -> bytes:
-        """Each envelope as ``template % (seq, kind, json)``, joined: SSE frames, say."""
-        blob, offsets, ids = self.blob, self.offsets, self.kind_ids
-        kinds = [kind.encode() for kind in self.kinds]
+        """Each envelope as ``template % (seq, json)``, joined: SSE frames, say."""
+        blob, offsets = self.blob, self.offsets
         # Each envelope is followed by its comma, which is not framed.
         base, comma = self.base, self.base + 1
         return b"".join(
             [
-                template % (i + 1, kinds[ids[i]], blob[offsets[i] - base : offsets[i + 1] - comma])
+                template % (i + 1, blob[offsets[i] - base : offsets[i + 1] - comma])
                 for i in range(self.start, self.end)
             ]
         )

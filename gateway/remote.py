@@ -8,7 +8,7 @@ Problem responses become the port's exceptions, so callers cannot tell it from t
 hub.
 
 The SSE parsing is a few lines here rather than a dependency: the gateway's own framing is
-fixed (``id``, ``event``, one ``data`` line per event), and only that is read.
+fixed (``id`` and one ``data`` line per event), and only the data is read.
 """
 
 from __future__ import annotations

@@ -27,7 +27,11 @@ KEEPALIVE = b": keep-alive\n"
 
 _DATA = b"data: %b\n\n"
 _BETWEEN = b"\n\ndata: "
-_EVENT = b"id: %d\nevent: %b\ndata: %b\n\n"
+# No ``event:`` line: every envelope is a ``message`` event, so an EventSource's ``onmessage``
+# gets every kind, unknown ones too, and an ``error`` LoopEvent never fires ``onerror`` (a named
+# event "error" would: it shares the name of the connection-error event). A client reads the
+# kind from the envelope.
+_EVENT = b"id: %d\ndata: %b\n\n"
 
 
 def data_frames(messages: Sequence[Any], encode: Callable[[Any], bytes]) -> bytes:
@@ -44,11 +48,10 @@ def data_frames(messages: Sequence[Any], encode: Callable[[Any], bytes]) -> byte
 
 
 def envelope_frames(envelopes: Sequence[Envelope] | EncodedEnvelopes) -> bytes:
-    """One named event per envelope: ``id`` = seq, ``event`` = kind (a validated identifier:
-    one line), ``data`` = the envelope.
+    """One unnamed event per envelope: ``id`` = seq, ``data`` = the envelope.
 
     Envelopes the hub keeps encoded (a finished run's) are framed from those bytes: the same
     frames, with nothing decoded or encoded again, however many clients read them."""
     if isinstance(envelopes, EncodedEnvelopes):
         return envelopes.format(_EVENT)
-    return b"".join(_EVENT % (e.seq, e.kind.encode(), encode_envelope(e)) for e in envelopes)
+    return b"".join(_EVENT % (e.seq, encode_envelope(e)) for e in envelopes)

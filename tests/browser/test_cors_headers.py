@@ -136,7 +136,7 @@ def test_the_answers_a_page_reads_carry_cors(gateway: str, run_id: str) -> None:
         assert stream.status_code == 200
         assert stream.headers["content-type"].startswith("text/event-stream")
         assert_allowed_answer(stream, PAGE)
-        assert b"event: completion" in stream.read()
+        assert b'"kind":"completion"' in stream.read()
     reconnect = httpx.get(
         f"{gateway}/v1/runs/{run_id}/events", headers={**page, "last-event-id": "1"}
     )

@@ -74,7 +74,8 @@ def test_an_older_cursor_gets_the_missing_events_and_then_the_end(
 ) -> None:
     rest = read_stream(gateway, finished, headers={"last-event-id": "3"})
     assert [int(e.id) for e in rest] == [4, 5]
-    assert rest[-1].event == "completion"
+    assert rest[-1].event == "message"
+    assert json.loads(rest[-1].data)["kind"] == "completion"
 
 
 def test_without_a_cursor_a_finished_run_is_sent_whole(gateway: str, finished: str) -> None:
@@ -96,7 +97,8 @@ def test_a_running_runs_stream_stays_open_at_its_newest_event(gateway: str) -> N
         assert next(lines) == ": keep-alive"
         push(gateway, run_id, [DONE])
         rest = list(lines)
-    assert "id: 3" in rest and "event: completion" in rest
+    data = rest[rest.index("id: 3") + 1]  # no `event:` line between
+    assert data.startswith("data: ") and json.loads(data[6:])["kind"] == "completion"
     # Now the run is over: the same reconnect is told so.
     assert httpx.get(events_url(gateway, run_id), headers={"last-event-id": "3"}).status_code == 204
 

@@ -69,11 +69,18 @@ def test_loop_run_streams_to_a_terminal_completion(gateway: str) -> None:
         assert raw.headers["x-accel-buffering"] == "no"
         body = b"".join(raw.iter_bytes())
     assert b"\r" not in body  # LF framing only
+    # Unnamed events, `id` and `data` only: an EventSource dispatches each as "message".
+    frames = [
+        [ln for ln in f.split(b"\n") if ln and not ln.startswith(b":")] for f in body.split(b"\n\n")
+    ]
+    frames = [f for f in frames if f]  # keep-alive comments are no events
+    assert all(len(f) == 2 and f[0].startswith(b"id: ") for f in frames), frames[:3]
+    assert all(f[1].startswith(b"data: {") for f in frames)
 
     events = read_stream(gateway, run["id"])
     envs = envelopes(events)
     assert [int(e.id) for e in events] == [e["seq"] for e in envs] == list(range(1, len(envs) + 1))
-    assert [e.event for e in events] == [e["kind"] for e in envs]
+    assert {e.event for e in events} == {"message"}
     assert envs[-1]["kind"] == "completion" and envs[-1]["data"]["status"] == "completed"
     kinds = {e["kind"] for e in envs}
     assert {"llm_request", "content_delta", "tool_call_start", "tool_call_result"} <= kinds
@@ -166,7 +173,8 @@ def test_keepalives_between_events_are_no_events_to_a_real_parser(gateway: str) 
         lines.extend(wire)
     decoder = SSEDecoder()
     events = [e for e in map(decoder.decode, lines) if e is not None]
-    assert [e.event for e in events] == ["content_delta", "completion"]
+    assert [e.event for e in events] == ["message", "message"]
+    assert [e["kind"] for e in envelopes(events)] == ["content_delta", "completion"]
 
 
 def test_a_client_that_never_reads_is_cut_off_while_a_fast_one_finishes() -> None:
@@ -285,8 +293,9 @@ def test_cancel_and_steer_a_loop_run() -> None:
             with connect_sse(client, "GET", f"/v1/runs/{run_id}/events") as source:
                 kinds = []
                 for event in source.iter_sse():
-                    kinds.append(event.event)
-                    if event.event == "content_delta" and "steered" not in kinds:
+                    kind = json.loads(event.data)["kind"]
+                    kinds.append(kind)
+                    if kind == "content_delta" and "steered" not in kinds:
                         kinds.append("steered")
                         assert (
                             client.post(
@@ -294,7 +303,7 @@ def test_cancel_and_steer_a_loop_run() -> None:
                             ).status_code
                             == 202
                         )
-                    if event.event == "content_delta" and kinds.count("content_delta") == 3:
+                    if kind == "content_delta" and kinds.count("content_delta") == 3:
                         response = client.post(f"/v1/runs/{run_id}/cancel")
                         assert response.status_code == 202, (response.text, kinds)
                         assert response.json()["accepted"] is True

@@ -111,8 +111,9 @@ def test_respond_over_http() -> None:
         ):
             for event in source.iter_sse():
                 events.append(event)
-                if event.event == "permission_request":
-                    request_id = envelopes([event])[0]["data"]["requestId"]
+                envelope = envelopes([event])[0]
+                if envelope["kind"] == "permission_request":
+                    request_id = envelope["data"]["requestId"]
                     answer = client.post(
                         f"/v1/runs/{run_id}/respond",
                         json={"request_id": request_id, "decision": "allow_once"},
