@@ -17,6 +17,7 @@ from starlette.routing import Route
 from loopgate.adapters.shared.problem import problem_response
 from loopgate.contracts.limits import EndpointLimits
 from loopgate.gateway.auth import HostGuard, OriginGuard, TokenAuth
+from loopgate.gateway.console import routes as console
 from loopgate.gateway.cors import BrowserAccess
 from loopgate.gateway.hub import Hub, Source
 from loopgate.gateway.journal import open_journal
@@ -117,7 +118,7 @@ def create_app(
                 with anyio.CancelScope(shield=True):
                     await anyio.to_thread.run_sync(owned.shutdown)
 
-    routes = [Route("/healthz", healthz)]
+    routes = [Route("/healthz", healthz), *(console.routes() if settings.console else [])]
     for adapter in adapters.values():
         routes.extend(adapter.routes(hub, limits))
     app = Starlette(

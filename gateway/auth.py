@@ -1,6 +1,7 @@
 """Request guards as pure ASGI middleware (streams pass through untouched): the Host check
-against DNS rebinding, the bearer token on every endpoint but ``/healthz``, and the Origin check
-on state-changing requests."""
+against DNS rebinding, the bearer token on every endpoint but ``/healthz`` and the console's
+static files (also as ``?token=`` where a browser cannot send a header: WebSockets, EventSource),
+and the Origin check on state-changing requests."""
 
 from __future__ import annotations
 
@@ -13,6 +14,7 @@ from starlette.types import ASGIApp, Receive, Scope, Send
 
 from loopgate.adapters.shared.problem import problem_body, problem_response
 from loopgate.contracts.limits import EndpointLimits
+from loopgate.gateway.console.routes import is_console_path
 
 OPEN_PATHS = frozenset({"/healthz"})
 LOOPBACK_NAMES = frozenset({"localhost"})
@@ -93,7 +95,7 @@ class TokenAuth:
         self.token = token.encode()
 
     async def __call__(self, scope: Scope, receive: Receive, send: Send) -> None:
-        if scope["type"] not in ("http", "websocket") or scope["path"] in OPEN_PATHS:
+        if scope["type"] not in ("http", "websocket") or _open(scope):
             await self.app(scope, receive, send)
             return
         if self._presented_ok(scope):
@@ -113,12 +115,22 @@ class TokenAuth:
         for name, value in scope["headers"]:
             if name == b"authorization" and value[:7].lower() == b"bearer ":
                 return hmac.compare_digest(value[7:].strip(), self.token)
-        if scope["type"] == "websocket":
-            # Browsers cannot set headers on a WebSocket upgrade.
+        if scope["type"] == "websocket" or _event_stream(scope):
+            # Browsers cannot set headers on a WebSocket upgrade, nor on an EventSource.
             query = parse_qs(scope.get("query_string", b"").decode())
             for candidate in query.get("token", []):
                 return hmac.compare_digest(candidate.encode(), self.token)
         return False
+
+
+def _open(scope: Scope) -> bool:
+    """``/healthz``, and the console's static files (the page asks for the token itself)."""
+    path: str = scope["path"]
+    return path in OPEN_PATHS or (scope.get("method") in ("GET", "HEAD") and is_console_path(path))
+
+
+def _event_stream(scope: Scope) -> bool:
+    return scope.get("method") == "GET" and scope["path"].endswith("/events")
 
 
 class OriginGuard:

@@ -31,6 +31,7 @@ class Settings(msgspec.Struct, kw_only=True, forbid_unknown_fields=True):
     # max_connections open sockets, new ones are answered 503.
     header_timeout_s: float = 15.0
     max_connections: int = 1_000
+    console: bool = True  # the web console at / (docs/console.md)
 
     provider: Literal["scripted", "openai"] = "scripted"
     scripted_delay_s: float = 0.02

@@ -11,6 +11,7 @@ from loopgate.gateway.commands.flags import LOOP_SETTINGS, add_log_level, add_lo
 from loopgate.gateway.settings import load_settings
 
 ENDPOINTS = """endpoints (docs/api.md):
+  GET  /                              the web console (docs/console.md)
   GET  /healthz                       liveness
   GET  /v1/contract                   the event kinds and payloads this gateway speaks
   POST /v1/runs                       start a run (the loop, an ingest run, or a replay)
@@ -86,6 +87,13 @@ def register(sub: argparse._SubParsersAction) -> None:  # type: ignore[type-arg]
         type=float,
         metavar="SECONDS",
         help="cut off a client that accepts no bytes for this long (default 30)",
+    )
+    p.add_argument(
+        "--no-console",
+        dest="console",
+        action="store_false",
+        default=None,
+        help="serve no web console at / (docs/console.md)",
     )
     add_loop_flags(p)
     p.add_argument(
@@ -167,6 +175,7 @@ SETTING_FLAGS = (
     "allowed_hosts",
     "header_timeout_s",
     "max_connections",
+    "console",
     "write_timeout_s",
     "acp_remote_stdio_mcp",
     "journal",

@@ -1,47 +1,29 @@
 // Drives headless Chromium against live loopgate servers from pages on another loopback port:
 // what a web UI's fetch and EventSource meet (CORS, the end of a finished stream).
 //
-//   node browser-cors.mjs '{"chromium": PATH, "open": {...}, "guarded": {...}}'
+//   node browser-cors.mjs '{"chromium": PATH, "artifacts": DIR, "open": {...}, ...}'
 //
-// open:    {gateway, page}: a gateway without --allowed-origin, a page on another port.
-// guarded: {gateway, token, allowedPage, refusedPage}: a gateway with a token and one
-//          --allowed-origin; the same page served under that origin and under another.
+// open:       {gateway, page}: a gateway without --allowed-origin, a page on another port.
+// guarded:    {gateway, token, allowedPage, refusedPage}: a gateway with a token and one
+//             --allowed-origin; the same page served under that origin and under another.
+// recordings: {gateway, page, names}: every recording replayed as a run and watched with an
+//             EventSource that listens to "message" only.
+// agui:       {gateway, page, module, prompt}: HttpAgent.runAgent() in the page, @ag-ui/client
+//             imported from ``module`` (the console's bundle, served by the page's server).
+// broken:     {page, hang}: a step that throws (or never ends): the failure path.
 //
 // Prints one JSON object: what each page saw, and the requests the browser sent. The Python
 // side (tests/browser/test_chromium.py) asserts; this script only observes.
+//
+// Every page is screenshotted into DIR (NAME.png) before it is closed, and every page still
+// open when a step throws or the deadline (timeoutMs) passes: the picture of what a failed
+// test's page showed. The script then exits 1 with the error on stderr.
 
-import { chromium } from "playwright-core";
+import { closePage, openPage, runScenarios } from "./browser-kit.mjs";
 
 const config = JSON.parse(process.argv[2]);
 // A guard for a stream that never ends: reported as such, never waited out on success.
 const CLOSE_WITHIN_MS = 20000;
-
-// Requests the browser sent from a page (preflights are not page requests: Chromium makes
-// them in its network service) and the statuses that came back.
-function watchNetwork(page) {
-  const seen = [];
-  page.on("request", (request) => {
-    seen.push({ method: request.method(), url: request.url(), type: request.resourceType() });
-  });
-  page.on("response", (response) => {
-    const entry = seen.findLast((s) => s.url === response.url() && s.status === undefined);
-    if (entry) entry.status = response.status();
-  });
-  page.on("requestfailed", (request) => {
-    const entry = seen.findLast((s) => s.url === request.url() && s.status === undefined);
-    if (entry) entry.failure = request.failure()?.errorText ?? "failed";
-  });
-  return seen;
-}
-
-async function openPage(browser, url) {
-  const page = await browser.newPage();
-  const network = watchNetwork(page);
-  const console_ = [];
-  page.on("console", (message) => console_.push(message.text()));
-  await page.goto(url);
-  return { page, network, console: console_ };
-}
 
 // In the page: the REST, AG-UI and JSON-RPC calls a web UI makes, each reported as what the
 // page could read (a status) or the error the browser gave it (a CORS refusal).
@@ -120,12 +102,14 @@ async function pageCalls(gateway) {
   return results;
 }
 
-// In the page: an EventSource on a run's events until the browser closes it for good.
-// ``push`` ({url, body}), if given, is POSTed (NDJSON) once the stream is open: an ingest run
-// that ends while the page watches it live.
-async function followRun({ url, kinds, closeWithinMs, push }) {
+// In the page: an EventSource on a run's events until the browser closes it for good, with a
+// "message" listener only: native SSE events are unnamed, so it gets every kind. ``push``
+// ({url, body}), if given, is POSTed (NDJSON) once the stream is open: an ingest run that ends
+// while the page watches it live. ``errorMessages`` counts MessageEvents that reached
+// ``onerror`` (an ``event: error`` frame would): never one.
+async function followRun({ url, closeWithinMs, push }) {
   return await new Promise((resolve) => {
-    const report = { ids: [], opens: 0, errors: 0, closed: false };
+    const report = { ids: [], opens: 0, errors: 0, errorMessages: 0, closed: false };
     const source = new EventSource(url);
     const finish = () => {
       source.close();
@@ -147,16 +131,12 @@ async function followRun({ url, kinds, closeWithinMs, push }) {
         }
       }
     });
-    const onEvent = (event) => {
+    source.addEventListener("message", (event) => {
       report.ids.push(Number(event.lastEventId));
-    };
-    for (const kind of kinds) {
-      // "error" is also one of ours; the browser's own error event is not a MessageEvent.
-      if (kind !== "error") source.addEventListener(kind, onEvent);
-    }
+    });
     source.addEventListener("error", (event) => {
       if (event instanceof MessageEvent) {
-        onEvent(event);
+        report.errorMessages += 1;
         return;
       }
       report.errors += 1;
@@ -170,13 +150,6 @@ async function followRun({ url, kinds, closeWithinMs, push }) {
   });
 }
 
-async function kindsFrom(page, gateway) {
-  return await page.evaluate(
-    async (base) => (await (await fetch(`${base}/v1/contract`)).json()).eventKinds,
-    gateway,
-  );
-}
-
 function streamRequests(network, runId) {
   return network
     .filter((s) => s.url.includes(`/v1/runs/${runId}/events`))
@@ -184,18 +157,16 @@ function streamRequests(network, runId) {
 }
 
 async function openScenario(browser, { gateway, page: pageUrl }) {
-  const { page, network, console: logs } = await openPage(browser, pageUrl);
+  const { page, network, console: logs } = await openPage(browser, pageUrl, "open");
   const calls = await page.evaluate(pageCalls, gateway);
   const runId = calls.start.id;
   if (!runId) {
     // The page could not even start a run: what it saw is the report.
-    await page.close();
+    await closePage("open");
     return { origin: new URL(pageUrl).origin, calls, console: logs };
   }
-  const kinds = await kindsFrom(page, gateway);
   const follow = await page.evaluate(followRun, {
     url: `${gateway}/v1/runs/${runId}/events`,
-    kinds,
     closeWithinMs: CLOSE_WITHIN_MS,
   });
   // A run that is still going when the page starts watching, and ends while it watches.
@@ -216,7 +187,6 @@ async function openScenario(browser, { gateway, page: pageUrl }) {
   ];
   const followLive = await page.evaluate(followRun, {
     url: `${gateway}/v1/runs/${live}/events`,
-    kinds,
     closeWithinMs: CLOSE_WITHIN_MS,
     push: {
       url: `${gateway}/v1/runs/${live}/events`,
@@ -231,7 +201,6 @@ async function openScenario(browser, { gateway, page: pageUrl }) {
   const resumeFrom = info.last_seq - 2;
   const resume = await page.evaluate(followRun, {
     url: `${gateway}/v1/runs/${runId}/events?after=${resumeFrom}`,
-    kinds,
     closeWithinMs: CLOSE_WITHIN_MS,
   });
   const result = {
@@ -249,7 +218,7 @@ async function openScenario(browser, { gateway, page: pageUrl }) {
     liveRequests: streamRequests(network, live),
     console: logs,
   };
-  await page.close();
+  await closePage("open");
   return result;
 }
 
@@ -284,7 +253,7 @@ async function guardedScenario(browser, { gateway, token, allowedPage, refusedPa
     ["allowed", allowedPage],
     ["refused", refusedPage],
   ]) {
-    const { page, network, console: logs } = await openPage(browser, url);
+    const { page, network, console: logs } = await openPage(browser, url, `guarded-${name}`);
     result[name] = {
       origin: await page.evaluate(() => location.origin),
       withToken: await page.evaluate(pageStart, { gateway, token }),
@@ -300,21 +269,156 @@ async function guardedScenario(browser, { gateway, token, allowedPage, refusedPa
         })),
       console: logs,
     };
-    await page.close();
+    await closePage(`guarded-${name}`);
   }
   return result;
 }
 
-const browser = await chromium.launch({ executablePath: config.chromium, headless: true });
-try {
-  const report = {};
-  const jobs = [];
-  if (config.open) jobs.push(openScenario(browser, config.open).then((r) => (report.open = r)));
-  if (config.guarded) {
-    jobs.push(guardedScenario(browser, config.guarded).then((r) => (report.guarded = r)));
-  }
-  await Promise.all(jobs);
-  console.log(JSON.stringify(report));
-} finally {
-  await browser.close();
+// In the page: each recording started as a replayed run at its recorded pace (gaps capped by
+// the gateway, so most are watched while they run) and watched by an EventSource with an
+// ``onmessage`` handler and nothing else: every event, whatever its kind, as the browser
+// handed it over (type, lastEventId, the data string).
+async function watchRecordings({ gateway, names, closeWithinMs }) {
+  const start = async (name) => {
+    const response = await fetch(`${gateway}/v1/runs`, {
+      method: "POST",
+      headers: { "content-type": "application/json" },
+      body: JSON.stringify({ replay: name, pace: "recorded" }),
+    });
+    return { name, status: response.status, id: (await response.json()).id };
+  };
+  const watch = ({ name, status, id }) =>
+    new Promise((resolve) => {
+      const report = { name, status, id, events: [], opens: 0, errors: 0, errorMessages: 0 };
+      report.closed = false;
+      const source = new EventSource(`${gateway}/v1/runs/${id}/events`);
+      const finish = () => {
+        source.close();
+        // What the screenshot shows: each run's tally.
+        const line = document.createElement("p");
+        line.textContent = `${name}: ${report.events.length} events, onerror ${report.errors}, ${
+          report.closed ? "closed" : "never closed"
+        }`;
+        document.body.append(line);
+        resolve(report);
+      };
+      const timer = setTimeout(finish, closeWithinMs);
+      source.onopen = () => {
+        report.opens += 1;
+      };
+      source.onmessage = (event) => {
+        report.events.push({ type: event.type, id: event.lastEventId, data: event.data });
+      };
+      source.onerror = (event) => {
+        // A LoopEvent framed as `event: error` would land here as a MessageEvent.
+        if (event instanceof MessageEvent) {
+          report.errorMessages += 1;
+          return;
+        }
+        report.errors += 1;
+        if (source.readyState === EventSource.CLOSED) {
+          report.closed = true;
+          clearTimeout(timer);
+          finish();
+        }
+      };
+    });
+  return await Promise.all(
+    names.map(async (name) => {
+      const run = await start(name);
+      return run.id ? await watch(run) : run;
+    }),
+  );
 }
+
+async function recordingsScenario(browser, { gateway, page: pageUrl, names }) {
+  const { page, network, problems } = await openPage(browser, pageUrl, "recordings");
+  const started = Date.now();
+  const runs = await page.evaluate(watchRecordings, {
+    gateway,
+    names,
+    closeWithinMs: CLOSE_WITHIN_MS,
+  });
+  const result = {
+    origin: await page.evaluate(() => location.origin),
+    ms: Date.now() - started,
+    runs,
+    streamRequests: Object.fromEntries(runs.map((r) => [r.id, streamRequests(network, r.id)])),
+    problems,
+  };
+  await closePage("recordings");
+  return result;
+}
+
+// In the page: one turn of @ag-ui/client's HttpAgent.runAgent() against the gateway's /agui,
+// the client imported from the bundle the console ships, which the page's own server serves
+// (so the module is the page's origin and the gateway another).
+async function pageAgent({ gateway, module, prompt }) {
+  const { HttpAgent } = await import(module);
+  const agent = new HttpAgent({
+    url: `${gateway}/agui`,
+    threadId: "browser-agent-thread",
+    initialMessages: [{ id: "u-1", role: "user", content: prompt }],
+  });
+  const types = [];
+  let failed = null;
+  let result = null;
+  try {
+    result = await agent.runAgent(
+      { runId: "browser-agent-run" },
+      {
+        onEvent: ({ event }) => {
+          types.push(event.type);
+        },
+        onRunFailed: ({ error }) => {
+          failed = String(error?.message ?? error);
+        },
+      },
+    );
+  } catch (error) {
+    failed = String(error?.message ?? error);
+  }
+  const text = (result?.newMessages ?? [])
+    .filter((m) => m.role === "assistant" && m.content)
+    .map((m) => m.content)
+    .join("");
+  const line = document.createElement("pre");
+  line.style.whiteSpace = "pre-wrap";
+  line.textContent = `${types.join(" ")}\n\n${text || failed}`;
+  document.body.append(line);
+  return { types, failed, newMessages: result?.newMessages ?? null, messages: agent.messages };
+}
+
+async function aguiScenario(browser, { gateway, page: pageUrl, module, prompt }) {
+  const { page, network, problems } = await openPage(browser, pageUrl, "agui");
+  const run = await page.evaluate(pageAgent, { gateway, module, prompt });
+  const result = {
+    origin: await page.evaluate(() => location.origin),
+    run,
+    requests: network.map(({ method, url, status }) => ({ method, url, status })),
+    problems,
+  };
+  await closePage("agui");
+  return result;
+}
+
+// The failure path itself (tests/browser/test_chromium.py checks that it leaves a screenshot):
+// a step that throws, or one that never ends and meets the deadline.
+async function brokenScenario(browser, { page: pageUrl, hang }) {
+  const { page } = await openPage(browser, pageUrl, "broken");
+  await page.evaluate(() => {
+    document.body.textContent = "this page's step failed";
+  });
+  if (hang) await new Promise(() => {});
+  await page.evaluate(() => {
+    throw new Error("a step that fails on purpose");
+  });
+}
+
+await runScenarios(config, {
+  open: openScenario,
+  guarded: guardedScenario,
+  recordings: recordingsScenario,
+  agui: aguiScenario,
+  broken: brokenScenario,
+});

@@ -196,6 +196,22 @@ def test_serve_streams_a_run_and_a_recording(installed: Installed) -> None:
         assert [(e["kind"], e["data"]) for e in replayed] == [
             (r["kind"], r["data"]) for r in recorded
         ]
+        assert_console_served(base)
+
+
+CONSOLE = REPO / "gateway" / "console" / "static"
+
+
+def assert_console_served(base: str) -> None:
+    """The web console's page and every file it loads come from the installed package."""
+    page = httpx.get(f"{base}/", timeout=10)
+    assert page.status_code == 200 and "text/html" in page.headers["content-type"]
+    assert page.content == (CONSOLE / "index.html").read_bytes()
+    for path in sorted(CONSOLE.rglob("*")):
+        if path.is_file() and path.name != "index.html":
+            url = f"{base}/console/{path.relative_to(CONSOLE).as_posix()}"
+            served = httpx.get(url, timeout=10)
+            assert (served.status_code, served.content) == (200, path.read_bytes()), url
 
 
 def start_and_stream(

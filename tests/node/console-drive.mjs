@@ -1,0 +1,143 @@
+// Drives the web console (gateway/console) in headless Chromium, as a person would: typing a
+// prompt, clicking Cancel, an approval's button, answering a question; and measures it on a
+// 100,000-delta run and a list of 1,000 runs.
+//
+//   node console-drive.mjs '{"chromium": PATH, "artifacts": DIR, "timeoutMs": N, SCENARIO: {...}}'
+//
+// flows:    {gateway}: answer, cancel, approval, ask_user, each in the console of `gateway`.
+// bigRun:   {gateway, deltas}: an ingest run of `deltas` text deltas pushed while the console
+//           watches it.
+// manyRuns: {gateway, runs}: the console opened on a gateway holding `runs` finished runs.
+//
+// Prints one JSON object: what the console showed and the times measured in the page. The
+// Python side (tests/browser/test_console.py) asserts; this script only acts and observes.
+
+import { closePage, openPage, runScenarios } from "./browser-kit.mjs";
+
+const config = JSON.parse(process.argv[2]);
+
+const text = (page, selector) => page.$eval(selector, (node) => node.innerText);
+
+async function waitForCompletion(page, timeout = 30000) {
+  await page.waitForSelector("#stream .ev.completion", { timeout });
+  return await text(page, "#stream");
+}
+
+async function startRun(page, prompt) {
+  const before = await page.evaluate(() => window.loopgateConsole.runId);
+  await page.fill("#prompt", prompt);
+  await page.press("#prompt", "Enter");
+  // The console switches to the run once its RUN_STARTED arrives.
+  await page.waitForFunction((id) => window.loopgateConsole.runId && window.loopgateConsole.runId !== id, before);
+  return await page.evaluate(() => window.loopgateConsole.runId);
+}
+
+async function flows(browser, { gateway }) {
+  const { page, problems } = await openPage(browser, `${gateway}/`, "console-flows");
+  const report = {};
+
+  const answered = await startRun(page, "What time is it?");
+  report.answer = { runId: answered, stream: await waitForCompletion(page) };
+
+  const cancelled = await startRun(page, "What time is it?");
+  await page.waitForSelector("#stream .ev.text");
+  await page.click("#cancel");
+  report.cancel = { runId: cancelled, stream: await waitForCompletion(page) };
+
+  const approved = await startRun(page, "write note groceries");
+  const allow = '#stream [data-kind="permission_request"] button[data-decision="allow_once"]';
+  await page.waitForSelector(allow);
+  await page.click(allow);
+  report.approval = { runId: approved, stream: await waitForCompletion(page) };
+
+  const asked = await startRun(page, "ask user what their name is");
+  const answer = '#stream [data-kind="ask_user"] input';
+  await page.waitForSelector(answer);
+  report.question = await text(page, '#stream [data-kind="ask_user"]');
+  await page.fill(answer, "Ada Lovelace");
+  await page.press(answer, "Enter");
+  // The answer starts the thread's next run; the console follows it.
+  await page.waitForFunction((id) => window.loopgateConsole.runId !== id, asked);
+  const next = await page.evaluate(() => window.loopgateConsole.runId);
+  report.askUser = { runId: asked, nextRunId: next, stream: await waitForCompletion(page) };
+
+  report.listed = await page.$$eval("#run-list li", (rows) => rows.map((row) => row.dataset.runId));
+  report.problems = problems;
+  await closePage("console-flows");
+  return report;
+}
+
+async function post(url, body, type = "application/json") {
+  const response = await fetch(url, { method: "POST", headers: { "content-type": type }, body });
+  if (!response.ok) throw new Error(`POST ${url}: ${response.status} ${await response.text()}`);
+  return response;
+}
+
+// Pushed as NDJSON in bodies under the gateway's 1 MiB limit.
+async function pushDeltas(gateway, runId, deltas) {
+  const url = `${gateway}/v1/runs/${runId}/events`;
+  const line = (i) => JSON.stringify({ kind: "content_delta", data: { delta: `w${i % 10} ` } });
+  const batch = 10000;
+  for (let start = 0; start < deltas; start += batch) {
+    const lines = [];
+    for (let i = start; i < Math.min(start + batch, deltas); i++) lines.push(line(i));
+    await post(url, `${lines.join("\n")}\n`, "application/x-ndjson");
+  }
+  const done = { kind: "completion", data: { status: "completed", reason: "stop" } };
+  await post(url, `${JSON.stringify(done)}\n`, "application/x-ndjson");
+}
+
+async function bigRun(browser, { gateway, deltas }) {
+  const { page, problems } = await openPage(browser, `${gateway}/`, "console-big-run");
+  const created = await (await post(`${gateway}/v1/runs`, JSON.stringify({ source: "ingest" }))).json();
+  await page.click(`#run-list li[data-run-id="${created.id}"]`);
+  // Watching live: the EventSource is open before the first event is pushed.
+  await page.waitForFunction(() => window.loopgateConsole.source?.readyState === EventSource.OPEN);
+  const pushedAt = Date.now();
+  await pushDeltas(gateway, created.id, deltas);
+  const pushMs = Date.now() - pushedAt;
+  await page.waitForFunction(
+    (n) => window.loopgateConsole.view.stats.deltas === n && window.loopgateConsole.view.ended,
+    deltas,
+    { timeout: 120000, polling: 100 },
+  );
+  const measured = await page.evaluate(() => {
+    const { view } = window.loopgateConsole;
+    const drawn = [...document.querySelectorAll("#stream .ev.text")].map((node) => node.lastChild.data ?? "");
+    return { stats: view.stats, textBlocks: drawn.length, textLength: drawn.join("").length };
+  });
+  await closePage("console-big-run");
+  return { runId: created.id, pushMs, ...measured, problems };
+}
+
+async function manyRuns(browser, { gateway, runs }) {
+  const done = `${JSON.stringify({ kind: "completion", data: { status: "completed", reason: "stop" } })}\n`;
+  const ids = [];
+  for (let start = 0; start < runs; start += 25) {
+    const batch = Array.from({ length: Math.min(25, runs - start) }, async () => {
+      const created = await (await post(`${gateway}/v1/runs`, JSON.stringify({ source: "ingest" }))).json();
+      await post(`${gateway}/v1/runs/${created.id}/events`, done, "application/x-ndjson");
+      return created.id;
+    });
+    ids.push(...(await Promise.all(batch)));
+  }
+  const openedAt = Date.now();
+  const { page, problems } = await openPage(browser, `${gateway}/`, "console-many-runs");
+  await page.waitForFunction((n) => document.querySelectorAll("#run-list li").length === n, runs, { timeout: 60000 });
+  const listedMs = Date.now() - openedAt;
+  const first = await page.evaluate(() => ({ ...window.loopgateConsole.list.stats }));
+  // The next poll re-renders the same 1,000 runs: nothing changed, nothing moves.
+  await page.waitForFunction(() => window.loopgateConsole.list.stats.renders >= 2, null, { timeout: 10000 });
+  const refresh = await page.evaluate(() => ({ ...window.loopgateConsole.list.stats }));
+  const oldest = ids[0];
+  const clickedAt = Date.now();
+  await page.click(`#run-list li[data-run-id="${oldest}"]`);
+  await page.waitForSelector("#stream .ev.completion");
+  const selectMs = Date.now() - clickedAt;
+  const title = await text(page, "#run-title");
+  const order = await page.$$eval("#run-list li", (rows) => rows.map((row) => row.dataset.runId));
+  await closePage("console-many-runs");
+  return { created: ids.length, listedMs, first, refresh, selectMs, title, oldest, orderReversed: order.join() === [...ids].reverse().join(), problems };
+}
+
+await runScenarios(config, { flows, bigRun, manyRuns });
