@@ -11,7 +11,6 @@ they are (native SSE frames each from its bytes, and never decodes them).
 from __future__ import annotations
 
 from array import array
-from collections.abc import Sequence
 from typing import Protocol, runtime_checkable
 
 import msgspec
@@ -23,29 +22,21 @@ _decode_list = msgspec.json.Decoder(list[Envelope]).decode
 
 
 class EncodedEnvelopes:
-    """The envelopes with seqs ``start + 1`` … ``end`` of one run, as stored.
+    """The envelopes with seqs ``start + 1`` … ``end`` of one run, as stored."""
 
-    ``kinds[kind_ids[i]]`` is envelope ``i``'s kind: the few kinds a run has are kept once,
-    not once per event.
-    """
-
-    __slots__ = ("base", "blob", "end", "kind_ids", "kinds", "offsets", "start")
+    __slots__ = ("base", "blob", "end", "offsets", "start")
 
     def __init__(
         self,
         blob: bytes,
         base: int,
         offsets: array[int],
-        kinds: Sequence[str],
-        kind_ids: array[int],
         start: int,
         end: int,
     ) -> None:
         self.blob = blob
         self.base = base
         self.offsets = offsets
-        self.kinds = kinds
-        self.kind_ids = kind_ids
         self.start = start
         self.end = end
 

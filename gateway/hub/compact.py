@@ -29,10 +29,6 @@ from loopgate.contracts.encoded import EncodedEnvelopes
 from loopgate.contracts.envelope import Envelope
 
 _encoder = msgspec.json.Encoder()
-# Kinds per run held as one-byte ids up to this many, two-byte ones beyond; a run with more
-# distinct kinds than two bytes number (only a hostile producer) stays uncompacted.
-_BYTE_IDS = 1 << 8
-_MAX_KINDS = 1 << 16
 _UINT32 = 1 << 32
 
 
@@ -44,48 +40,32 @@ class CompactEvents:
     never holds a run twice. ``seal`` once it is whole.
     """
 
-    __slots__ = ("_index", "chunks", "firsts", "kind_ids", "kinds", "offsets")
+    __slots__ = ("chunks", "firsts", "offsets")
 
     def __init__(self) -> None:
         self.chunks: tuple[bytes, ...] = ()
         self.firsts: array[int] = array("q", [0])
         self.offsets: array[int] = array("q", [0])
-        # The run's kinds, each once; ``kinds[kind_ids[i]]`` is envelope i's. The kinds' own
-        # strings: mostly the loop's literals, shared by every run.
-        self.kinds: tuple[str, ...] = ()
-        self.kind_ids: array[int] = array("H")
-        self._index: dict[str, int] = {}  # kind -> id, while it is filled
 
     def __len__(self) -> int:
         return len(self.offsets) - 1
 
     @property
     def nbytes(self) -> int:
-        """What the hub counts it as holding: its JSON, offsets and kind ids."""
+        """What the hub counts it as holding: its JSON and offsets."""
         return (
             self.offsets[-1]
             + self.offsets.itemsize * len(self.offsets)
-            + self.kind_ids.itemsize * len(self.kind_ids)
             + self.firsts.itemsize * len(self.firsts)
         )
 
-    def add(self, envelopes: Sequence[Envelope]) -> bool:
-        """The run's next envelopes, as one chunk; False (and nothing added) if they bring the
-        run more kinds than ids number."""
-        index = self._index
-        new = {e.kind for e in envelopes if e.kind not in index}
-        if len(index) + len(new) > _MAX_KINDS:
-            return False
+    def add(self, envelopes: Sequence[Envelope]) -> None:
+        """The run's next envelopes, as one chunk."""
         blob = bytearray()
-        offsets, ids = self.offsets, self.kind_ids
+        offsets = self.offsets
         base = offsets[-1]
         encode_into = _encoder.encode_into
         for envelope in envelopes:
-            kind = index.get(envelope.kind)
-            if kind is None:
-                kind = index[envelope.kind] = len(index)
-                self.kinds += (envelope.kind,)
-            ids.append(kind)
             encode_into(envelope, blob, -1)
             blob += b","
             offsets.append(base + len(blob))
@@ -96,16 +76,11 @@ class CompactEvents:
         # scan on every pass.
         self.chunks += (bytes(blob),)
         self.firsts.append(len(offsets) - 1)
-        return True
 
     def seal(self) -> None:
-        """Whole: narrower arrays where the values fit (a run under 4 GiB, of at most 256
-        kinds)."""
+        """Whole: narrower arrays where the values fit (a run under 4 GiB)."""
         if self.offsets[-1] < _UINT32:
             self.offsets, self.firsts = array("I", self.offsets), array("I", self.firsts)
-        if len(self.kinds) <= _BYTE_IDS:
-            self.kind_ids = array("B", self.kind_ids)
-        self._index = {}
 
     def batch(self, start: int, end: int, max_bytes: int) -> EncodedEnvelopes:
         """Envelopes from index ``start`` (seq ``start + 1``), not decoded: at most up to
@@ -135,6 +110,4 @@ class CompactEvents:
 
     def _view(self, chunk: int, start: int, end: int) -> EncodedEnvelopes:
         base = self.offsets[self.firsts[chunk]]
-        return EncodedEnvelopes(
-            self.chunks[chunk], base, self.offsets, self.kinds, self.kind_ids, start, end
-        )
+        return EncodedEnvelopes(self.chunks[chunk], base, self.offsets, start, end)

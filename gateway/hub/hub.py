@@ -347,11 +347,7 @@ class Hub:
             if self._runs.get(run.id) is not run:
                 return  # dropped since (meanwhile, or before its turn came)
             first = run.hot_base
-            change = run.compact_chunk(COMPACT_CHUNK_BYTES)
-            if change is None:
-                run.settle(ended)  # more kinds than ids number: the rest stays as objects
-                return
-            self._retained += change
+            self._retained += run.compact_chunk(COMPACT_CHUNK_BYTES)
             done = ends[run.hot_base - 1] - (ends[first - 1] if first else 0)
             self._compacted_since_checkpoint += done
             if self._compacted_since_checkpoint >= COMPACT_CHUNK_BYTES:

@@ -123,18 +123,16 @@ class Run:
         envelopes = self.compact.decode(start, stop) if self.compact is not None else []
         return envelopes + self.hot[max(start - base, 0) : max(stop - base, 0)]
 
-    def compact_chunk(self, max_bytes: int) -> int | None:
+    def compact_chunk(self, max_bytes: int) -> int:
         """Compact the next of this finished run's events: about ``max_bytes`` of them as the
-        hub counts them, or one. Their objects go at once. Returns the change in ``retained``,
-        or None if they cannot be (a run of more kinds than ids number stays as it is)."""
+        hub counts them, or one. Their objects go at once. Returns the change in ``retained``."""
         store = self.compact
         if store is None:
             store = self.compact = CompactEvents()
         hot, ends, base = self.hot, self.ends, self.hot_base
         done = ends[base - 1] if base else 0
         count = max(bisect_right(ends, done + max_bytes, base) - base, 1)
-        if not store.add(hot[:count]):
-            return None
+        store.add(hot[:count])
         del hot[:count]
         self.hot_base = base + count
         return self._recount()

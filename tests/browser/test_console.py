@@ -30,8 +30,10 @@ def _clean(report: dict[str, Any]) -> None:
 
 
 def test_the_console_starts_cancels_approves_and_answers(browser_artifacts: Path) -> None:
-    # Paced so that a run is still streaming when Cancel is clicked.
-    with running_gateway(scripted_delay_s=0.02) as (base, _):
+    # Paced so that a run is still streaming when Cancel is clicked; traced (to a collector
+    # that is not there) so that runs have a trace id to show.
+    traced = {"otel_endpoint": "http://127.0.0.1:1", "otel_export_timeout_s": 1.0}
+    with running_gateway(scripted_delay_s=0.02, **traced) as (base, _):
         report = run_browser({"flows": {"gateway": base}}, browser_artifacts, script=DRIVER)[
             "flows"
         ]
@@ -42,6 +44,7 @@ def test_the_console_starts_cancels_approves_and_answers(browser_artifacts: Path
     assert runs[answer["runId"]]["status"] == "completed"
     # Started over AG-UI: the run records the protocol that started it.
     assert runs[answer["runId"]]["metadata"]["protocol"] == "agui"
+    assert answer["traceId"] == runs[answer["runId"]]["metadata"]["trace_id"]
 
     cancel = report["cancel"]
     assert "cancelled" in cancel["stream"].splitlines()[-1]

@@ -106,8 +106,8 @@ async def test_compaction_lets_the_objects_and_the_producer_go(tmp_path: Path) -
         await hub.push(run_id, DONE)
         await compacted(hub, run_id)
         stored = sum(len(encode_envelope(e)) + 1 for e in await hub.history(run_id))
-        # The JSON, four bytes of offset and one of kind id per event.
-        assert run.retained == stored + 5 * 201 + 4 + 8
+        # The JSON and four bytes of offset per event.
+        assert run.retained == stored + 4 * 201 + 4 + 8
         assert hub.stats().retained_bytes == run.retained < counted / 3
         assert run.producer is None and not run.observers and not run.on_finish
         assert run.ended.is_set() and (await hub.get(run_id)).state == "finished"
@@ -164,27 +164,6 @@ async def test_native_frames_of_every_chunk_match_the_envelopes(
                 assert isinstance(batch, EncodedEnvelopes) and len(batch) <= 3
                 framed += envelope_frames(batch)
         assert framed == envelope_frames(run.envelopes())
-
-
-async def test_a_run_of_too_many_kinds_stays_part_objects_and_reads_the_same(
-    tmp_path: Path, monkeypatch: pytest.MonkeyPatch
-) -> None:
-    from loopgate.gateway.hub import compact
-
-    monkeypatch.setattr(compact, "_MAX_KINDS", 3)
-    monkeypatch.setattr(hub_module, "COMPACT_CHUNK_BYTES", 2 * (40 + EVENT_OVERHEAD_BYTES))
-    async with hub_for(tmp_path) as hub:
-        events = [delta(i) for i in range(6)] + [LoopEvent(f"k{i}", {}) for i in range(5)]
-        run_id = await ingest(hub, [*events, DONE])
-        run = hub.run(run_id)
-        expected = run.envelopes()
-        await until(lambda: run.hot_base >= 6)
-        await anyio.sleep(0.01)
-        assert 0 < run.hot_base < 12 and run.hot  # stopped at the kinds it cannot number
-        assert run.producer is None and not run.observers  # settled all the same
-        assert await hub.history(run_id) == expected
-        assert [e for b in await read(hub, run_id) for e in b] == expected
-        assert hub.stats().retained_bytes == run.retained
 
 
 async def test_dropped_compacted_runs_still_answer_gone(tmp_path: Path) -> None:

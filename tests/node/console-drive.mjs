@@ -38,6 +38,9 @@ async function flows(browser, { gateway }) {
 
   const answered = await startRun(page, "What time is it?");
   report.answer = { runId: answered, stream: await waitForCompletion(page) };
+  // The run's trace id, shown to be copied once the run's description arrives.
+  await page.waitForSelector("#trace:not([hidden])");
+  report.answer.traceId = await text(page, "#trace-id");
 
   const cancelled = await startRun(page, "What time is it?");
   await page.waitForSelector("#stream .ev.text");
