@@ -13,8 +13,11 @@ from typing import Any
 
 import httpx
 
+from loopgate.contracts.contract import load_contract
+from loopgate.gateway.settings import RECORDINGS
 from tests.browser.support import run_browser
 from tests.gateway.harness import REPO, running_gateway
+from tests.gateway.sse_client import envelopes, read_stream
 
 DRIVER = "console-drive.mjs"
 STATIC = REPO / "gateway" / "console" / "static"
@@ -108,3 +111,49 @@ def test_the_vendored_agui_client_is_what_the_pinned_packages_build(tmp_path: Pa
         assert (tmp_path / name).read_bytes() == (STATIC / "vendor" / name).read_bytes(), (
             f"{name} is stale: run ./scripts/build-console"
         )
+
+
+# Drawn only in the timeline (model requests, a round's bookkeeping), or inside the card of the
+# tool call they answer.
+_NOT_BLOCKS = {"llm_request", "stage_complete", "tool_call_result", "tool_error"}
+
+
+def test_every_recording_is_drawn_unknown_kinds_raw(browser_artifacts: Path) -> None:
+    known = set(load_contract().event_kinds) | {"permission_request", "permission_result"}
+    recordings = sorted(RECORDINGS.glob("*.jsonl"))
+    with running_gateway() as (base, _):
+        runs: dict[str, list[dict[str, Any]]] = {}
+        for path in recordings:
+            created = httpx.post(f"{base}/v1/runs", json={"replay": path.stem}).json()
+            # Read to its end: the run has finished.
+            runs[created["id"]] = envelopes(read_stream(base, created["id"]))
+        config = {"watch": {"gateway": base, "runs": list(runs)}}
+        report = run_browser(config, browser_artifacts, script=DRIVER, timeout=240)["watch"]
+
+    for run_id, served in runs.items():
+        drawn = report["drawn"][run_id]
+        kinds = {block["kind"] for block in drawn}
+        shown = {
+            e["kind"]
+            for e in served
+            if e["kind"] not in _NOT_BLOCKS
+            and not (e["kind"] == "completion" and e["data"].get("status") == "executing")
+        }
+        assert shown <= kinds, (run_id, shown - kinds)
+        # Every string delta, in order, in the text blocks.
+        deltas = [e["data"].get("delta") for e in served if e["kind"] == "content_delta"]
+        text = "".join(d for d in deltas if isinstance(d, str))
+        drawn_text = "".join(
+            b["text"].removeprefix("text")
+            for b in drawn
+            if b["kind"] == "content_delta" and not b["raw"]
+        )
+        assert drawn_text.replace("\n", "") == text.replace("\n", ""), run_id
+        # Unknown kinds are shown raw: their payload's JSON is on the page.
+        for e in served:
+            if e["kind"] not in known:
+                [block] = [b for b in drawn if b["kind"] == e["kind"]][:1]
+                for key in e["data"]:
+                    assert f'"{key}"' in block["text"], (e["kind"], key)
+    assert any(k not in known for events in runs.values() for k in {e["kind"] for e in events})
+    _clean(report)

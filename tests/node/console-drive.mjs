@@ -8,6 +8,8 @@
 // bigRun:   {gateway, deltas}: an ingest run of `deltas` text deltas pushed while the console
 //           watches it.
 // manyRuns: {gateway, runs}: the console opened on a gateway holding `runs` finished runs.
+// watch:    {gateway, runs}: each of the finished runs `runs` (ids) opened from the list; what
+//           the console drew of it.
 //
 // Prints one JSON object: what the console showed and the times measured in the page. The
 // Python side (tests/browser/test_console.py) asserts; this script only acts and observes.
@@ -143,4 +145,22 @@ async function manyRuns(browser, { gateway, runs }) {
   return { created: ids.length, listedMs, first, refresh, selectMs, title, oldest, orderReversed: order.join() === [...ids].reverse().join(), problems };
 }
 
-await runScenarios(config, { flows, bigRun, manyRuns });
+// What the console drew of each run: the kind of every drawn block, and its text.
+async function watch(browser, { gateway, runs }) {
+  const { page, problems } = await openPage(browser, `${gateway}/`, "console-watch");
+  const drawn = {};
+  for (const id of runs) {
+    await page.click(`#run-list li[data-run-id="${id}"]`);
+    await page.waitForFunction((runId) => {
+      const c = window.loopgateConsole;
+      return c.runId === runId && c.view.ended && c.view.queue.length === 0;
+    }, id);
+    drawn[id] = await page.$$eval("#stream [data-kind]", (nodes) =>
+      nodes.map((node) => ({ kind: node.dataset.kind, raw: node.classList.contains("raw"), text: node.innerText })),
+    );
+  }
+  await closePage("console-watch");
+  return { drawn, problems };
+}
+
+await runScenarios(config, { flows, bigRun, manyRuns, watch });

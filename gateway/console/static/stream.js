@@ -43,6 +43,14 @@ function questionOf(args) {
   return "The loop is waiting for your answer.";
 }
 
+// A kind this console does not know (a newer loop's, a vendor's), or a payload it cannot
+// read: shown as it came.
+function raw(kind, data) {
+  const node = labelled(kind, "raw");
+  node.append(el("pre", "", json(data)));
+  return node;
+}
+
 export class RunView {
   // actions: {approve(requestId, decision), answer(interruptId, text)}; onEnd(envelope).
   constructor(root, timeline, actions, onEnd) {
@@ -126,12 +134,7 @@ export class RunView {
   }
 
   draw(envelope, kind, data) {
-    if (!LOOP_KINDS.has(kind)) {
-      // A kind this console does not know (a newer loop, a vendor's): shown as it came.
-      const node = labelled(kind, "raw");
-      node.append(el("pre", "", json(data)));
-      return node;
-    }
+    if (!LOOP_KINDS.has(kind)) return raw(kind, data);
     switch (kind) {
       case "stage_start":
         return labelled(kind, "round", `round ${data.round ?? "?"} · ${data.model ?? ""}`);
@@ -190,7 +193,8 @@ export class RunView {
       case "completion":
         return this.completion(envelope, data);
       default:
-        return null;
+        // A known kind whose payload is not what the contract says (a delta that is no string).
+        return raw(kind, data);
     }
   }
 
