@@ -106,13 +106,21 @@ async function pageCalls(gateway) {
 // "message" listener only: native SSE events are unnamed, so it gets every kind. ``push``
 // ({url, body}), if given, is POSTed (NDJSON) once the stream is open: an ingest run that ends
 // while the page watches it live. ``errorMessages`` counts MessageEvents that reached
-// ``onerror`` (an ``event: error`` frame would): never one.
-async function followRun({ url, closeWithinMs, push }) {
+// ``onerror`` (an ``event: error`` frame would): never one. ``events`` holds what each
+// MessageEvent handed over (type, lastEventId, the data string). With a ``label``, the page
+// shows the tally at the end (what a screenshot shows).
+async function followRun({ url, closeWithinMs, push, label }) {
   return await new Promise((resolve) => {
-    const report = { ids: [], opens: 0, errors: 0, errorMessages: 0, closed: false };
+    const report = { ids: [], events: [], opens: 0, errors: 0, errorMessages: 0, closed: false };
     const source = new EventSource(url);
     const finish = () => {
       source.close();
+      if (label) {
+        const line = document.createElement("p");
+        const end = report.closed ? "closed" : "never closed";
+        line.textContent = `${label}: ${report.events.length} events, onerror ${report.errors}, ${end}`;
+        document.body.append(line);
+      }
       resolve(report);
     };
     const timer = setTimeout(finish, closeWithinMs);
@@ -133,6 +141,7 @@ async function followRun({ url, closeWithinMs, push }) {
     });
     source.addEventListener("message", (event) => {
       report.ids.push(Number(event.lastEventId));
+      report.events.push({ type: event.type, id: event.lastEventId, data: event.data });
     });
     source.addEventListener("error", (event) => {
       if (event instanceof MessageEvent) {
@@ -274,71 +283,29 @@ async function guardedScenario(browser, { gateway, token, allowedPage, refusedPa
   return result;
 }
 
-// In the page: each recording started as a replayed run at its recorded pace (gaps capped by
-// the gateway, so most are watched while they run) and watched by an EventSource with an
-// ``onmessage`` handler and nothing else: every event, whatever its kind, as the browser
-// handed it over (type, lastEventId, the data string).
-async function watchRecordings({ gateway, names, closeWithinMs }) {
-  const start = async (name) => {
-    const response = await fetch(`${gateway}/v1/runs`, {
-      method: "POST",
-      headers: { "content-type": "application/json" },
-      body: JSON.stringify({ replay: name, pace: "recorded" }),
-    });
-    return { name, status: response.status, id: (await response.json()).id };
-  };
-  const watch = ({ name, status, id }) =>
-    new Promise((resolve) => {
-      const report = { name, status, id, events: [], opens: 0, errors: 0, errorMessages: 0 };
-      report.closed = false;
-      const source = new EventSource(`${gateway}/v1/runs/${id}/events`);
-      const finish = () => {
-        source.close();
-        // What the screenshot shows: each run's tally.
-        const line = document.createElement("p");
-        line.textContent = `${name}: ${report.events.length} events, onerror ${report.errors}, ${
-          report.closed ? "closed" : "never closed"
-        }`;
-        document.body.append(line);
-        resolve(report);
-      };
-      const timer = setTimeout(finish, closeWithinMs);
-      source.onopen = () => {
-        report.opens += 1;
-      };
-      source.onmessage = (event) => {
-        report.events.push({ type: event.type, id: event.lastEventId, data: event.data });
-      };
-      source.onerror = (event) => {
-        // A LoopEvent framed as `event: error` would land here as a MessageEvent.
-        if (event instanceof MessageEvent) {
-          report.errorMessages += 1;
-          return;
-        }
-        report.errors += 1;
-        if (source.readyState === EventSource.CLOSED) {
-          report.closed = true;
-          clearTimeout(timer);
-          finish();
-        }
-      };
-    });
-  return await Promise.all(
-    names.map(async (name) => {
-      const run = await start(name);
-      return run.id ? await watch(run) : run;
-    }),
-  );
+// In the page: a recording replayed as a run (paced as recorded), as a web UI starts one.
+async function startReplay({ gateway, name }) {
+  const response = await fetch(`${gateway}/v1/runs`, {
+    method: "POST",
+    headers: { "content-type": "application/json" },
+    body: JSON.stringify({ replay: name, pace: "recorded" }),
+  });
+  return { name, status: response.status, id: (await response.json()).id };
 }
 
 async function recordingsScenario(browser, { gateway, page: pageUrl, names }) {
   const { page, network, problems } = await openPage(browser, pageUrl, "recordings");
   const started = Date.now();
-  const runs = await page.evaluate(watchRecordings, {
-    gateway,
-    names,
-    closeWithinMs: CLOSE_WITHIN_MS,
-  });
+  // Every recording at once, each watched by its own EventSource.
+  const runs = await Promise.all(
+    names.map(async (name) => {
+      const run = await page.evaluate(startReplay, { gateway, name });
+      if (!run.id) return run;
+      const url = `${gateway}/v1/runs/${run.id}/events`;
+      const closeWithinMs = CLOSE_WITHIN_MS;
+      return { ...run, ...(await page.evaluate(followRun, { url, closeWithinMs, label: name })) };
+    }),
+  );
   const result = {
     origin: await page.evaluate(() => location.origin),
     ms: Date.now() - started,
