@@ -10,9 +10,10 @@ from typing import Annotated, Any, Literal
 
 import msgspec
 
-from loopgate.contracts import json_input
+from loopgate.adapters.shared.chat import AssistantToolCall, to_tool_calls
+from loopgate.adapters.shared.chat import parse_arguments as parse_arguments  # its old home
 from loopgate.contracts.client_errors import ClientError
-from loopgate.contracts.messages import Message, ToolCall, ToolSpec
+from loopgate.contracts.messages import Message, ToolSpec
 
 # A seq: what every 64-bit integer and the SQLite journal hold.
 MAX_CURSOR = (1 << 63) - 1
@@ -43,17 +44,6 @@ class SystemMessage(_Base, tag="system"):
 
 class DeveloperMessage(_Base, tag="developer"):
     content: str
-
-
-class FunctionCall(msgspec.Struct):
-    name: str
-    arguments: str
-
-
-class AssistantToolCall(msgspec.Struct):
-    id: str
-    function: FunctionCall
-    type: Literal["function"] = "function"
 
 
 class AssistantMessage(_Base, tag="assistant"):
@@ -134,15 +124,6 @@ def text_of(content: Content) -> str:
     return "\n".join(pieces)
 
 
-def parse_arguments(raw: str) -> dict[str, Any]:
-    try:
-        # Bounded like the body it came in: json.loads would recurse without limit.
-        value = json_input.decode(raw) if raw else {}
-    except ValueError:  # malformed or too deep: kept as the text it was
-        return {"_raw": raw}
-    return value if isinstance(value, dict) else {"_value": value}
-
-
 def to_history(body: RunAgentInput) -> list[Message]:
     """AG-UI messages as the loop's history (reasoning and activity messages are UI-only)."""
     history: list[Message] = []
@@ -155,12 +136,7 @@ def to_history(body: RunAgentInput) -> list[Message]:
         elif isinstance(message, SystemMessage | DeveloperMessage):
             history.append(Message(role="system", content=message.content))
         elif isinstance(message, AssistantMessage):
-            calls = [
-                ToolCall(
-                    id=c.id, name=c.function.name, arguments=parse_arguments(c.function.arguments)
-                )
-                for c in message.tool_calls or []
-            ]
+            calls = to_tool_calls(message.tool_calls)
             history.append(
                 Message(role="assistant", content=message.content or "", tool_calls=calls)
             )

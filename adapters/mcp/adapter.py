@@ -1,0 +1,53 @@
+"""The MCP registry entry: projector, JSON-lines rendering, ``/mcp`` (streamable HTTP) and the
+server on stdin/stdout (``loopgate mcp``)."""
+
+from __future__ import annotations
+
+from typing import Any
+
+import msgspec
+from starlette.routing import BaseRoute
+
+from loopgate import __version__
+from loopgate.adapters.mcp.projector import McpItem, McpProjector, to_wire
+from loopgate.contracts.limits import EndpointLimits
+from loopgate.contracts.ports import RunService
+from loopgate.contracts.projector import ProjectorContext, ReadBytes, StdioOptions, WriteBytes
+
+_encode = msgspec.json.Encoder().encode
+
+
+class McpAdapter:
+    """``contracts.projector.Adapter`` for the Model Context Protocol: runs as MCP tools
+    (``run`` streams progress notifications, then answers), their event logs as resources."""
+
+    name: str = "mcp"
+
+    def projector(self, context: ProjectorContext) -> McpProjector:
+        return McpProjector(context)
+
+    def to_builtins(self, message: McpItem) -> Any:
+        return to_wire(message)
+
+    def render(self, messages: list[McpItem]) -> bytes:
+        """One JSON-RPC message per line, as ``loopgate mcp`` writes them."""
+        return b"".join(_encode(to_wire(m)) + b"\n" for m in messages)
+
+    def routes(self, service: RunService, limits: EndpointLimits) -> list[BaseRoute]:
+        from loopgate.adapters.mcp.http import routes
+        from loopgate.adapters.mcp.server import build_server
+
+        return routes(build_server(service, __version__), limits)
+
+    async def serve_stdio(
+        self, service: RunService, options: StdioOptions, read: ReadBytes, write: WriteBytes
+    ) -> None:
+        """One client on stdin/stdout until its input ends and its calls are answered; a line
+        is at most ``limits.max_line_bytes``."""
+        from loopgate.adapters.mcp.server import build_server
+        from loopgate.adapters.mcp.stdio import serve_lines
+
+        await serve_lines(build_server(service, options.version), read, write, options.limits)
+
+
+ADAPTER = McpAdapter()

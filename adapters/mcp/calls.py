@@ -1,0 +1,161 @@
+"""What each tool does with runs, through the ``RunService`` port; results as MCP's
+``CallToolResult`` bodies (camelCase, as on the wire).
+
+``run`` starts a run and follows it from its journal with :class:`McpProjector`: progress
+items go to the caller as they come, the answer is the result. A call that goes away before
+its run ends (the client cancelled it, or hung up) cancels the run: nobody would read its
+answer. A refusal (a bad thread, too many runs, an unreachable gateway) is a tool error in our
+words; anything else is logged and is a tool error that says only that.
+"""
+
+from __future__ import annotations
+
+import logging
+import re
+from collections.abc import Awaitable, Callable, Mapping
+from typing import Any
+
+import anyio
+import msgspec
+
+from loopgate.adapters.mcp.projector import Answer, McpItem, McpProjector, Progress, result_body
+from loopgate.adapters.mcp.resources import events_uri
+from loopgate.adapters.mcp.tools import ListArgs, RunArgs, RunIdArgs
+from loopgate.adapters.shared.follow import RESUMING, follow
+from loopgate.adapters.shared.threads import ThreadBusy, thread_start
+from loopgate.contracts.client_errors import client_message
+from loopgate.contracts.ports import RunInfo, RunService, ServiceUnavailable, StartRun
+from loopgate.contracts.projector import ProjectorContext
+
+log = logging.getLogger("loopgate.mcp")
+
+SendProgress = Callable[[Progress], Awaitable[None]]
+CONSUMER = "mcp"
+# How long a call that went away waits for its run's cancel to be taken.
+CANCEL_TIMEOUT_S = 5.0
+INTERNAL = "the tool failed with an internal error; the gateway's log has the details"
+_TRACEPARENT = re.compile(r"[0-9a-f]{2}-[0-9a-f]{32}-[0-9a-f]{16}-[0-9a-f]{2}")
+
+
+class Trace(msgspec.Struct, frozen=True):
+    """A caller's W3C trace context: the call's ``_meta``, else the HTTP request's headers."""
+
+    traceparent: str | None = None
+    tracestate: str | None = None
+
+
+NO_TRACE = Trace()
+
+
+def trace_of(*sources: Mapping[str, Any] | None) -> Trace:
+    """The first source with a well-formed ``traceparent`` (and its ``tracestate``)."""
+    for source in sources:
+        if not source:
+            continue
+        parent = source.get("traceparent")
+        if isinstance(parent, str) and _TRACEPARENT.fullmatch(parent.strip().lower()):
+            state = source.get("tracestate")
+            return Trace(parent.strip().lower(), state if isinstance(state, str) else None)
+    return NO_TRACE
+
+
+def text_result(text: str, *, error: bool = False) -> dict[str, Any]:
+    return {"content": [{"type": "text", "text": text}], "isError": error}
+
+
+def data_result(data: dict[str, Any]) -> dict[str, Any]:
+    """Structured output, with its JSON as text for clients that read only content."""
+    text = msgspec.json.encode(data).decode()
+    return {"content": [{"type": "text", "text": text}], "structuredContent": data}
+
+
+def refusal(exc: Exception) -> str | None:
+    """Our words for a refusal of the run service, or None when the exception is not one."""
+    if isinstance(exc, ThreadBusy):
+        return exc.detail
+    if isinstance(exc, ServiceUnavailable):
+        return exc.detail
+    return client_message(exc)
+
+
+def describe(info: RunInfo) -> dict[str, Any]:
+    """A run as get_run and list_runs show it: the gateway's record and its event log."""
+    body: dict[str, Any] = msgspec.to_builtins(info)
+    body["events"] = events_uri(info.id)
+    return body
+
+
+class Calls:
+    """The tools over one run service (shared by every connection of a server)."""
+
+    def __init__(self, service: RunService) -> None:
+        self.service = service
+
+    async def run(
+        self,
+        args: RunArgs,
+        progress: SendProgress | None,
+        *,
+        trace: Trace = NO_TRACE,
+        metadata: dict[str, Any] | None = None,
+    ) -> dict[str, Any]:
+        request = StartRun(
+            input=args.prompt,
+            thread_id=args.thread_id,
+            metadata=metadata or {},
+            traceparent=trace.traceparent,
+            tracestate=trace.tracestate,
+        )
+        request = await thread_start(self.service, request)
+        info = await self.service.start(request)
+        projector = McpProjector(ProjectorContext(run_id=info.id, thread_id=info.thread_id))
+        answer = await self._follow(info.id, projector, progress)
+        return result_body(answer)
+
+    async def _follow(
+        self, run_id: str, projector: McpProjector, progress: SendProgress | None
+    ) -> Answer:
+        answers: list[Answer] = []
+
+        async def send(items: list[McpItem]) -> None:
+            for item in items:
+                if isinstance(item, Answer):
+                    answers.append(item)
+                elif progress is not None:
+                    await progress(item)
+
+        followed = False
+        try:
+            await follow(
+                lambda after: self.service.subscribe(run_id, after=after, consumer=CONSUMER),
+                projector,
+                send,
+                RESUMING,
+            )
+            followed = True
+        finally:
+            if not followed:
+                await self._abandon(run_id)
+        if not answers:  # the hub ends every run with a terminal event; this is belt and braces
+            answers.extend(i for i in projector.close("truncated") if isinstance(i, Answer))
+        return answers[0] if answers else Answer("The run ended without a final answer.", True, {})
+
+    async def _abandon(self, run_id: str) -> None:
+        """The caller went away mid-run: stop the run it started."""
+        with anyio.CancelScope(shield=True), anyio.move_on_after(CANCEL_TIMEOUT_S):
+            try:
+                await self.service.cancel(run_id)
+            except Exception:
+                log.warning("could not cancel run %s after its MCP call went away", run_id)
+
+    async def get_run(self, args: RunIdArgs) -> dict[str, Any]:
+        return data_result(describe(await self.service.get(args.run_id)))
+
+    async def list_runs(self, args: ListArgs) -> dict[str, Any]:
+        runs = await self.service.list_runs(limit=args.limit, thread_id=args.thread_id)
+        return data_result({"runs": [describe(info) for info in runs]})
+
+    async def cancel_run(self, args: RunIdArgs) -> dict[str, Any]:
+        # Cancelling a finished run is a no-op (accepted: false), not an error.
+        result = await self.service.cancel(args.run_id)
+        return data_result(msgspec.to_builtins(result))

@@ -1,0 +1,210 @@
+"""The MCP server: the official ``mcp`` SDK's low-level ``Server`` with loopgate's handlers.
+
+The SDK does the protocol (the handshake or the 2026 per-request envelope, version
+negotiation, the schema checks of every request, ids, cancellation); the handlers here map
+it onto runs (:mod:`adapters.mcp.calls`, :mod:`adapters.mcp.resources`). Error policy: a
+tool's refusal or bad arguments are a tool error (``isError``: the caller's model reads it and
+can correct the call); an unknown tool or resource is -32602; an unexpected exception is
+logged, and the client gets a message that says so and nothing of it (the SDK would send the
+exception's text).
+"""
+
+from __future__ import annotations
+
+import logging
+from collections.abc import Mapping
+from typing import Any
+
+from mcp import types
+from mcp.server.context import ServerRequestContext
+from mcp.server.lowlevel import Server
+from mcp.shared.exceptions import MCPError
+
+from loopgate.adapters.mcp import resources
+from loopgate.adapters.mcp.calls import (
+    INTERNAL,
+    Calls,
+    SendProgress,
+    Trace,
+    refusal,
+    text_result,
+    trace_of,
+)
+from loopgate.adapters.mcp.projector import Progress, progress_params
+from loopgate.adapters.mcp.tools import (
+    CANCEL_RUN,
+    GET_RUN,
+    LIST_RUNS,
+    RUN,
+    TOOLS,
+    ArgumentError,
+    parse_arguments,
+)
+from loopgate.contracts.ports import RunNotFound, RunService
+
+log = logging.getLogger("loopgate.mcp")
+
+NAME = "loopgate"
+INSTRUCTIONS = (
+    "loopgate runs an agent loop. Call `run` with a prompt to run it: progress notifications "
+    "show each step, the result is its answer. A run that asks a question returns it; answer "
+    "with another `run` on the same thread_id. `get_run`, `list_runs` and `cancel_run` manage "
+    "runs; each run's event log is the resource loopgate://runs/{run_id}/events."
+)
+UNEXPECTED = "internal error; the gateway's log has the details"
+_Context = ServerRequestContext[Any, Any]
+
+
+def progress_token(params: Mapping[str, Any] | None) -> str | int | None:
+    """``params._meta.progressToken``: the caller asked for progress notifications."""
+    meta = params.get("_meta") if params else None
+    token = meta.get("progressToken") if isinstance(meta, Mapping) else None
+    return token if isinstance(token, str | int) and not isinstance(token, bool) else None
+
+
+def _http_headers(ctx: _Context) -> Mapping[str, str] | None:
+    headers = getattr(ctx.request, "headers", None)
+    return headers if isinstance(headers, Mapping) else None
+
+
+def _client_metadata(ctx: _Context) -> dict[str, Any]:
+    """What the run records about who started it."""
+    client = ctx.session.client_params
+    info = client.client_info if client is not None else None
+    mcp: dict[str, Any] = {"tool": RUN}
+    if info is not None:
+        mcp["client"] = f"{info.name} {info.version}".strip()
+    return {"mcp": mcp}
+
+
+def build_server(service: RunService, version: str) -> Server[Any]:
+    """One server for every connection to ``service`` (it holds no connection's state)."""
+    calls = Calls(service)
+    tools = types.ListToolsResult(tools=[types.Tool.model_validate(t) for t in TOOLS])
+    templates = types.ListResourceTemplatesResult(
+        resource_templates=[types.ResourceTemplate.model_validate(resources.template())]
+    )
+
+    async def list_tools(
+        ctx: _Context, params: types.PaginatedRequestParams | None
+    ) -> types.ListToolsResult:
+        return tools
+
+    async def call_tool(ctx: _Context, params: types.CallToolRequestParams) -> types.CallToolResult:
+        name = params.name
+        if name not in (RUN, GET_RUN, LIST_RUNS, CANCEL_RUN):
+            raise MCPError(
+                types.INVALID_PARAMS, f"Unknown tool: {name!r}; tools/list lists the tools"
+            )
+        try:
+            args = parse_arguments(name, params.arguments)
+            if name == RUN:
+                body = await calls.run(
+                    args,
+                    _progress_sender(ctx),
+                    trace=trace_of(_meta(ctx), _http_headers(ctx)),
+                    metadata=_client_metadata(ctx),
+                )
+            elif name == GET_RUN:
+                body = await calls.get_run(args)
+            elif name == LIST_RUNS:
+                body = await calls.list_runs(args)
+            else:
+                body = await calls.cancel_run(args)
+        except ArgumentError as exc:
+            body = text_result(exc.message, error=True)
+        except Exception as exc:
+            said = refusal(exc)
+            if said is None:
+                log.exception("MCP tool %s failed", name)
+            body = text_result(said or INTERNAL, error=True)
+        return types.CallToolResult.model_validate(body)
+
+    async def list_resources(
+        ctx: _Context, params: types.PaginatedRequestParams | None
+    ) -> types.ListResourcesResult:
+        try:
+            listed = await resources.list_logs(service)
+        except Exception as exc:
+            raise _failure(exc, "resources/list") from None
+        return types.ListResourcesResult(
+            resources=[types.Resource.model_validate(r) for r in listed]
+        )
+
+    async def list_templates(
+        ctx: _Context, params: types.PaginatedRequestParams | None
+    ) -> types.ListResourceTemplatesResult:
+        return templates
+
+    async def read_resource(
+        ctx: _Context, params: types.ReadResourceRequestParams
+    ) -> types.ReadResourceResult:
+        uri = str(params.uri)
+        try:
+            run_id = resources.run_of(uri)
+        except resources.NotARunLog:
+            raise MCPError(
+                types.INVALID_PARAMS,
+                f"Resource not found: {uri[:200]!r} is not a run's event log "
+                f"({resources.TEMPLATE})",
+                {"uri": uri},
+            ) from None
+        try:
+            text = (await resources.read_log(service, run_id)).decode()
+        except Exception as exc:
+            raise _failure(exc, "resources/read", uri) from None
+        contents = types.TextResourceContents(uri=uri, mime_type=resources.MIME_TYPE, text=text)
+        return types.ReadResourceResult(contents=[contents])
+
+    server: Server[Any] = Server(
+        NAME,
+        version=version,
+        title="loopgate",
+        instructions=INSTRUCTIONS,
+        on_list_tools=list_tools,
+        on_call_tool=call_tool,
+        on_list_resources=list_resources,
+        on_list_resource_templates=list_templates,
+        on_read_resource=read_resource,
+    )
+    # The SDK's own span per MCP message would be a second trace beside the gateway's, which
+    # traces every run already (docs/telemetry.md).
+    server.middleware = []
+    return server
+
+
+def _meta(ctx: _Context) -> Mapping[str, Any] | None:
+    meta = ctx.params.get("_meta") if ctx.params else None
+    return meta if isinstance(meta, Mapping) else None
+
+
+def _progress_sender(ctx: _Context) -> SendProgress | None:
+    """Sends a progress item as ``notifications/progress`` on the call's own channel (over
+    streamable HTTP: its response stream); None when the caller gave no progress token."""
+    token = progress_token(ctx.params)
+    if token is None:
+        return None
+    session, request_id = ctx.session, ctx.request_id
+
+    async def send(item: Progress) -> None:
+        params = types.ProgressNotificationParams.model_validate(progress_params(item, token))
+        await session.send_notification(
+            types.ProgressNotification(params=params), related_request_id=request_id
+        )
+
+    return send
+
+
+def _failure(exc: Exception, method: str, uri: str | None = None) -> MCPError:
+    """The error a resource request gets: a run not kept is -32602, as the SDK's own servers
+    answer a missing resource; a refusal says why; anything else only that it failed."""
+    said = refusal(exc)
+    if said is None:
+        log.exception("MCP %s failed", method)
+        return MCPError(types.INTERNAL_ERROR, UNEXPECTED)
+    if isinstance(exc, RunNotFound) and uri is not None:
+        return MCPError(types.INVALID_PARAMS, f"Resource not found: {said}", {"uri": uri})
+    return MCPError(types.INTERNAL_ERROR, said)
+
+
+__all__ = ["INSTRUCTIONS", "NAME", "Trace", "build_server", "progress_token"]

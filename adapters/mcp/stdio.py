@@ -1,0 +1,146 @@
+"""MCP over a pair of byte streams, one JSON-RPC message per line (``loopgate mcp``).
+
+The SDK's ``stdio_server`` owns the process's real stdin/stdout; ``loopgate mcp`` hands its
+adapter streams instead (stdout reserved for the protocol by the command), so this is the
+same bridge over them: lines in, each validated as a JSON-RPC message, the server's messages
+out. Three things it adds: a line is bounded (``max_line_bytes``; a longer one is skipped and
+answered -32600), a line that is not JSON or not a message is answered (-32700 / -32600, where
+the SDK only logs it), and the end of the input is the end of the requests, not of their
+answers: the calls in flight are answered first, so ``loopgate mcp < requests.jsonl`` prints
+every answer (a client cancels what it no longer wants with ``notifications/cancelled``).
+"""
+
+from __future__ import annotations
+
+import logging
+from typing import Any, NamedTuple
+
+import anyio
+from mcp import types
+from mcp.server.lowlevel import Server
+from mcp.shared.message import SessionMessage
+from pydantic import ValidationError
+
+from loopgate.adapters.shared.jsonrpc import ParseFailure, parse
+from loopgate.adapters.shared.lines import LineTooLong, read_lines
+from loopgate.contracts.limits import EndpointLimits
+from loopgate.contracts.projector import ReadBytes, WriteBytes
+
+log = logging.getLogger("loopgate.mcp")
+
+RequestId = str | int
+
+
+class InFlight:
+    """The ids of the client's requests not answered yet."""
+
+    def __init__(self) -> None:
+        self.ids: set[RequestId] = set()
+        self._idle = anyio.Event()
+        self._idle.set()
+
+    def add(self, request_id: RequestId) -> None:
+        self.ids.add(request_id)
+        if self._idle.is_set():
+            self._idle = anyio.Event()
+
+    def done(self, request_id: Any) -> None:
+        self.ids.discard(request_id)
+        if not self.ids:
+            self._idle.set()
+
+    async def idle(self) -> None:
+        await self._idle.wait()
+
+
+def error_line(code: int, message: str, request_id: RequestId | None = None) -> SessionMessage:
+    error = types.ErrorData(code=code, message=message)
+    return SessionMessage(types.JSONRPCError(jsonrpc="2.0", id=request_id, error=error))
+
+
+class Refused(NamedTuple):
+    """A line that is no message for the server, and the error that answers it."""
+
+    answer: SessionMessage
+
+
+def message_of(line: bytes, max_depth: int) -> SessionMessage | Refused:
+    """The line as a message for the server, or why it is none."""
+    try:
+        doc = parse(line, max_depth)
+    except ParseFailure as exc:
+        return Refused(error_line(types.PARSE_ERROR, f"Parse error: {exc.detail}"))
+    if isinstance(doc, list):
+        return Refused(
+            error_line(types.INVALID_REQUEST, "Invalid request: a batch; send one message per line")
+        )
+    try:
+        message = types.jsonrpc_message_adapter.validate_python(doc, by_name=False)
+    except ValidationError:
+        raw_id = doc.get("id") if isinstance(doc, dict) else None
+        request_id = raw_id if isinstance(raw_id, str | int) and type(raw_id) is not bool else None
+        return Refused(
+            error_line(
+                types.INVALID_REQUEST, "Invalid request: not a JSON-RPC 2.0 message", request_id
+            )
+        )
+    return SessionMessage(message)
+
+
+async def serve_lines(
+    server: Server[Any], read: ReadBytes, write: WriteBytes, limits: EndpointLimits
+) -> None:
+    """Serve one client until its input ends and every call it made is answered."""
+    limit = limits.max_line_bytes
+    to_server, server_reads = anyio.create_memory_object_stream[SessionMessage | Exception](0)
+    server_writes, from_server = anyio.create_memory_object_stream[SessionMessage](0)
+    answers = server_writes.clone()  # the reader's own answers to lines it refuses
+    in_flight = InFlight()
+
+    async def reader() -> None:
+        async with to_server, answers:
+            async for line in read_lines(read, limit):
+                if isinstance(line, LineTooLong):
+                    await answers.send(
+                        error_line(
+                            types.INVALID_REQUEST,
+                            f"Invalid request: line is {line.size} bytes; the limit is {limit}",
+                        )
+                    )
+                    continue
+                if not line.strip():
+                    continue
+                item = message_of(line, limits.max_json_depth)
+                if isinstance(item, Refused):
+                    await answers.send(item.answer)
+                    continue
+                message = item.message
+                if isinstance(message, types.JSONRPCRequest):
+                    in_flight.add(message.id)
+                elif (
+                    isinstance(message, types.JSONRPCNotification)
+                    and message.method == "notifications/cancelled"
+                ):
+                    # A cancelled request is never answered: nothing to wait for.
+                    in_flight.done((message.params or {}).get("requestId"))
+                await to_server.send(item)
+            await in_flight.idle()
+
+    async def writer() -> None:
+        async with from_server:
+            async for item in from_server:
+                message = item.message
+                data = message.model_dump_json(by_alias=True, exclude_unset=True).encode()
+                try:
+                    await write(data + b"\n")
+                except Exception:
+                    log.debug("the MCP client closed its end; stopping")
+                    tg.cancel_scope.cancel()
+                    return
+                if isinstance(message, types.JSONRPCResponse | types.JSONRPCError):
+                    in_flight.done(message.id)
+
+    async with anyio.create_task_group() as tg:
+        tg.start_soon(writer)
+        tg.start_soon(reader)
+        await server.run(server_reads, server_writes, server.create_initialization_options())

@@ -1,0 +1,213 @@
+"""``POST /v1/chat/completions`` (streamed or not) and ``GET /v1/models`` over HTTP.
+
+Every request starts a run with the request's messages as its history and its tools as client
+tools; the answer is that run, projected. A client that leaves before the end cancels it.
+"""
+
+from __future__ import annotations
+
+import time
+from collections.abc import Awaitable, Callable
+from typing import Any
+
+import anyio
+import msgspec
+from starlette.requests import Request
+from starlette.responses import Response
+from starlette.routing import BaseRoute, Route
+
+from loopgate.adapters.openai.adapter import OpenAIAdapter
+from loopgate.adapters.openai.completion import fold
+from loopgate.adapters.openai.errors import (
+    INVALID_REQUEST,
+    JSON,
+    SERVER_ERROR,
+    OpenAIError,
+    error_response,
+    guarded,
+    invalid_body,
+)
+from loopgate.adapters.openai.models import model_names
+from loopgate.adapters.openai.projector import CLIENT_TOOLS, CREATED, INCLUDE_USAGE, MODEL
+from loopgate.adapters.openai.request import (
+    ChatRequest,
+    check,
+    client_tools,
+    include_usage,
+    run_config,
+    to_history,
+)
+from loopgate.adapters.openai.wire import Completion, ErrorBody, Model, ModelList, WireMessage
+from loopgate.adapters.shared import sse
+from loopgate.adapters.shared.body import read_body
+from loopgate.adapters.shared.follow import CONNECTION, follow, stream_policy
+from loopgate.adapters.shared.stream import StreamResponse, Write
+from loopgate.contracts import json_input
+from loopgate.contracts.limits import EndpointLimits
+from loopgate.contracts.ports import RunInfo, RunService, StartRun
+from loopgate.contracts.projector import ProjectorContext
+
+CONSUMER = "openai"
+# The run's id, where the SDKs read a response's request id (``_request_id``).
+RUN_HEADER = "x-request-id"
+# A failed run is not retried by the SDKs (they retry 5xx unless told): it would run again.
+NO_RETRY = {"x-should-retry": "false"}
+# A failed run's reason that says the request was at fault (client tools clashing with the
+# loop's own, say): 400, not 500.
+_CLIENT_REASONS = ("invalid_request",)
+
+
+def routes(adapter: OpenAIAdapter, service: RunService, limits: EndpointLimits) -> list[BaseRoute]:
+    policy = stream_policy(limits)
+    names = model_names(service)
+    listed = ModelList(
+        data=[Model(id=name, created=int(time.time()), owned_by="loopgate") for name in names]
+    )
+
+    async def list_models(request: Request) -> Response:
+        return Response(msgspec.json.encode(listed), media_type=JSON)
+
+    @guarded
+    async def get_model(request: Request) -> Response:
+        wanted = request.path_params["model"]
+        for model in listed.data:
+            if model.id == wanted:
+                return Response(msgspec.json.encode(model), media_type=JSON)
+        raise unknown_model(wanted, "model")
+
+    @guarded
+    async def chat_completions(request: Request) -> Response:
+        raw = await read_body(request, limits.max_body_bytes)
+        body = parse(raw, limits.max_json_depth)
+        if body.model not in names:
+            raise unknown_model(body.model, "model")
+        info = await service.start(start_request(body, request))
+        context = projector_context(info, body)
+        headers = {RUN_HEADER: info.id}
+
+        def subscribe(after: int) -> Any:
+            return service.subscribe(info.id, after=after, consumer=CONSUMER)
+
+        if not body.stream:
+            messages = await collect(adapter, context, subscribe, request)
+            if messages is None:  # the client left: nobody reads an answer
+                await service.cancel(info.id)
+                return Response(status_code=499)
+            return answer(fold(messages), headers)
+
+        async def produce(opened: Callable[[], Awaitable[None]], write: Write) -> None:
+            async def send(messages: list[WireMessage]) -> None:
+                await write(adapter.render(messages))
+
+            async def keepalive() -> None:
+                await write(sse.KEEPALIVE)
+
+            projector = adapter.projector(context)
+            await follow(subscribe, projector, send, policy, opened=opened, keepalive=keepalive)
+
+        async def cancel() -> None:
+            await service.cancel(info.id)
+
+        return StreamResponse(
+            produce, media_type=adapter.media_type, headers=headers, on_disconnect=cancel
+        )
+
+    return [
+        Route("/v1/chat/completions", chat_completions, methods=["POST"]),
+        Route("/v1/models", list_models, methods=["GET"]),
+        Route("/v1/models/{model:path}", get_model, methods=["GET"]),
+    ]
+
+
+def parse(raw: bytes, max_depth: int) -> ChatRequest:
+    if not raw.strip():
+        raise OpenAIError(400, "the request body is empty; expected a JSON object")
+    try:
+        body: ChatRequest = json_input.decode(raw, ChatRequest, max_depth=max_depth)
+    except msgspec.DecodeError as exc:  # ValidationError and JsonTooDeep are DecodeErrors
+        raise invalid_body(exc) from None
+    check(body)
+    return body
+
+
+def unknown_model(name: str, param: str) -> OpenAIError:
+    shown = name if len(name) <= 100 else name[:99] + "…"
+    return OpenAIError(
+        404,
+        f"The model '{shown}' does not exist here; GET /v1/models lists the ones this gateway "
+        "serves",
+        param=param,
+        code="model_not_found",
+    )
+
+
+def start_request(body: ChatRequest, request: Request) -> StartRun:
+    ours = body.loopgate
+    metadata: dict[str, Any] = {"protocol": "openai", "model": body.model}
+    return StartRun(
+        input=to_history(body),
+        config=run_config(body),
+        thread_id=ours.thread_id if ours is not None else None,
+        client_tools=client_tools(body),
+        metadata=metadata,
+        approval=(ours.approval if ours is not None else None) or "auto",
+        traceparent=request.headers.get("traceparent"),
+        tracestate=request.headers.get("tracestate"),
+    )
+
+
+def projector_context(info: RunInfo, body: ChatRequest) -> ProjectorContext:
+    return ProjectorContext(
+        run_id=info.id,
+        thread_id=info.thread_id,
+        options={
+            MODEL: body.model,
+            CREATED: info.created_at // 1_000_000_000,
+            CLIENT_TOOLS: [spec.name for spec in client_tools(body)],
+            # A whole answer always has its usage; a stream when the client asks for it.
+            INCLUDE_USAGE: include_usage(body) or not body.stream,
+        },
+    )
+
+
+async def collect(
+    adapter: OpenAIAdapter,
+    context: ProjectorContext,
+    subscribe: Callable[[int], Any],
+    request: Request,
+) -> list[WireMessage] | None:
+    """Every chunk of the run, or None when the client left before its end."""
+    projector = adapter.projector(context)
+    messages: list[WireMessage] = []
+    gone = False
+
+    async def keep(batch: list[WireMessage]) -> None:
+        messages.extend(batch)
+
+    # Stopped by its own scope, as StreamResponse's watcher is: a task cancelled through the
+    # group would keep this request alive in a reference cycle until the collector comes.
+    watching = anyio.CancelScope()
+    async with anyio.create_task_group() as tg:
+
+        async def watch() -> None:
+            nonlocal gone
+            with watching:
+                while (await request.receive())["type"] != "http.disconnect":
+                    pass
+                gone = True
+                tg.cancel_scope.cancel()
+
+        tg.start_soon(watch)
+        await follow(subscribe, projector, keep, CONNECTION)
+        watching.cancel()
+    return None if gone else messages
+
+
+def answer(folded: Completion | ErrorBody, headers: dict[str, str]) -> Response:
+    if isinstance(folded, Completion):
+        return Response(msgspec.json.encode(folded), headers=headers, media_type=JSON)
+    if folded.code in _CLIENT_REASONS:
+        folded.type = INVALID_REQUEST
+        return error_response(400, folded, headers)
+    folded.type = SERVER_ERROR
+    return error_response(500, folded, {**headers, **NO_RETRY})

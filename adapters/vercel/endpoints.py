@@ -1,0 +1,134 @@
+"""``POST /vercel`` (useChat's default transport) and ``GET /vercel/{chat_id}/stream`` (its
+reconnect) over HTTP.
+
+Every POST starts a run with the request's messages as its history, its ``tools`` as client
+tools and its chat ``id`` as the run's thread; the answer is that run, as a UI message stream.
+A client that leaves before the end (``stop()``) cancels the run. Errors before the stream
+opens are problem responses (JSON): the transport shows the body's text as the error's message.
+"""
+
+from __future__ import annotations
+
+from collections.abc import Awaitable, Callable
+from typing import Any
+
+from starlette.datastructures import Headers
+from starlette.requests import Request
+from starlette.responses import Response
+from starlette.routing import BaseRoute, Route
+
+from loopgate.adapters.shared import sse
+from loopgate.adapters.shared.body import decode_json, read_body
+from loopgate.adapters.shared.endpoint import guarded
+from loopgate.adapters.shared.follow import FollowPolicy, follow, stream_policy
+from loopgate.adapters.shared.stream import StreamResponse, Write
+from loopgate.adapters.vercel.adapter import STREAM_HEADERS, VercelAdapter
+from loopgate.adapters.vercel.chunks import Chunk
+from loopgate.adapters.vercel.projector import MESSAGE_ID
+from loopgate.adapters.vercel.request import (
+    ChatRequest,
+    check,
+    client_tools,
+    response_message_id,
+    run_config,
+    to_history,
+)
+from loopgate.contracts.limits import EndpointLimits
+from loopgate.contracts.ports import RunInfo, RunService, StartRun
+from loopgate.contracts.projector import ProjectorContext
+
+CONSUMER = "vercel"
+# The run's id, for the rest of loopgate's API (GET /v1/runs/{id}, steer, respond…).
+RUN_HEADER = "x-loopgate-run-id"
+
+
+def routes(adapter: VercelAdapter, service: RunService, limits: EndpointLimits) -> list[BaseRoute]:
+    policy = stream_policy(limits)
+
+    @guarded
+    async def chat(request: Request) -> Response:
+        raw = await read_body(request, limits.max_body_bytes)
+        body = decode_json(raw, ChatRequest, max_depth=limits.max_json_depth)
+        check(body)
+        info = await service.start(start_request(body, request.headers))
+        detached = body.loopgate is not None and body.loopgate.detached
+
+        async def cancel() -> None:
+            await service.cancel(info.id)
+
+        return stream(adapter, service, info, policy, on_disconnect=None if detached else cancel)
+
+    @guarded
+    async def reconnect(request: Request) -> Response:
+        """The chat's run still going, from its start (the transport's default replays it);
+        204 when there is none, which the transport takes as nothing to resume."""
+        runs = await service.list_runs(limit=1, thread_id=request.path_params["chat_id"])
+        if not runs or runs[0].state == "finished":
+            return Response(status_code=204)
+        return stream(adapter, service, runs[0], policy)
+
+    return [
+        Route("/vercel", chat, methods=["POST"]),
+        Route("/vercel/{chat_id}/stream", reconnect, methods=["GET"]),
+    ]
+
+
+def start_request(body: ChatRequest, headers: Headers) -> StartRun:
+    metadata: dict[str, Any] = {"protocol": "vercel"}
+    continued = response_message_id(body)
+    if continued is not None:
+        metadata[MESSAGE_ID] = continued
+    ours = body.loopgate
+    return StartRun(
+        input=to_history(body),
+        config=run_config(body),
+        thread_id=body.id or None,
+        client_tools=client_tools(body),
+        metadata=metadata,
+        approval=(ours.approval if ours is not None else None) or "auto",
+        traceparent=headers.get("traceparent"),
+        tracestate=headers.get("tracestate"),
+    )
+
+
+def projector_context(info: RunInfo) -> ProjectorContext:
+    """The answer's message id: the continued message's (kept with the run, so that a
+    reconnect names the same message), else the run's id."""
+    options: dict[str, Any] = {}
+    continued = info.metadata.get(MESSAGE_ID)
+    if isinstance(continued, str):
+        options[MESSAGE_ID] = continued
+    return ProjectorContext(run_id=info.id, thread_id=info.thread_id, options=options)
+
+
+def stream(
+    adapter: VercelAdapter,
+    service: RunService,
+    info: RunInfo,
+    policy: FollowPolicy,
+    on_disconnect: Callable[[], Awaitable[None]] | None = None,
+) -> StreamResponse:
+    """The run from its first event, as a UI message stream."""
+
+    async def produce(opened: Callable[[], Awaitable[None]], write: Write) -> None:
+        async def send(chunks: list[Chunk]) -> None:
+            await write(adapter.render(chunks))
+
+        async def keepalive() -> None:
+            await write(sse.KEEPALIVE)
+
+        await follow(
+            lambda after: service.subscribe(info.id, after=after, consumer=CONSUMER),
+            adapter.projector(projector_context(info)),
+            send,
+            policy,
+            opened=opened,
+            keepalive=keepalive,
+        )
+
+    return StreamResponse(
+        produce,
+        media_type=adapter.media_type,
+        headers={**STREAM_HEADERS, RUN_HEADER: info.id},
+        on_disconnect=on_disconnect,
+    )

@@ -1,0 +1,283 @@
+"""LoopEvent envelopes → Vercel AI SDK UI message chunks: the run projector's hooks.
+
+A run is one assistant message::
+
+    start {messageId, messageMetadata: {loopgate: {runId, threadId}}}
+      start-step                                         one step per round
+        reasoning-start / reasoning-delta … / reasoning-end
+        text-start / text-delta … / text-end
+        tool-input-start / tool-input-delta / tool-input-available   (one burst per call)
+        tool-output-available | tool-output-error
+        data-loopgate-<kind>                             everything without a chunk of its own
+      finish-step
+      steering-message                                   a steer, between the rounds
+      …
+    finish {finishReason, messageMetadata: {loopgate: {status, reason, usage}}}
+    [DONE]
+
+A failed run ends with ``error`` then ``finish`` (``error``); a cancelled one with ``abort``, as
+the AI SDK's own server ends a stream it stopped; a stream cut short with ``error`` then
+``finish`` (``interrupted``). The client's stream processor refuses a delta or an end whose
+start it has not seen; the base closes every open part before the end.
+"""
+
+from __future__ import annotations
+
+from typing import Any, cast
+
+import msgspec
+
+from loopgate.adapters.shared.projector import TEXT, Call, RunProjector, Segment
+from loopgate.adapters.vercel.chunks import (
+    DONE,
+    UNSET,
+    Abort,
+    Chunk,
+    Data,
+    Error,
+    Finish,
+    FinishStep,
+    MessageMetadata,
+    ReasoningDelta,
+    ReasoningEnd,
+    ReasoningStart,
+    Start,
+    StartStep,
+    SteeringMessage,
+    TextDelta,
+    TextEnd,
+    TextPart,
+    TextStart,
+    ToolInputAvailable,
+    ToolInputDelta,
+    ToolInputStart,
+    ToolOutputAvailable,
+    ToolOutputError,
+)
+from loopgate.contracts import json_input
+from loopgate.contracts.contract import load_contract
+from loopgate.contracts.envelope import Envelope
+from loopgate.contracts.events import CompletionView, QuestionView, view_of
+from loopgate.contracts.projector import ProjectorContext
+
+# ProjectorContext.options key: the assistant message's id (the endpoint's choice: the
+# continued message's own, or the run's id).
+MESSAGE_ID = "messageId"
+
+DATA_PREFIX = "data-loopgate-"
+# Every round has these: sent as transient data parts (the client's onData sees them) so that
+# they do not pile up in the message, which the client sends back with every request.
+TRANSIENT = frozenset(
+    {"stage_start", "llm_request", "llm_response", "stage_complete", "completion"}
+)
+_DATA_TYPES = {kind: DATA_PREFIX + kind for kind in load_contract().event_kinds}
+# Completion finishReasons the AI SDK has a name of its own for.
+_FINISH_REASONS = {"length": "length", "content_filter": "content-filter"}
+_json = msgspec.json.Encoder()
+
+
+class VercelProjector(RunProjector[Chunk]):
+    """One run, one AI SDK client. ``start``/``feed``/``close`` return chunks; no I/O."""
+
+    def __init__(self, context: ProjectorContext) -> None:
+        super().__init__(context)
+        given = context.options.get(MESSAGE_ID)
+        self.message_id = given if isinstance(given, str) and given else context.run_id
+        self._data_id = context.run_id + ":"
+        self._round_text = False  # the open round said something
+        # The open segment's delta chunk (chosen once per segment: deltas are the hot path).
+        self._delta: type[TextDelta] | type[ReasoningDelta] = TextDelta
+
+    # -- hooks: the run's parts --------------------------------------------------------------
+
+    def on_start(self, out: list[Chunk]) -> None:
+        ours = {"runId": self.run_id, "threadId": self.context.thread_id}
+        out.append(Start(message_id=self.message_id, message_metadata={"loopgate": ours}))
+
+    def passthrough(self, out: list[Chunk], envelope: Envelope) -> None:
+        kind = envelope.kind
+        if kind == "steer":
+            content = envelope.data.get("content")
+            if type(content) is str:
+                out.append(
+                    SteeringMessage(
+                        id=f"{self.run_id}:steer:{envelope.seq}", parts=[TextPart(content)]
+                    )
+                )
+                return
+        out.append(
+            Data(
+                type=_DATA_TYPES.get(kind) or DATA_PREFIX + kind,
+                id=self._data_id + str(envelope.seq),
+                data=envelope.data,
+                transient=True if kind in TRANSIENT else UNSET,
+            )
+        )
+
+    def open_round(self, out: list[Chunk], number: int, envelope: Envelope) -> None:
+        self._round_text = False
+        out.append(StartStep())
+
+    def close_round(self, out: list[Chunk], number: int) -> None:
+        out.append(FinishStep())
+
+    def open_segment(
+        self, out: list[Chunk], segment: Segment, delta: str, envelope: Envelope
+    ) -> None:
+        sid = segment.id
+        if segment.kind == TEXT:
+            self._round_text = True
+            self._delta = TextDelta
+            out.append(TextStart(id=sid))
+            out.append(TextDelta(id=sid, delta=delta))
+        else:
+            self._delta = ReasoningDelta
+            out.append(ReasoningStart(id=sid))
+            out.append(ReasoningDelta(id=sid, delta=delta))
+
+    def close_segment(self, out: list[Chunk], segment: Segment) -> None:
+        out.append(TextEnd(id=segment.id) if segment.kind == TEXT else ReasoningEnd(id=segment.id))
+
+    def on_delta(self, segment: Segment, delta: str, envelope: Envelope) -> list[Chunk]:
+        # Called through a local: CPython 3.11 does not specialise calling an instance
+        # attribute, and this is the hot path.
+        chunk = self._delta
+        return [chunk(id=segment.id, delta=delta)]
+
+    def on_tool_start(self, out: list[Chunk], call: Call, envelope: Envelope) -> None:
+        text, value = _arguments(call.arguments)
+        out.append(ToolInputStart(tool_call_id=call.id, tool_name=call.name))
+        out.append(ToolInputDelta(tool_call_id=call.id, input_text_delta=text))
+        out.append(ToolInputAvailable(tool_call_id=call.id, tool_name=call.name, input=value))
+
+    # An orphan's call: its arguments were never seen (None), so it is shown as a start without
+    # arguments is.
+    announce_call = on_tool_start
+
+    def on_tool_result(
+        self, out: list[Chunk], call: Call, envelope: Envelope, failed: bool
+    ) -> None:
+        data = envelope.data
+        if failed:
+            detail = data.get("error")
+            if detail is None:
+                detail = data.get("resultPreview")
+            text = "the tool failed" if detail is None else _text(detail)
+            out.append(ToolOutputError(tool_call_id=call.id, error_text=text))
+            return
+        # The whole result when the loop sent it (any JSON), else its preview.
+        output = data.get("result")
+        if output is None:
+            output = data.get("resultPreview")
+        out.append(ToolOutputAvailable(tool_call_id=call.id, output=output))
+
+    def close_call(self, out: list[Chunk], call: Call, status: str) -> None:
+        if status == "waiting_user":
+            return  # the client's to run (or the question's): it stays ``input-available``
+        # Else the part would wait for an output forever.
+        text = f"the run ended before this tool call finished ({status})"
+        out.append(ToolOutputError(tool_call_id=call.id, error_text=text))
+
+    # -- hooks: the end ----------------------------------------------------------------------
+
+    def on_terminal(self, out: list[Chunk], status: str, envelope: Envelope) -> None:
+        view = view_of(CompletionView, envelope.data)
+        metadata = self._metadata(status, view.reason)
+        if status == "failed":
+            code = view.reason or "failed"
+            message = view.error or self.last_error or _failure(code)
+            out.append(Error(error_text=message))
+            out.append(Finish(finish_reason="error", message_metadata=metadata))
+        elif status == "cancelled":
+            out.append(MessageMetadata(message_metadata=metadata))
+            out.append(Abort(reason=view.reason or "cancelled"))
+        else:
+            if status == "waiting_user" and view.reason != "client_tool" and not self._round_text:
+                question = self._question(view, envelope)
+                if question:
+                    out += self._say(question, envelope)
+            finish = self._finish_reason(status, envelope.data, view.reason)
+            out.append(Finish(finish_reason=finish, message_metadata=metadata))
+        out.append(DONE)
+
+    def on_truncated(self, out: list[Chunk], reason: str) -> None:
+        out.append(Error(error_text=f"the run ended without a final answer ({reason})"))
+        out.append(
+            Finish(finish_reason="interrupted", message_metadata=self._metadata(None, reason))
+        )
+        out.append(DONE)
+
+    # -- helpers -----------------------------------------------------------------------------
+
+    def _finish_reason(self, status: str, data: dict[str, Any], reason: str | None) -> str:
+        """``tool-calls`` when the client has calls to run; ``length`` for a budget (tokens or
+        rounds) or a model that hit its token limit; ``stop`` for a completed turn or one that
+        waits on the user; ``other`` for statuses newer than this code."""
+        if status == "waiting_user":
+            return "tool-calls" if reason == "client_tool" else "stop"
+        if status == "budget_exhausted":
+            return "length"
+        if status == "completed":
+            given = data.get("finishReason")
+            return _FINISH_REASONS.get(given, "stop") if isinstance(given, str) else "stop"
+        return "other"
+
+    def _metadata(self, status: str | None, reason: str | None) -> dict[str, Any]:
+        tokens_in, tokens_out = self.usage_totals()
+        ours: dict[str, Any] = {"status": status}
+        if reason is not None:
+            ours["reason"] = reason
+        ours["usage"] = {
+            "inputTokens": tokens_in,
+            "outputTokens": tokens_out,
+            "totalTokens": tokens_in + tokens_out,
+        }
+        return {"loopgate": ours}
+
+    def _question(self, view: CompletionView, envelope: Envelope) -> str | None:
+        """What the user is asked, when the turn waits for an answer in words: the
+        completion's, its interrupts', or the suspending tool's (an ``ask_user`` call's)."""
+        asked = view_of(QuestionView, envelope.data).text()
+        if asked is None and view.interrupts:
+            texts = [
+                text
+                for item in view.interrupts
+                if isinstance(item, dict)
+                and (text := view_of(QuestionView, cast(dict[str, Any], item)).text())
+            ]
+            asked = "\n".join(texts) or None
+        if asked is None and view.tool_call_id is not None:
+            call = self.calls.get(view.tool_call_id)
+            if call is not None and isinstance(call.arguments, dict):
+                asked = view_of(QuestionView, cast(dict[str, Any], call.arguments)).text()
+        return asked
+
+    def _say(self, text: str, envelope: Envelope) -> list[Chunk]:
+        """A text part of the message's own (after the last step)."""
+        sid = f"{self.message_prefix}{envelope.seq}"
+        self._round_text = True
+        return [TextStart(id=sid), TextDelta(id=sid, delta=text), TextEnd(id=sid)]
+
+
+def _arguments(arguments: Any) -> tuple[str, Any]:
+    """A call's arguments as the input's JSON text and its value. Text (some loops stream the
+    arguments encoded) is decoded when it is JSON and shown as it is when not; an orphan's,
+    never seen, are ``{}``; a foreign value is the call's input whatever its type."""
+    if arguments is None:
+        return "{}", {}
+    if isinstance(arguments, str):
+        try:
+            return arguments, json_input.decode(arguments)
+        except ValueError:  # malformed or too deep: the text is the input
+            return arguments, arguments
+    return _json.encode(arguments).decode(), arguments
+
+
+def _failure(reason: str) -> str:
+    if reason == "truncated":  # the hub's end for a run whose loop stopped without one
+        return "the run ended without a final answer (truncated)"
+    return f"the run failed ({reason})"
+
+
+def _text(value: Any) -> str:
+    return value if isinstance(value, str) else _json.encode(value).decode()
