@@ -50,6 +50,8 @@ CLI_STREAMS: dict[str, list[str]] = {
         "--config",
         "soft_timeout_ms=250",
         "--config",
+        "wrap_up_keeps_tools=true",
+        "--config",
         "wrap_up_max_tool_rounds=1",
     ],
     "provider-error": ["provider error: summarise the quarterly report"],

@@ -38,9 +38,15 @@ from loopgate.adapters.shared.rpc_errors import (
     INVALID_REQUEST,
     RESOURCE_NOT_FOUND,
 )
+from loopgate.adapters.shared.threads import ThreadBusy, conversation_after_run, latest_run
 from loopgate.contracts.client_errors import ClientError
 from loopgate.contracts.envelope import Envelope
-from loopgate.contracts.history import last_user_text, messages_from_events
+from loopgate.contracts.history import (
+    Conversation,
+    asked_text,
+    continued,
+    conversation_after,
+)
 from loopgate.contracts.messages import Message
 from loopgate.contracts.ports import (
     LimitReached,
@@ -121,7 +127,8 @@ class Session:
         self.cwd = cwd
         self.approval: Approval = "auto"
         self.active: ActivePrompt | None = None
-        self.history: list[Message] | None = None  # None: rebuild from the journal
+        # The conversation after the session's latest prompt; None: rebuild from the journal.
+        self.history: Conversation | None = None
         # session/new ``mcpServers``, as ACP writes them: handed to every run of the session.
         self.mcp_servers: list[dict[str, Any]] = []
 
@@ -302,7 +309,7 @@ class AcpAgent:
         # carry secrets (env, headers), and resume and load name them again anyway.
         await self.service.create_thread(session_id, metadata={"acp": {"cwd": cwd}})
         session = self._remember(Session(session_id, cwd))
-        session.history = []
+        session.history = Conversation([])
         session.mcp_servers = servers
         return {"sessionId": session.id, "configOptions": self.config_options(session)}
 
@@ -329,7 +336,7 @@ class AcpAgent:
             )
         live: tuple[RunInfo, int, AcpProjector] | None = None
         for run in runs:
-            text = last_user_text(run.input)
+            text = asked_text(run.input)
             if text:
                 await self._notify(user_message(session_id, text).params)
             projector = self._projector(run.id, session_id)
@@ -491,14 +498,18 @@ class AcpAgent:
             )
         return text
 
-    async def _history(self, session: Session) -> list[Message]:
+    async def _history(self, session: Session) -> Conversation:
+        """The session's conversation so far (adapters/shared/threads.py: the same rule as a
+        native or JSON-RPC run on a thread); a prompt running on it is -32600."""
+        try:
+            last = await latest_run(self.service, session.id)
+        except ThreadBusy:
+            raise self._busy(session.id) from None
         if session.history is not None:
             return session.history
-        finished = [r for r in await self._runs(session.id) if r.state == "finished"]
-        if not finished:
-            return []
-        last = finished[-1]
-        return [*last.input, *messages_from_events(await self.service.history(last.id))]
+        return (
+            Conversation([]) if last is None else await conversation_after_run(self.service, last)
+        )
 
     def _busy(self, session_id: str) -> AgentError:
         return AgentError(
@@ -515,17 +526,15 @@ class AcpAgent:
         text = self.prompt_text(prompt)
         active = session.active = ActivePrompt()
         try:
-            latest = await self.service.list_runs(limit=1, thread_id=session_id)
-            if latest and latest[0].state == "running":
-                raise self._busy(session_id)
-            messages = [*await self._history(session), Message(role="user", content=text)]
+            # After an ask_user, the prompt is its answer: the waiting call's result.
+            messages = continued(await self._history(session), text)
             info = await self._start(session, messages, meta)
             active.run_id = info.id
             if active.cancelled:
                 await self.service.cancel(info.id)
             events: list[Envelope] = []
             terminal = await self._follow(session, active, info.id, 0, events)
-            session.history = [*messages, *messages_from_events(events)]
+            session.history = conversation_after(messages, events)
             return await self._answer(terminal, active, info.id)
         finally:
             session.active = None

@@ -19,6 +19,7 @@ from loopgate.adapters.shared.problem import HttpProblem
 from loopgate.adapters.shared.projector import SEEN_CALLS, SeenCall, seen_calls
 from loopgate.contracts.client_errors import ClientError
 from loopgate.contracts.gateway_events import DECISIONS
+from loopgate.contracts.history import answer_call, suspended_call
 from loopgate.contracts.messages import Message, ToolCall
 from loopgate.contracts.ports import RunInfo, RunNotFound, RunService, StartRun
 from loopgate.contracts.projector import ProjectorContext
@@ -178,18 +179,6 @@ async def start_run(
     return info, projector_context(info, body)
 
 
-def _suspended_call(completion: dict[str, Any], index: int | None) -> str | None:
-    """The tool call an interrupt suspended: the listed interrupt's own, else the turn's."""
-    listed = completion.get("interrupts")
-    if index is not None and isinstance(listed, list) and index < len(listed):
-        item = listed[index]
-        own = item.get("toolCallId") if isinstance(item, dict) else None
-        if isinstance(own, str):
-            return own
-    call_id = completion.get("toolCallId")
-    return call_id if isinstance(call_id, str) else None
-
-
 async def apply_resume(
     service: RunService, interrupt_id: str, status: str, payload: Any, history: list[Message]
 ) -> None:
@@ -215,22 +204,22 @@ async def apply_resume(
         if status == "resolved"
         else "The user cancelled this request."
     )
-    call_id = _suspended_call(terminal.data, ref.position)
+    call_id = suspended_call(terminal.data, ref.position)
     if call_id is None:
         history.append(Message(role="user", content=answer))
         return
-    history[:] = [m for m in history if not (m.role == "tool" and m.tool_call_id == call_id)]
-    if not any(c.id == call_id for m in history for c in m.tool_calls):
-        # The client's history may not carry the suspended call; the model needs it paired.
-        start = next(
-            (e for e in events if e.kind == "tool_call_start" and e.data.get("id") == call_id),
-            None,
+    # The client's history may not carry the suspended call: the journal's is put in then.
+    start = next(
+        (e for e in events if e.kind == "tool_call_start" and e.data.get("id") == call_id),
+        None,
+    )
+    call = (
+        ToolCall(
+            id=call_id,
+            name=str(start.data.get("name")),
+            arguments=start.data.get("arguments") or {},
         )
-        if start is not None:
-            call = ToolCall(
-                id=call_id,
-                name=str(start.data.get("name")),
-                arguments=start.data.get("arguments") or {},
-            )
-            history.append(Message(role="assistant", tool_calls=[call]))
-    history.append(Message(role="tool", content=answer, tool_call_id=call_id))
+        if start is not None
+        else None
+    )
+    answer_call(history, call_id, answer, call)

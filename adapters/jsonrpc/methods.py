@@ -26,6 +26,7 @@ from loopgate.adapters.shared.rpc_errors import (
     STREAMING_REQUIRED,
     SUBSCRIPTION_NOT_FOUND,
 )
+from loopgate.adapters.shared.threads import ThreadBusy, thread_start
 from loopgate.contracts.client_errors import ClientError, describe_input_error
 from loopgate.contracts.contract import contract_bytes
 from loopgate.contracts.envelope import Envelope, encode_envelope
@@ -234,6 +235,10 @@ async def run_start(ctx: CallContext, p: StartParams) -> StartResult:
         tracestate=ctx.trace.tracestate,
     )
     try:
+        request = await thread_start(ctx.service, request)
+    except ThreadBusy as exc:
+        raise RpcError(NOT_ACCEPTED, exc.detail, threadId=exc.thread_id, runId=exc.run_id) from None
+    try:
         info = await ctx.service.start(request)
     except ClientError as exc:
         # The hub's validation messages, in our words (config, input, replay).
@@ -358,11 +363,15 @@ METHODS: Mapping[str, Method] = method_table(
         params=StartParams,
         result=StartResult,
         summary="Start a run of the agent loop (or an ingest or replay run).",
-        description="`subscribe: true` (streaming transports) also subscribes from the first "
-        "event; the response then carries the subscription id and comes before any of its "
-        "notifications. `params._meta.traceparent` (and `tracestate`) becomes the run's trace "
-        "parent.",
-        errors=(INVALID_PARAMS, LIMIT_REACHED, RUN_EXISTS, STREAMING_REQUIRED),
+        description="`input` is a prompt string or the whole conversation as messages. A "
+        "prompt string with the `threadId` of a thread that has runs continues that thread: "
+        "the run starts from its latest run's input and output, then the prompt (after an "
+        "`ask_user`, the prompt is the answer: that call's result); -32007 while the thread's "
+        "latest run is still going. `subscribe: true` (streaming transports) also subscribes "
+        "from the first event; the response then carries the subscription id and comes "
+        "before any of its notifications. `params._meta.traceparent` (and `tracestate`) "
+        "becomes the run's trace parent.",
+        errors=(INVALID_PARAMS, LIMIT_REACHED, RUN_EXISTS, STREAMING_REQUIRED, NOT_ACCEPTED),
     ),
     Method(
         name="run.get",

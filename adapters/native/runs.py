@@ -1,5 +1,7 @@
 """The REST API of runs: start, list, inspect, cancel, steer, answer permission requests.
 
+A prompt string on a ``thread_id`` that has runs continues that thread (adapters/shared/threads.py).
+
 Every error is an RFC 9457 problem body with a ``detail`` that says what was wrong.
 """
 
@@ -17,6 +19,7 @@ from loopgate.adapters.shared.body import decode_json, read_body
 from loopgate.adapters.shared.endpoint import guarded
 from loopgate.adapters.shared.numbers import int_param
 from loopgate.adapters.shared.problem import HttpProblem
+from loopgate.adapters.shared.threads import ThreadBusy, thread_start
 from loopgate.contracts.contract import contract_bytes
 from loopgate.contracts.gateway_events import Decision
 from loopgate.contracts.limits import EndpointLimits
@@ -99,6 +102,10 @@ def routes(service: RunService, limits: EndpointLimits) -> list[BaseRoute]:
         body = await body_of(request, StartBody)
         headers = request.headers
         start = to_start_request(body, headers.get("traceparent"), headers.get("tracestate"))
+        try:
+            start = await thread_start(service, start)
+        except ThreadBusy as exc:
+            raise HttpProblem(409, exc.detail) from None
         info = await service.start(start)
         return json_response(run_json(info), 201, {"location": f"/v1/runs/{info.id}"})
 

@@ -6,12 +6,19 @@ import argparse
 from collections.abc import Mapping
 
 from loopgate.gateway.loop.providers import PROVIDERS
+from loopgate.gateway.loop.text_tags import TEXT_TOOLS_MODES
 
 LOG_LEVELS = ["critical", "error", "warning", "info", "debug"]
 
 
 # The settings add_model_flags fills: the reference loop's model, the same for every command.
-MODEL_SETTINGS = ("provider", "openai_base_url", "openai_model", "scripted_delay_s")
+MODEL_SETTINGS = (
+    "provider",
+    "openai_base_url",
+    "openai_model",
+    "openai_text_tools",
+    "scripted_delay_s",
+)
 # The settings add_loop_flags fills (each command passes them to load_settings).
 LOOP_SETTINGS = (
     *MODEL_SETTINGS,
@@ -103,6 +110,14 @@ def add_model_flags(group: argparse._ActionsContainer) -> None:
         "--openai-model",
         metavar="NAME",
         help="the model the server should run, e.g. gpt-4o-mini (LOOPGATE_OPENAI_MODEL)",
+    )
+    group.add_argument(
+        "--openai-text-tools",
+        choices=TEXT_TOOLS_MODES,
+        help="<think> and <tool_call> in the model's text (local models served without a tool "
+        "parser) as reasoning and tool calls: 'auto' where a reply uses them (the default), "
+        "'on' also when replies open inside a think block (DeepSeek-R1, QwQ), 'off' "
+        "(LOOPGATE_OPENAI_TEXT_TOOLS)",
     )
     group.add_argument(
         "--scripted-delay",

@@ -9,11 +9,16 @@ import anyio
 from loopgate.contracts.messages import Message, ToolSpec
 from loopgate.gateway.loop.hook_runner import HookRunner
 from loopgate.gateway.loop.hooks import Reject
+from loopgate.gateway.loop.pre_step import apply_pre_step
 from loopgate.gateway.loop.state import TurnState
 
 WRAP_UP_NUDGE = (
     "Time is almost up. Wrap up now: give your best final answer with what you already know"
     " ({rounds} more tool round(s) at most)."
+)
+WRAP_UP_NUDGE_NO_TOOLS = (
+    "Time is almost up. Wrap up now: give your best final answer with what you already know"
+    " (no more tool calls)."
 )
 
 
@@ -22,6 +27,9 @@ async def open_round(turn: TurnState, hooks: HookRunner) -> bool:
     if turn.control.cancelled:
         # A cancel that raced ahead of any checkpoint; the caller sees completion{cancelled}.
         return True
+    # A rewrite and a tool_choice last one step (its request and that request's retries).
+    turn.rewrite = None
+    turn.tool_choice = None
     for text in turn.control.take_steers():
         turn.history.append(Message(role="user", content=text))
         await turn.emit("steer", {"content": text, "round": turn.round})
@@ -36,12 +44,14 @@ async def open_round(turn: TurnState, hooks: HookRunner) -> bool:
         elapsed = turn.elapsed_ms()
         if elapsed >= soft_timeout_ms:
             await _start_wrap_up(turn, elapsed)
-    action = await hooks.call("pre_step")
-    if action is not None:
-        await hooks.announce("pre_step", action)
-        if isinstance(action, Reject):
-            await turn.finish("failed", f"rejected by pre_step: {action.reason}".rstrip(": "))
-            return True
+    for fn in hooks.each("pre_step"):
+        # In order: each hook sees what the ones before it did; the first reject wins.
+        for action in await hooks.ask(fn, "pre_step"):
+            if isinstance(action, Reject):
+                await hooks.announce("pre_step", action)
+                await turn.finish("failed", f"rejected by pre_step: {action.reason}".rstrip(": "))
+                return True
+            await apply_pre_step(turn, hooks, action)
     await turn.emit("stage_start", {"model": turn.loop.provider.model, "round": turn.round})
     return False
 
@@ -69,7 +79,10 @@ async def _start_wrap_up(turn: TurnState, elapsed: float) -> None:
         "soft_timeout",
         {"round": turn.round, "elapsedMs": elapsed, "softTimeoutMs": cfg.soft_timeout_ms},
     )
-    nudge = WRAP_UP_NUDGE.format(rounds=cfg.wrap_up_max_tool_rounds)
+    if cfg.wrap_up_keeps_tools:
+        nudge = WRAP_UP_NUDGE.format(rounds=cfg.wrap_up_max_tool_rounds)
+    else:
+        nudge = WRAP_UP_NUDGE_NO_TOOLS
     turn.history.append(Message(role="system", content=nudge))
     if cfg.wrap_up_hard_cap_ms is not None:
         # The turn's own scope gets a deadline; hitting it ends the turn as budget_exhausted.
@@ -77,7 +90,11 @@ async def _start_wrap_up(turn: TurnState, elapsed: float) -> None:
 
 
 def offered_tools(turn: TurnState) -> list[ToolSpec]:
-    """The tools this round offers: none once wrap-up has used its tool rounds."""
-    if turn.wrap_up and turn.wrap_up_tool_rounds >= turn.cfg.wrap_up_max_tool_rounds:
+    """The tools this round offers: in wrap-up, none (or, with ``wrap_up_keeps_tools``, none
+    once wrap-up has used its ``wrap_up_max_tool_rounds``)."""
+    if turn.wrap_up and (
+        not turn.cfg.wrap_up_keeps_tools
+        or turn.wrap_up_tool_rounds >= turn.cfg.wrap_up_max_tool_rounds
+    ):
         return []
     return turn.loop.tool_specs()

@@ -15,6 +15,7 @@ _INT_LIMITS = (
     "tool_timeout_ms",
     "max_steer_chars",
     "wrap_up_max_tool_rounds",
+    "max_tool_result_chars",
 )
 _OPTIONAL_INT_LIMITS = (
     "budget",
@@ -23,9 +24,15 @@ _OPTIONAL_INT_LIMITS = (
     "idle_stream_timeout_ms",
     "reasoning_without_progress_chars",
     "max_tokens",
+    "wrap_up_tool_timeout_ms",
+    "idle_stream_max_chars",
 )
-_BOOLS = ("tool_dedup", "parallel_tools", "persist_tool_results")
-STEER_MODES = ("boundary",)
+_BOOLS = ("tool_dedup", "parallel_tools", "persist_tool_results", "wrap_up_keeps_tools")
+STEER_MODES = ("boundary", "interrupt")
+# What the model sees of one tool result, at most: ~8k tokens at ~4 characters a token, so a
+# few results fit with room to spare even in a 32k-token window (small local models), and a
+# 1 MB result cannot overflow any context. The same bound as one steering message.
+DEFAULT_MAX_TOOL_RESULT_CHARS = 32_000
 
 
 @dataclass(frozen=True, slots=True, kw_only=True)
@@ -48,6 +55,11 @@ class LoopConfig:
     reasoning_without_progress_chars: int | None = None
     temperature: float | None = None
     max_tokens: int | None = None
+    # Wrap-up keeps offering tools for wrap_up_max_tool_rounds rounds (else: none at once).
+    wrap_up_keeps_tools: bool = False
+    wrap_up_tool_timeout_ms: int | None = None  # per tool call and per model stream in wrap-up
+    idle_stream_max_chars: int | None = None  # text + reasoning of a stream with no tool call
+    max_tool_result_chars: int = DEFAULT_MAX_TOOL_RESULT_CHARS  # of one result, in the context
 
     def __post_init__(self) -> None:
         for name in _INT_LIMITS:
@@ -62,8 +74,9 @@ class LoopConfig:
             raise ClientError(f"steer_mode must be a string, got {_type_name(self.steer_mode)}")
         if self.steer_mode not in STEER_MODES:
             raise ClientError(
-                f"steer_mode must be 'boundary' (steering is applied at round boundaries), "
-                f"got {self.steer_mode!r}"
+                "steer_mode must be 'boundary' (steering waits for the round boundary) or "
+                f"'interrupt' (steering stops the model's stream or the tools at once), "
+                f"got {self.steer_mode[:64]!r}"
             )
         t = self.temperature
         if t is not None:
@@ -75,7 +88,7 @@ class LoopConfig:
     @classmethod
     def from_dict(cls, data: dict[str, Any]) -> LoopConfig:
         """Build from a JSON-shaped mapping. Keys this loop does not know (another engine's,
-        e.g. ``wrap_up_keeps_tools``) are left out, not refused (:meth:`unknown_keys` names
+        e.g. ``idle_reasoning_gap_ms``) are left out, not refused (:meth:`unknown_keys` names
         them); a known key with a bad value is an error naming it."""
         if not isinstance(data, dict):
             raise ClientError(f"loop config must be an object, got {_type_name(data)}")

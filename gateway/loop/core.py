@@ -34,7 +34,7 @@ class CoreLoop:
         provider: ModelProvider,
         executor: ToolExecutor,
         config: LoopConfig | None = None,
-        hooks: LoopHooks | None = None,
+        hooks: LoopHooks | Sequence[LoopHooks] | None = None,
         permissions: PermissionGate | None = None,
         client_tools: Sequence[ToolSpec] = (),
         scope: SpanScope = no_scope,
@@ -42,7 +42,8 @@ class CoreLoop:
         self.provider = provider
         self.executor = executor
         self.config = config if config is not None else LoopConfig()
-        self.hooks: LoopHooks = hooks if hooks is not None else NoHooks()
+        # One hooks object, or several: their actions combine as ``hooks.COMPOSITION`` says.
+        self.hooks: LoopHooks | Sequence[LoopHooks] = hooks if hooks is not None else NoHooks()
         self.permissions = permissions
         self.client_tools = list(client_tools)
         self.scope = scope
@@ -62,7 +63,8 @@ class CoreLoop:
     ) -> list[Message]:
         """Run one turn; returns the whole history with this turn's messages appended."""
         if control is None:
-            control = TurnControl(self.config.max_steer_chars)
+            control = TurnControl(self.config.max_steer_chars, self.config.steer_mode)
         else:
             control.max_steer_chars = self.config.max_steer_chars
+            control.steer_mode = self.config.steer_mode
         return await Turn(self, list(history), emit, control).run()

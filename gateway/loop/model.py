@@ -12,7 +12,7 @@ import anyio
 
 from loopgate.contracts.messages import ToolSpec
 from loopgate.gateway.loop.hook_runner import HookRunner
-from loopgate.gateway.loop.hooks import Fail, Retry
+from loopgate.gateway.loop.hooks import MAX_REQUEST_ATTEMPTS, Fail, Retry
 from loopgate.gateway.loop.state import TurnState
 from loopgate.gateway.loop.streaming import (
     ModelFailure,
@@ -48,10 +48,12 @@ async def _attempt(
         {"round": turn.round, "attempt": attempt, "model": turn.loop.provider.model},
     )
     request = ModelRequest(
-        messages=list(turn.history),
+        messages=list(turn.request_messages()),
         tools=tools,
         temperature=cfg.temperature,
         max_tokens=cfg.max_tokens,
+        # A pre_step tool_choice means nothing to a request that offers no tools.
+        tool_choice=turn.tool_choice if tools else None,
     )
     streamed = await stream_response(turn, hooks, request)
     response = streamed.response(turn.round)
@@ -93,7 +95,13 @@ async def _after_failure(
     # Only ProviderError text is written for clients; anything else may leak internals.
     message = cause.message if isinstance(cause, ProviderError) else GENERIC_ERROR
     await turn.emit("llm_response", {"round": turn.round, "attempt": attempt, "error": message})
-    action = await hooks.call("on_request_error", cause, attempt)
+    # Every hook is asked: the first retry wins, else the first fail.
+    actions = await hooks.call("on_request_error", cause, attempt)
+    action = next((a for a in actions if isinstance(a, Retry)), None) or next(iter(actions), None)
+    if isinstance(action, Retry) and attempt >= MAX_REQUEST_ATTEMPTS:
+        # The redo cap: a hook cannot retry a failing request forever.
+        action = Fail()
+        message = f"{message} (gave up after {attempt} attempts)"
     if isinstance(action, Retry):
         delay = max(0, action.delay_ms)
         await hooks.announce("on_request_error", action, message, delayMs=delay)

@@ -30,12 +30,14 @@ from loopgate.gateway.loop.openai_wire import (
     usage_chunk,
 )
 from loopgate.gateway.loop.sse_decoder import SSEDecoder
+from loopgate.gateway.loop.text_tags import TEXT_TOOLS_MODES, TextTagParser, TextToolsMode
 from loopgate.gateway.loop.types import (
     FinishChunk,
     ModelChunk,
     ModelRequest,
     ProviderError,
     UsageChunk,
+    tool_choice_to_wire,
 )
 
 __all__ = ["DEFAULT_MAX_RESPONSE_BYTES", "OpenAIProvider", "SSEDecoder"]
@@ -58,6 +60,12 @@ class OpenAIProvider:
     Without one, each ``stream()`` call uses (and closes) its own client, so a provider is safe
     to use from several event loops.
 
+    ``text_tools``: whether ``<think>`` and ``<tool_call>`` written into the content (models
+    served without a reasoning or tool parser) become reasoning and tool calls
+    (:mod:`~loopgate.gateway.loop.text_tags`): ``"auto"`` where a reply uses them, ``"on"``
+    also for replies that open inside a think block only ``</think>`` closes (DeepSeek-R1
+    distills, QwQ), ``"off"`` never.
+
     Chunk order contract: text, reasoning and tool-call fragments in arrival order, then at most
     one :class:`UsageChunk`, then at most one :class:`FinishChunk`, always last.
     """
@@ -74,6 +82,7 @@ class OpenAIProvider:
         idle_timeout_s: float = 60.0,
         max_response_bytes: int = DEFAULT_MAX_RESPONSE_BYTES,
         client: httpx.AsyncClient | None = None,
+        text_tools: TextToolsMode = "auto",
     ) -> None:
         parts = urlsplit(base_url)
         if parts.scheme not in ("http", "https") or not parts.hostname:
@@ -89,12 +98,15 @@ class OpenAIProvider:
                 raise ValueError(f"{label} must be a positive number of seconds")
         if max_response_bytes <= 0:
             raise ValueError("max_response_bytes must be positive")
+        if text_tools not in TEXT_TOOLS_MODES:
+            raise ValueError(f"text_tools must be one of {', '.join(TEXT_TOOLS_MODES)}")
         self.base_url = base_url
         self.model = model
         self.timeout_s = timeout_s
         self.connect_timeout_s = connect_timeout_s
         self.idle_timeout_s = idle_timeout_s
         self.max_response_bytes = max_response_bytes
+        self.text_tools: TextToolsMode = text_tools
         self._api_key = api_key or None
         self._client = client
         self._url = base_url.rstrip("/") + "/chat/completions"
@@ -123,6 +135,9 @@ class OpenAIProvider:
             missing.append("LOOPGATE_OPENAI_MODEL")
         if base_url is None or model is None:
             raise ValueError("the OpenAI provider is not configured; set " + " and ".join(missing))
+        text_tools = setting("LOOPGATE_OPENAI_TEXT_TOOLS")
+        if text_tools is not None:
+            kwargs.setdefault("text_tools", text_tools)
         return cls(base_url, model, api_key, **kwargs)
 
     def __repr__(self) -> str:
@@ -144,6 +159,8 @@ class OpenAIProvider:
             body["temperature"] = request.temperature
         if request.max_tokens is not None:
             body["max_tokens"] = request.max_tokens
+        if request.tool_choice is not None:
+            body["tool_choice"] = tool_choice_to_wire(request.tool_choice)
         return body
 
     def _headers(self) -> dict[str, str]:
@@ -206,7 +223,8 @@ class OpenAIProvider:
             ) from None
 
     async def _read_events(self, response: httpx.Response) -> AsyncGenerator[ModelChunk, None]:
-        body_reader = _BodyReader(self.max_response_bytes, self._api_key)
+        tags = None if self.text_tools == "off" else TextTagParser(self.text_tools)
+        body_reader = _BodyReader(self.max_response_bytes, self._api_key, tags)
         # httpx types it as an iterator; it is an async generator, closed here as soon as we stop.
         chunks = cast(AsyncGenerator[bytes, None], response.aiter_bytes())
         async with aclosing(chunks) as body:
@@ -268,10 +286,20 @@ class _End(enum.Enum):
 class _BodyReader:
     """One response body as it is read: SSE events in, model chunks out, bounded in size."""
 
-    __slots__ = ("_api_key", "_decoder", "_max_bytes", "_received", "done", "finish", "usage")
+    __slots__ = (
+        "_api_key",
+        "_decoder",
+        "_max_bytes",
+        "_received",
+        "_tags",
+        "done",
+        "finish",
+        "usage",
+    )
 
-    def __init__(self, max_bytes: int, api_key: str | None) -> None:
+    def __init__(self, max_bytes: int, api_key: str | None, tags: TextTagParser | None) -> None:
         self._decoder = SSEDecoder()
+        self._tags = tags
         self._max_bytes = max_bytes
         self._api_key = api_key
         self._received = 0
@@ -310,16 +338,19 @@ class _BodyReader:
             if choice.index != 0:
                 continue
             if choice.delta is not None:
-                out.extend(delta_chunks(choice.delta))
+                delta_chunks(choice.delta, out, self._tags)
             if choice.finish_reason:
                 self.finish = choice.finish_reason
         return out
 
     def trailer(self) -> list[ModelChunk]:
-        """After the body: usage, then the finish reason; a body cut short is an error."""
+        """After the body: what the tag parser held back, usage, then the finish reason; a
+        body cut short is an error."""
         if not self.done and self.finish is None:
             raise ProviderError("model stream ended unexpectedly", retryable=True)
         out: list[ModelChunk] = []
+        if self._tags is not None:
+            self._tags.close(out, cut_off=self.finish == "length")
         if self.usage is not None:
             out.append(self.usage)
         if self.finish is not None:

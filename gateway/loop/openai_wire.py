@@ -8,12 +8,12 @@ server is cut down to one short printable line and never echoes the API key.
 from __future__ import annotations
 
 import re
-from collections.abc import Iterator
 from typing import Any
 
 import msgspec
 
 from loopgate.contracts.messages import Message, ToolSpec
+from loopgate.gateway.loop.text_tags import TextTagParser
 from loopgate.gateway.loop.types import (
     ModelChunk,
     ProviderError,
@@ -125,24 +125,30 @@ def tool_to_wire(tool: ToolSpec) -> dict[str, Any]:
     return {"type": "function", "function": function}
 
 
-def delta_chunks(delta: Delta) -> Iterator[ModelChunk]:
+def delta_chunks(delta: Delta, out: list[ModelChunk], tags: TextTagParser | None = None) -> None:
+    """Append the chunks of one stream delta to ``out``; ``tags``: content goes through it."""
     # Servers disagree on the field name; some send both with the same text.
     reasoning = delta.reasoning_content or delta.reasoning
     if reasoning:
-        yield ReasoningChunk(reasoning)
+        out.append(ReasoningChunk(reasoning))
     if delta.content:
-        yield TextChunk(delta.content)
+        if tags is None:
+            out.append(TextChunk(delta.content))
+        else:
+            tags.feed(delta.content, out)
     for position, call in enumerate(delta.tool_calls or ()):
         function = call.function or Function()
         arguments = function.arguments
         if isinstance(arguments, dict):
             arguments = msgspec.json.encode(arguments).decode()
-        yield ToolCallChunk(
-            # A missing index only happens on servers that send each call whole, in order.
-            index=call.index if call.index is not None else position,
-            id=call.id,
-            name=function.name,
-            arguments=arguments or "",
+        out.append(
+            ToolCallChunk(
+                # A missing index only happens on servers that send each call whole, in order.
+                index=call.index if call.index is not None else position,
+                id=call.id,
+                name=function.name,
+                arguments=arguments or "",
+            )
         )
 
 

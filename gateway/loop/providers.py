@@ -8,7 +8,7 @@ from loopgate.gateway.loop.scripted import ScriptedProvider
 from loopgate.gateway.loop.types import ModelProvider
 
 PROVIDERS = ("scripted", "openai")
-_OPENAI_SETTINGS = ("base_url", "model", "api_key", "timeout_s")
+_OPENAI_SETTINGS = ("base_url", "model", "api_key", "timeout_s", "text_tools")
 _SCRIPTED_SETTINGS = ("delay_s", "model")
 
 

@@ -35,6 +35,7 @@ DEMO_TOOL_NAMES = frozenset(
 )
 # Checked in this order, so "one tool" wins over a "think" that happens to be in the prompt.
 SCENARIOS = (
+    "what did i say",
     "provider error",
     "fail tool",
     "slow tool",
@@ -49,6 +50,7 @@ SCENARIOS = (
     "plain",
 )
 BIG_RESULT_CHARS = 1_000_000
+RECALLED = 10  # "what did I say": the user's last messages it quotes
 _args_encoder = msgspec.json.Encoder()
 
 
@@ -100,6 +102,7 @@ def plan_response(request: ModelRequest) -> _Plan:
     seed = int.from_bytes(hashlib.sha256(prompt.encode()).digest()[:8], "big")
     script = _Script(
         prompt=prompt,
+        earlier=[m.content for m in messages[: max(last_user, 0)] if m.role == "user"],
         seed=seed,
         rng=random.Random(seed * 31 + rounds_done),
         round=rounds_done,
@@ -120,6 +123,7 @@ class _Script:
         self,
         *,
         prompt: str,
+        earlier: list[str],
         seed: int,
         rng: random.Random,
         round: int,
@@ -127,6 +131,7 @@ class _Script:
         observations: list[Message],
     ) -> None:
         self.prompt = prompt
+        self.earlier = earlier  # the user's messages before this prompt, oldest first
         self.seed = seed
         self.rng = rng
         self.round = round
@@ -284,8 +289,8 @@ class _Script:
             "so I only follow a few scripted prompts. Ask me the time or some arithmetic "
             "(“What time is it, and what is 25 * 16 + 2?” runs two tools at once), or include "
             "one of: think, one tool, slow tool, fail tool, write note, ask user, big result, "
-            "unicode, forever, plain. For real answers, run a model: --provider openai "
-            "--openai-base-url URL --openai-model NAME (README: Use a real model)."
+            "unicode, forever, plain, what did I say. For real answers, run a model: --provider "
+            "openai --openai-base-url URL --openai-model NAME (README: Use a real model)."
         )
 
     def _closing(self) -> str:
@@ -296,6 +301,16 @@ class _Script:
                 "Happy to go deeper on any part of this.",
             ]
         )
+
+    def what_did_i_say(self) -> None:
+        """Recall: the user's earlier messages, read from the conversation the model is sent."""
+        if not self.earlier:
+            self.say("You have not said anything before this in our conversation.")
+            return
+        recent = self.earlier[-RECALLED:]
+        said = "; ".join(f"“{' '.join(text.split())[:200]}”" for text in recent)
+        more = len(self.earlier) - len(recent)
+        self.say(f"Before this you said: {said}" + (f" (and {more} more before)." if more else "."))
 
     def plain(self) -> None:
         self.say(

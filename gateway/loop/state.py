@@ -14,6 +14,7 @@ import anyio
 
 from loopgate.contracts.messages import Message, ToolCall
 from loopgate.gateway.loop.control import TurnControl
+from loopgate.gateway.loop.truncation import bounded_messages
 from loopgate.gateway.loop.types import EventSink, LoopContext, ToolResult
 
 if TYPE_CHECKING:
@@ -26,6 +27,8 @@ class TurnState:
     __slots__ = (
         "cfg",
         "client_names",
+        "compaction",
+        "completion_retries",
         "completion_tokens",
         "consecutive_errors",
         "control",
@@ -39,11 +42,13 @@ class TurnState:
         "loop",
         "open_calls",
         "prompt_tokens",
+        "rewrite",
         "round",
         "scope",
         "server_names",
         "started",
         "text_length",
+        "tool_choice",
         "tool_error_count",
         "tool_names",
         "wrap_up",
@@ -78,6 +83,24 @@ class TurnState:
         self.open_calls: dict[str, ToolCall] = {}
         self.client_names = {spec.name for spec in loop.client_tools}
         self.server_names = {spec.name for spec in loop.executor.specs()}
+        # What pre_step hooks made of the model's view (never of the history itself): a
+        # compaction lasts for the turn, a rewrite and a tool_choice for one step. Each view is
+        # its messages plus whatever the history gained after it was made (its mark).
+        self.compaction: tuple[list[Message], int] | None = None
+        self.rewrite: tuple[list[Message], int] | None = None
+        self.tool_choice: str | None = None
+        self.completion_retries = 0
+
+    def request_messages(self) -> list[Message]:
+        """What the next model request sends: the history, or the view a hook made of it, with
+        every tool result bounded by ``max_tool_result_chars``."""
+        view = self.rewrite or self.compaction
+        if view is None:
+            messages = self.history
+        else:
+            made, mark = view
+            messages = [*made, *self.history[mark:]]
+        return bounded_messages(messages, self.cfg.max_tool_result_chars)
 
     def elapsed_ms(self) -> float:
         return round((time.perf_counter() - self.started) * 1000, 3)
@@ -87,6 +110,7 @@ class TurnState:
             round=self.round,
             elapsed_ms=self.elapsed_ms(),
             history=self.history,
+            messages=self.request_messages(),
             consecutive_tool_errors=self.consecutive_errors,
             tokens_used=self.prompt_tokens + self.completion_tokens,
         )

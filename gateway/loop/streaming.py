@@ -2,8 +2,8 @@
 
 :func:`stream_response` is the one place the model provider is called. Text and reasoning go
 into the turn's live buffers as they stream (so a cancel keeps them), tool-call fragments are
-joined by index, and the stream is bounded by the idle timeout and by how much reasoning may
-stream without text or a tool call.
+joined by index, and the stream is bounded by the idle timeout, by how much reasoning may
+stream without text or a tool call, and by how much of either without a tool call.
 """
 
 from __future__ import annotations
@@ -97,6 +97,10 @@ class StreamedResponse:
         reasoning_limit = sys.maxsize if limit is None else limit
         observe = hooks.observes_chunks
         reasoning_run = 0
+        # idle_stream_max_chars: text and reasoning of a stream that has made no tool call yet.
+        idle_max = turn.cfg.idle_stream_max_chars
+        idle_limit = sys.maxsize if idle_max is None else idle_max
+        idle_run = 0
         while True:
             try:
                 chunk = await next_chunk(stream)
@@ -112,16 +116,23 @@ class StreamedResponse:
                 if chunk.delta:
                     text.append(chunk.delta)
                     reasoning_run = 0
+                    idle_run += len(chunk.delta)
                     await emit("content_delta", {"delta": chunk.delta})
+                    if idle_run > idle_limit:
+                        raise _idle_stream(idle_limit)
             elif type(chunk) is ReasoningChunk:
                 if chunk.delta:
                     reasoning.append(chunk.delta)
                     reasoning_run += len(chunk.delta)
+                    idle_run += len(chunk.delta)
                     await emit("reasoning_delta", {"delta": chunk.delta})
                     if reasoning_run > reasoning_limit:
                         raise _too_much_reasoning(reasoning_limit)
+                    if idle_run > idle_limit:
+                        raise _idle_stream(idle_limit)
             elif self._take(chunk):
                 reasoning_run = 0
+                idle_limit = sys.maxsize  # a stream with a tool call is not idle
 
     def _take(self, chunk: ModelChunk) -> bool:
         """A chunk that is neither text nor reasoning. True = a tool-call fragment (progress)."""
@@ -141,6 +152,11 @@ class StreamedResponse:
         elif type(chunk) is FinishChunk:
             self.finish = chunk.reason
         return False
+
+    def cut(self, reason: str) -> None:
+        """The stream was stopped before its end: ``reason`` is its finish reason."""
+        self.finish = reason
+        self.calls.clear()
 
     def response(self, round_: int) -> Response:
         """The assembled response; the turn's live buffers are emptied into it."""
@@ -167,9 +183,19 @@ async def stream_response(
     # The request's HTTP call happens as the stream is read, in this task: under the chat span.
     with turn.loop.scope("chat"):
         try:
-            await streamed.read(stream, turn, hooks)
+            # A steer (steer_mode "interrupt") or, in wrap-up, wrap_up_tool_timeout_ms may cut
+            # the stream short: what streamed is kept, its tool calls (maybe half-sent) are not.
+            with turn.control.interruptible() as phase:
+                wrap_up_ms = turn.cfg.wrap_up_tool_timeout_ms
+                if turn.wrap_up and wrap_up_ms is not None:
+                    phase.deadline = anyio.current_time() + wrap_up_ms / 1000
+                await streamed.read(stream, turn, hooks)
         finally:
             await _close(stream)
+    if turn.control.take_interrupt() and phase.cancelled_caught:
+        streamed.cut("interrupted")
+    elif phase.cancelled_caught:
+        streamed.cut("wrap_up_timeout")
     return streamed
 
 
@@ -194,6 +220,15 @@ def _chunk_reader(idle_ms: int | None) -> ChunkReader:
         )
 
     return within_idle_timeout
+
+
+def _idle_stream(limit: int) -> ModelFailure:
+    return ModelFailure(
+        ProviderError(
+            f"the model streamed more than {limit} characters of text and reasoning "
+            "without a tool call"
+        )
+    )
 
 
 def _too_much_reasoning(limit: int) -> ModelFailure:

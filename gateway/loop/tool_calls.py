@@ -2,8 +2,10 @@
 
 Resolution settles the calls that will not run (bad arguments, an unknown tool, a duplicate,
 refused by the user); the rest run in the background (:mod:`loopgate.gateway.loop.tool_exec`) while
-results are reported one by one, in the order the model made the calls, each followed by
-``post_tool_result``.
+results are reported one by one, in the order the model made the calls, each after
+``post_tool_result`` has seen it (and perhaps replaced it). A result enters the model's context
+bounded by ``max_tool_result_chars`` (:func:`bounded`). With ``steer_mode: "interrupt"`` a steer
+stops the round: the calls not yet reported get an "interrupted" result.
 """
 
 from __future__ import annotations
@@ -14,14 +16,15 @@ import anyio
 import msgspec
 
 from loopgate.contracts.messages import Message
-from loopgate.gateway.loop.hook_runner import HookRunner
-from loopgate.gateway.loop.hooks import Suspend
+from loopgate.gateway.loop.hook_runner import HookError, HookRunner
+from loopgate.gateway.loop.hooks import Replace, Suspend
 from loopgate.gateway.loop.state import TurnState
 from loopgate.gateway.loop.streaming import ParsedCall
 from loopgate.gateway.loop.tool_exec import Slot, execute_all
+from loopgate.gateway.loop.truncation import bounded, preview
 from loopgate.gateway.loop.types import ToolResult
 
-PREVIEW_CHARS = 300
+INTERRUPTED = "interrupted: the user sent a new message before this tool call finished"
 
 _canonical = msgspec.json.Encoder(order="sorted")
 
@@ -29,32 +32,42 @@ _canonical = msgspec.json.Encoder(order="sorted")
 class RoundOutcome:
     """What the round's results add up to: failures, duplicates, and the first suspension."""
 
-    __slots__ = ("deduped", "failed", "suspend")
+    __slots__ = ("deduped", "failed", "interrupted", "suspend")
 
     def __init__(self) -> None:
         self.failed = 0
         self.deduped = 0
+        self.interrupted = False
         self.suspend: tuple[str, str] | None = None  # (tool call id, reason)
 
 
 async def run_calls(turn: TurnState, hooks: HookRunner, parsed: list[ParsedCall]) -> RoundOutcome:
     """Resolve, run and report ``parsed`` in call order."""
     slots = [Slot(p.call) for p in parsed]
-    to_run = await _resolve(turn, parsed, slots)
     outcome = RoundOutcome()
     problem: BaseException | None = None
-    async with anyio.create_task_group() as tg:
-        tg.start_soon(execute_all, turn, to_run)
-        try:
-            for slot in slots:
-                await _settle(turn, hooks, slot, outcome)
-        except Exception as exc:
-            # Hook or sink failure: stop the tools, re-raise outside the task group so the
-            # caller sees the exception itself rather than an ExceptionGroup.
-            problem = exc
-            tg.cancel_scope.cancel()
+    with turn.control.interruptible() as phase:
+        to_run = await _resolve(turn, parsed, slots)
+        async with anyio.create_task_group() as tg:
+            tg.start_soon(execute_all, turn, to_run)
+            try:
+                for slot in slots:
+                    await _settle(turn, hooks, slot, outcome)
+            except Exception as exc:
+                # Hook or sink failure: stop the tools, re-raise outside the task group so the
+                # caller sees the exception itself rather than an ExceptionGroup.
+                problem = exc
+                tg.cancel_scope.cancel()
     if problem is not None:
         raise problem
+    if turn.control.take_interrupt() and phase.cancelled_caught:
+        outcome.interrupted = True
+        for slot in slots:
+            if slot.call.id in turn.open_calls:
+                # A result that arrived is reported as it is; the rest were cut short, which
+                # is not the model's tool error (the user stopped the round) and not counted.
+                result = slot.result or ToolResult(success=False, error=INTERRUPTED)
+                await report(turn, slot, result, counted=slot.result is not None)
     return outcome
 
 
@@ -99,7 +112,7 @@ def _deduplicated(turn: TurnState, slot: Slot, seen: dict[str, Slot]) -> bool:
 
 
 async def _settle(turn: TurnState, hooks: HookRunner, slot: Slot, outcome: RoundOutcome) -> None:
-    """Wait for ``slot``'s result, report it, count it, and run ``post_tool_result``."""
+    """Wait for ``slot``'s result, run ``post_tool_result`` on it, report it, count it."""
     if slot.alias is not None:
         await slot.alias.ready.wait()
         assert slot.alias.result is not None
@@ -107,48 +120,80 @@ async def _settle(turn: TurnState, hooks: HookRunner, slot: Slot, outcome: Round
     await slot.ready.wait()
     result = slot.result
     assert result is not None
-    await report(turn, slot, result)
+    replaced = False
+    suspend: str | None = None
+    for fn in hooks.each("post_tool_result"):
+        # In order, each hook seeing the result as the ones before it left it.
+        for action in await hooks.ask(fn, "post_tool_result", slot.call, result):
+            extra: dict[str, Any] = {"toolCallId": slot.call.id}
+            if isinstance(action, Replace):
+                result = _checked_replacement(action.result)
+                replaced = True
+                extra["value"] = preview(result.content or result.error or "")
+            elif isinstance(action, Suspend) and suspend is None:
+                suspend = action.reason or "suspended by hook"
+            await hooks.announce("post_tool_result", action, **extra)
+    if replaced:
+        slot.raised = False  # the hook's result is what is reported, not the executor's failure
+    await report(turn, slot, result, replaced=replaced)
     outcome.failed += not result.success
     outcome.deduped += slot.deduped
-    if result.suspend and outcome.suspend is None:
-        outcome.suspend = (slot.call.id, _suspend_reason(result))
-    action = await hooks.call("post_tool_result", slot.call, result)
-    if action is not None:
-        await hooks.announce("post_tool_result", action)
-        if isinstance(action, Suspend) and outcome.suspend is None:
-            outcome.suspend = (slot.call.id, action.reason or "suspended by hook")
+    if outcome.suspend is None:
+        if result.suspend:
+            outcome.suspend = (slot.call.id, _suspend_reason(result))
+        elif suspend is not None:
+            outcome.suspend = (slot.call.id, suspend)
 
 
-async def report(turn: TurnState, slot: Slot, result: ToolResult) -> None:
+def _checked_replacement(result: Any) -> ToolResult:
+    if not isinstance(result, ToolResult) or not isinstance(result.content, str):
+        raise HookError("post_tool_result", "returned replace without a ToolResult")
+    return result
+
+
+async def report(
+    turn: TurnState,
+    slot: Slot,
+    result: ToolResult,
+    *,
+    counted: bool = True,
+    replaced: bool = False,
+) -> None:
     """Count a result, emit ``tool_call_result`` (or ``tool_error``), add the observation."""
     call = slot.call
-    if result.success:
+    if counted and result.success:
         turn.consecutive_errors = 0
-    else:
+    elif counted:
         turn.consecutive_errors += 1
         turn.tool_error_count += 1
+    observation, omitted = bounded(_observation(result), turn.cfg.max_tool_result_chars)
     if slot.raised:
         await turn.emit(
             "tool_error", {"id": call.id, "name": call.name, "error": result.error or ""}
         )
     else:
-        await turn.emit("tool_call_result", _result_data(turn, slot, result))
+        data = _result_data(turn, slot, result)
+        if replaced:
+            data["replaced"] = True
+        if omitted:
+            # The model saw only part of it; consumers that know the fields can say so.
+            data["truncated"] = True
+            data["omittedChars"] = omitted
+        await turn.emit("tool_call_result", data)
     turn.open_calls.pop(call.id, None)
     turn.history.append(
-        Message(role="tool", tool_call_id=call.id, name=call.name, content=_observation(result))
+        Message(role="tool", tool_call_id=call.id, name=call.name, content=observation)
     )
 
 
 def _result_data(turn: TurnState, slot: Slot, result: ToolResult) -> dict[str, Any]:
     call = slot.call
-    source = result.content or result.error or ""
-    preview = source if len(source) <= PREVIEW_CHARS else source[:PREVIEW_CHARS] + "…"
     data: dict[str, Any] = {
         "id": call.id,
         "name": call.name,
         "success": result.success,
         "durationMs": 0.0 if slot.deduped else slot.duration_ms,
-        "resultPreview": preview,
+        "resultPreview": preview(result.content or result.error or ""),
     }
     if result.error is not None:
         data["error"] = result.error

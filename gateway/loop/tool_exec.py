@@ -1,7 +1,8 @@
 """Running a round's tool calls: in call order, consecutive concurrency-safe calls together.
 
 :func:`invoke` is the one place the tool executor is called; a hung call becomes a failed
-result after ``tool_timeout_ms``, and an executor's exception is never shown to clients.
+result after ``tool_timeout_ms`` (in wrap-up, ``wrap_up_tool_timeout_ms`` if shorter), and an
+executor's exception is never shown to clients.
 """
 
 from __future__ import annotations
@@ -83,6 +84,9 @@ async def invoke(turn: TurnState, slot: Slot) -> ToolResult:
     """Call the executor for ``slot``'s call under the tool timeout: its one call site."""
     call = slot.call
     timeout_ms = turn.cfg.tool_timeout_ms
+    wrap_up_ms = turn.cfg.wrap_up_tool_timeout_ms
+    if turn.wrap_up and wrap_up_ms is not None:
+        timeout_ms = min(timeout_ms, wrap_up_ms)
     try:
         with anyio.move_on_after(timeout_ms / 1000), turn.loop.scope(f"tool.{call.id}"):
             result = await turn.loop.executor.execute(call, turn.ctx())

@@ -104,11 +104,11 @@ async def _stopped(
         consecutive_tool_errors=turn.consecutive_errors,
         text_length=len(resp.text),
     )
-    action = await hooks.call("tool_made_progress", summary)
-    if action is None:
-        return False
-    await hooks.announce("tool_made_progress", action)
-    if isinstance(action, Stop):
-        await turn.finish("failed", f"stopped: {action.reason}".rstrip(": "))
-        return True
+    for fn in hooks.each("tool_made_progress"):
+        # In order; the first stop wins and the hooks after it are not asked.
+        for action in await hooks.ask(fn, "tool_made_progress", summary):
+            await hooks.announce("tool_made_progress", action)
+            if isinstance(action, Stop):
+                await turn.finish("failed", f"stopped: {action.reason}".rstrip(": "))
+                return True
     return False

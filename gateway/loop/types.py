@@ -49,6 +49,15 @@ class ModelRequest(msgspec.Struct, kw_only=True):
     tools: list[ToolSpec] = msgspec.field(default_factory=list)
     temperature: float | None = None
     max_tokens: int | None = None
+    # "auto" | "none" | "required" | the name of one offered tool (see tool_choice_to_wire).
+    tool_choice: str | None = None
+
+
+def tool_choice_to_wire(choice: str) -> str | dict[str, Any]:
+    """``ModelRequest.tool_choice`` as OpenAI-compatible APIs spell it."""
+    if choice in ("auto", "none", "required"):
+        return choice
+    return {"type": "function", "function": {"name": choice}}
 
 
 class ProviderError(Exception):
@@ -102,13 +111,18 @@ class PermissionGate(Protocol):
 
 
 class LoopContext(msgspec.Struct, kw_only=True):
-    """What hooks and tools may read about the turn in progress (never rewrite)."""
+    """What hooks and tools may read about the turn in progress (never rewrite).
+
+    ``history`` is everything the turn has recorded; ``messages`` what the next model request
+    sends: the same list, unless a ``pre_step`` hook compacted or rewrote the model's view.
+    """
 
     round: int
     elapsed_ms: float
     history: list[Message]
     consecutive_tool_errors: int = 0
     tokens_used: int = 0
+    messages: list[Message] = msgspec.field(default_factory=list)
 
 
 EventSink = Callable[[str, dict[str, Any]], Awaitable[None]]

@@ -152,5 +152,6 @@ def provider_from_settings(settings: Settings) -> ModelProvider:
             base_url=settings.openai_base_url,
             model=settings.openai_model,
             api_key=settings.openai_api_key,
+            text_tools=settings.openai_text_tools,
         )
     return make_provider("scripted", delay_s=settings.scripted_delay_s)

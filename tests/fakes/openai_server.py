@@ -4,6 +4,10 @@
 or, failing that, by the request's ``model``. Streams are real ``chat.completion.chunk`` objects
 framed as the OpenAI API frames them; every request is recorded for assertions.
 
+``transcript-NAME`` plays ``transcripts/NAME.json``: what a real local model streams when its
+server has no tool (or reasoning) parser, token by token — ``<think>`` and ``<tool_call>`` as
+content. Its n-th reply answers a request with n tool results after the last user message.
+
     fake = FakeOpenAI()
     with serve_app(fake.app) as url:
         provider = OpenAIProvider(f"{url}/v1", model="text")
@@ -14,6 +18,7 @@ from __future__ import annotations
 import json
 import threading
 from collections.abc import Awaitable, Callable
+from pathlib import Path
 from typing import Any
 
 import anyio
@@ -24,7 +29,7 @@ from starlette.requests import Request
 from starlette.routing import Route
 from starlette.types import Message, Receive, Scope, Send
 
-__all__ = ["SCENARIOS", "FakeOpenAI", "RecordedRequest"]
+__all__ = ["SCENARIOS", "TRANSCRIPTS", "FakeOpenAI", "RecordedRequest", "Transcript"]
 
 CREATED = 1_700_000_000
 CHUNK_ID = "chatcmpl-fake0001"
@@ -394,6 +399,64 @@ async def _agent(w: _Wire) -> None:
     await w.end()
 
 
+class TranscriptReply(msgspec.Struct, forbid_unknown_fields=True):
+    content: list[str]  # the content deltas, as the server streamed them
+    finish_reason: str = "stop"
+    reasoning_content: list[str] = msgspec.field(default_factory=list)  # a reasoning parser's
+
+
+class Transcript(msgspec.Struct, forbid_unknown_fields=True):
+    model: str  # the model that writes this format
+    served_by: str  # how it was served: which parsers were off
+    replies: list[TranscriptReply]
+
+    def text(self, reply: int) -> str:
+        return "".join(self.replies[reply].content)
+
+
+TRANSCRIPTS: dict[str, Transcript] = {
+    path.stem: msgspec.json.decode(path.read_bytes(), type=Transcript)
+    for path in sorted((Path(__file__).parent / "transcripts").glob("*.json"))
+}
+
+
+def _transcript(transcript: Transcript) -> Script:
+    async def play(w: _Wire) -> None:
+        messages = w.body.get("messages") or []
+        users = [i for i, m in enumerate(messages) if m.get("role") == "user"]
+        since = messages[users[-1] + 1 :] if users else messages
+        answered = sum(1 for m in since if m.get("role") == "tool")
+        reply = transcript.replies[min(answered, len(transcript.replies) - 1)]
+        await w.start()
+        await w.chunk({"role": "assistant", "content": ""})
+        for part in reply.reasoning_content:
+            await w.chunk({"content": None, "reasoning_content": part})
+        for part in reply.content:
+            await w.chunk({"content": part})
+        await w.chunk({}, reply.finish_reason)
+        await w.usage()
+        await w.done()
+        await w.end()
+
+    return play
+
+
+async def _parts(w: _Wire) -> None:
+    """Streams the content deltas the last user message lists (a JSON array of strings), so a
+    test can send one text split any way it likes; after a tool result, answers ``done``."""
+    messages = w.body.get("messages") or [{}]
+    last = messages[-1]
+    parts = ["done"] if last.get("role") == "tool" else json.loads(str(last.get("content")))
+    await w.start()
+    await w.chunk({"role": "assistant", "content": ""})
+    for part in parts:
+        await w.chunk({"content": part})
+    await w.chunk({}, "stop")
+    await w.usage()
+    await w.done()
+    await w.end()
+
+
 SCENARIOS: dict[str, Script] = {
     "agent": _agent,
     "text": _text,
@@ -415,6 +478,8 @@ SCENARIOS: dict[str, Script] = {
     "error-midstream": _error_midstream,
     "crlf": _crlf,
     "big": _big,
+    "parts": _parts,
+    **{f"transcript-{name}": _transcript(t) for name, t in TRANSCRIPTS.items()},
 }
 
 

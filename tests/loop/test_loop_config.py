@@ -19,6 +19,9 @@ POSITIVE = [
     "idle_stream_timeout_ms",
     "reasoning_without_progress_chars",
     "max_tokens",
+    "wrap_up_tool_timeout_ms",
+    "idle_stream_max_chars",
+    "max_tool_result_chars",
 ]
 
 
@@ -52,6 +55,10 @@ def test_non_positive_limits_rejected(field: str, value: int):
         ("temperature", "hot", "temperature must be a number or null, got str"),
         ("temperature", 3, "temperature must be between 0 and 2"),
         ("steer_mode", 1, "steer_mode must be a string"),
+        ("wrap_up_keeps_tools", "true", "wrap_up_keeps_tools must be a boolean, got str"),
+        ("wrap_up_tool_timeout_ms", 1.5, "wrap_up_tool_timeout_ms must be a positive integer"),
+        ("idle_stream_max_chars", "9", "idle_stream_max_chars must be a positive integer"),
+        ("max_tool_result_chars", None, "max_tool_result_chars must be a positive integer, got"),
     ],
 )
 def test_wrong_types_named(field: str, value, expected: str):
@@ -62,14 +69,33 @@ def test_wrong_types_named(field: str, value, expected: str):
 def test_unknown_keys_are_left_out_and_named():
     # Another engine's keys are not refused (issue 13): the reference loop leaves them out,
     # and names them for its log line.
-    config = LoopConfig.from_dict({"max_round": 3, "wrap_up_keeps_tools": True})
+    config = LoopConfig.from_dict({"max_round": 3, "idle_reasoning_gap_ms": 5000})
     assert config == LoopConfig()
     assert LoopConfig.unknown_keys({"max_round": 3, "max_rounds": 2}) == ["max_round"]
 
 
-def test_steer_mode_only_boundary():
-    with pytest.raises(ValueError, match="steer_mode must be 'boundary'"):
+def test_steer_mode_boundary_or_interrupt():
+    assert LoopConfig(steer_mode="interrupt").steer_mode == "interrupt"
+    with pytest.raises(ValueError, match=r"steer_mode must be 'boundary' .* or 'interrupt'"):
         LoopConfig(steer_mode="immediate")
+
+
+def test_the_seed_fields_and_their_defaults():
+    # Seed 001's wrap-up and stream settings, and the bound on a tool result in the context.
+    config = LoopConfig.from_dict(
+        {
+            "wrap_up_keeps_tools": True,
+            "wrap_up_tool_timeout_ms": 500,
+            "idle_stream_max_chars": 2000,
+            "max_tool_result_chars": 100,
+        }
+    )
+    assert (config.wrap_up_keeps_tools, config.wrap_up_tool_timeout_ms) == (True, 500)
+    assert (config.idle_stream_max_chars, config.max_tool_result_chars) == (2000, 100)
+    default = LoopConfig()
+    assert default.wrap_up_keeps_tools is False
+    assert default.wrap_up_tool_timeout_ms is None and default.idle_stream_max_chars is None
+    assert default.max_tool_result_chars == 32_000  # bounded by default
 
 
 def test_constructor_validates_too():

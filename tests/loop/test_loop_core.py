@@ -261,7 +261,9 @@ async def test_soft_timeout_wraps_up_then_final_round_without_tools():
     slow_call = [Sleep(0.03), *calls(("a", {}))]
     provider = FakeProvider(slow_call)  # would call tools forever
     executor = FakeExecutor({"a": ok()})
-    config = LoopConfig(soft_timeout_ms=40, wrap_up_max_tool_rounds=1, tool_dedup=False)
+    config = LoopConfig(
+        soft_timeout_ms=40, wrap_up_keeps_tools=True, wrap_up_max_tool_rounds=1, tool_dedup=False
+    )
     rec, history = await run(provider, executor, config=config)
     soft = rec.of("soft_timeout")
     assert len(soft) == 1 and soft[0]["softTimeoutMs"] == 40 and soft[0]["elapsedMs"] >= 40
@@ -282,7 +284,9 @@ async def test_wrap_up_hard_cap_stops_the_turn():
         [Sleep(0.03), *calls(("a", {}))], [Sleep(0.03), *calls(("a", {}))], [Sleep(5), *text("x")]
     )
     executor = FakeExecutor({"a": ok()})
-    config = LoopConfig(soft_timeout_ms=20, wrap_up_hard_cap_ms=60, tool_dedup=False)
+    config = LoopConfig(
+        soft_timeout_ms=20, wrap_up_hard_cap_ms=60, wrap_up_keeps_tools=True, tool_dedup=False
+    )
     start = anyio.current_time()
     rec, _ = await run(provider, executor, config=config)
     assert anyio.current_time() - start < 2
@@ -452,5 +456,7 @@ async def test_tool_context_is_given_to_executor():
 
 
 async def test_usage_chunk_only_stream_is_an_empty_answer():
+    # Seed 000: a degenerate reply is a failure with a reason, not an empty completion.
     rec, _ = await run(FakeProvider([UsageChunk(prompt_tokens=1, completion_tokens=1)]))
-    assert rec.terminal["status"] == "completed" and rec.terminal["textLength"] == 0
+    assert rec.terminal["status"] == "failed" and rec.terminal["reason"] == "empty_response"
+    assert rec.terminal["textLength"] == 0

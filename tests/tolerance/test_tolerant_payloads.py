@@ -88,14 +88,14 @@ def test_unknown_jsonrpc_params_and_loop_config_keys_are_accepted(gateway: str) 
     started = rpc(
         gateway,
         "run.start",
-        {"input": "hello", "config": {"wrap_up_keeps_tools": True}, "futureOption": 1},
+        {"input": "hello", "config": {"idle_reasoning_gap_ms": 5000}, "futureOption": 1},
     )
     run_id = started["result"]["runId"]
     assert rpc(gateway, "run.get", {"runId": run_id, "verbose": True})["result"]["id"] == run_id
     streamed = envelopes(read_stream(gateway, run_id, timeout=20))
     assert streamed[-1]["data"]["status"] == "completed"
     response = httpx.post(
-        f"{gateway}/v1/runs", json={"input": "hi", "config": {"wrap_up_keeps_tools": True}}
+        f"{gateway}/v1/runs", json={"input": "hi", "config": {"idle_reasoning_gap_ms": 5000}}
     )
     assert response.status_code == 201
 
@@ -111,10 +111,10 @@ def test_a_known_loop_config_key_with_a_bad_value_is_still_refused(gateway: str)
 
 
 def test_loop_config_keeps_unknown_keys_out() -> None:
-    config = LoopConfig.from_dict({"max_rounds": 3, "wrap_up_keeps_tools": True})
-    assert config.max_rounds == 3 and "wrap_up_keeps_tools" not in config.to_dict()
-    assert LoopConfig.unknown_keys({"max_rounds": 3, "wrap_up_keeps_tools": True}) == [
-        "wrap_up_keeps_tools"
+    config = LoopConfig.from_dict({"max_rounds": 3, "idle_reasoning_gap_ms": 5000})
+    assert config.max_rounds == 3 and "idle_reasoning_gap_ms" not in config.to_dict()
+    assert LoopConfig.unknown_keys({"max_rounds": 3, "idle_reasoning_gap_ms": 5000}) == [
+        "idle_reasoning_gap_ms"
     ]
 
 
