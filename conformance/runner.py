@@ -39,6 +39,9 @@ TARGETS: dict[str, Target] = {
     "agui": Target(adapter="loopgate.adapters.agui:AguiAdapter", protocol_version="1.0"),
     "acp": Target(adapter="loopgate.adapters.acp:AcpAdapter", protocol_version=1),
     "jsonrpc": Target(adapter="loopgate.adapters.jsonrpc:JsonRpcAdapter"),
+    "openai": Target(adapter="loopgate.adapters.openai:OpenAIAdapter"),
+    "vercel": Target(adapter="loopgate.adapters.vercel:VercelAdapter"),
+    "mcp": Target(adapter="loopgate.adapters.mcp:McpAdapter"),
 }
 
 _line_encoder = msgspec.json.Encoder()

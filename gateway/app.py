@@ -46,7 +46,12 @@ def build_hub(
         "ingest": IngestSource(settings.ingest_idle_timeout_s),
         "replay": ReplaySource(settings.replay_dir, settings.replay_max_gap_s),
     }
-    journal = open_journal(settings.journal, synchronous=settings.journal_synchronous)
+    journal = open_journal(
+        settings.journal,
+        synchronous=settings.journal_synchronous,
+        max_events=settings.max_events_per_run,
+        max_age_s=settings.max_run_age_s,
+    )
     hub = Hub(settings, journal, sources, loop=agent_loop)
     if telemetry is not None:
         telemetry.attach(hub)

@@ -38,6 +38,10 @@ class Settings(msgspec.Struct, kw_only=True, forbid_unknown_fields=True):
     openai_base_url: str | None = None
     openai_model: str | None = None
     openai_api_key: str | None = None
+    # <think> / <tool_call> written as text by models served without a reasoning or tool
+    # parser: "auto" where a reply uses them, "on" also for replies that open inside a think
+    # block (DeepSeek-R1 distills, QwQ), "off" never (gateway/loop/text_tags.py).
+    openai_text_tools: Literal["auto", "on", "off"] = "auto"
     # Where read_file reads and write_note writes: never the directory the server started in.
     workspace: str = msgspec.field(default_factory=lambda: default_workspace(os.environ))
     loop_config: dict[str, Any] = msgspec.field(default_factory=dict)
@@ -68,7 +72,7 @@ class Settings(msgspec.Struct, kw_only=True, forbid_unknown_fields=True):
     # servers; `loopgate acp` on stdio always may (the IDE that starts it is trusted).
     acp_remote_stdio_mcp: bool = False
 
-    journal: str = "memory"  # or "sqlite:PATH"
+    journal: str = "memory"  # or "sqlite:PATH", "redis://HOST:PORT/DB" (docs/scale.md)
     replay_dir: str = str(RECORDINGS)
 
     max_body_bytes: int = 1 << 20
@@ -128,8 +132,13 @@ class Settings(msgspec.Struct, kw_only=True, forbid_unknown_fields=True):
             raise ValueError(f"delivery_window_s must be 0 to 1 s, got {self.delivery_window_s}")
         if not (0 < self.port < 65536):
             raise ValueError(f"port must be between 1 and 65535, got {self.port}")
-        if self.journal != "memory" and not self.journal.startswith("sqlite:"):
-            raise ValueError(f"journal must be 'memory' or 'sqlite:PATH', got {self.journal!r}")
+        if self.journal != "memory" and not self.journal.startswith(
+            ("sqlite:", "redis://", "rediss://")
+        ):
+            raise ValueError(
+                "journal must be 'memory', 'sqlite:PATH' or 'redis://HOST:PORT/DB', "
+                f"got {self.journal!r}"
+            )
         plugs = [n for n in ("loop", "loop_url", "loop_cmd") if getattr(self, n)]
         if len(plugs) > 1:
             raise ValueError(f"give at most one of --loop, --loop-url, --loop-cmd (got {plugs})")

@@ -82,6 +82,7 @@ RUNTIME_DISTRIBUTIONS = {
     "docstring_parser": "docstring-parser",
     "mcp": "mcp",
     "httpx": "httpx",
+    "json_repair": "json-repair",
     "msgspec": "msgspec",
     "opentelemetry": "opentelemetry-sdk",
     "pydantic": "pydantic",
@@ -107,6 +108,8 @@ def test_shipped_code_imports_only_runtime_dependencies() -> None:
         for path in (ROOT / layer).rglob("*.py"):
             if path.parent == ROOT / "gateway" / "integrations":
                 continue  # each needs its own extra (test_integrations_need_their_extra)
+            if str(path.relative_to(ROOT)) in OPTIONAL_MODULES:
+                continue  # imported only when asked for (test_optional_modules_need_their_extra)
             for name in imported_packages(path) - ours - set(sys.stdlib_module_names):
                 imported.setdefault(name, set()).add(str(path.relative_to(ROOT)))
     undeclared = {
@@ -115,6 +118,29 @@ def test_shipped_code_imports_only_runtime_dependencies() -> None:
         if RUNTIME_DISTRIBUTIONS.get(name) not in declared
     }
     assert undeclared == {}
+
+
+# Shipped modules imported only when a setting asks for them → the extra that installs what
+# they import beyond the runtime dependencies.
+OPTIONAL_MODULES = {"gateway/journal/redis_streams.py": "redis"}  # --journal redis://
+
+
+def test_optional_modules_need_their_extra() -> None:
+    import sys
+    import tomllib
+
+    extras = tomllib.loads((ROOT / "pyproject.toml").read_text())["project"][
+        "optional-dependencies"
+    ]
+    offenders: dict[str, list[str]] = {}
+    for module, extra in OPTIONAL_MODULES.items():
+        allowed = {dep.split(">")[0].split("=")[0].strip() for dep in extras[extra]}
+        foreign = imported_packages(ROOT / module) - OURS
+        foreign -= set(sys.stdlib_module_names) | set(RUNTIME_DISTRIBUTIONS)
+        bad = sorted(n for n in foreign if n not in allowed)
+        if bad:
+            offenders[module] = bad
+    assert offenders == {}
 
 
 def test_integrations_need_their_extra() -> None:

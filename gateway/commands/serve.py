@@ -29,7 +29,11 @@ ENDPOINTS = """endpoints (docs/api.md):
   DELETE /v1/threads/{thread_id}      forget a recorded thread (its runs stay)
   POST /agui, WS /agui/ws             AG-UI
   WS   /acp                           ACP (Agent Client Protocol)
-  POST /rpc, WS /rpc/ws               JSON-RPC 2.0"""
+  POST /rpc, WS /rpc/ws               JSON-RPC 2.0
+  POST /v1/chat/completions           OpenAI chat completions (docs/openai.md)
+  GET  /v1/models, GET /v1/models/{model:path}   the model names it answers to
+  POST /vercel, GET /vercel/{chat_id}/stream   Vercel AI SDK useChat (docs/vercel.md)
+  POST /mcp                           MCP, streamable HTTP: runs as tools (docs/mcp.md)"""
 
 
 def register(sub: argparse._SubParsersAction) -> None:  # type: ignore[type-arg]
@@ -104,7 +108,10 @@ def register(sub: argparse._SubParsersAction) -> None:  # type: ignore[type-arg]
         help="let ACP clients on /acp have the gateway start the stdio MCP servers they name "
         "(off: only http MCP servers)",
     )
-    p.add_argument("--journal", help="'memory' (default) or 'sqlite:PATH'")
+    p.add_argument(
+        "--journal",
+        help="'memory' (default), 'sqlite:PATH' or 'redis://HOST:PORT/DB' (docs/scale.md)",
+    )
     p.add_argument("--workspace", help="directory the demo file tools may read and write")
     p.add_argument(
         "--keepalive",

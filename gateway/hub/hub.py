@@ -36,6 +36,7 @@ from loopgate.contracts.ports import (
     ThreadExists,
     ThreadInfo,
 )
+from loopgate.gateway.hub.remote import Remote
 from loopgate.gateway.hub.run import Producer, Run, RunSubscription, new_record
 from loopgate.gateway.journal.base import EVENT_OVERHEAD_BYTES, Journal, RunRecord
 from loopgate.gateway.settings import Settings
@@ -125,6 +126,9 @@ class Hub:
         self._retained = 0
         self._durable = journal.durable
         journal.on_commit = self._committed
+        # A journal other instances share (Redis): their runs are served here too, as remote
+        # views (gateway.hub.remote), and commands to them go to their owners.
+        self._remote = Remote(self, journal) if getattr(journal, "shared", False) else None
         self._active = 0
         self._started = 0
         self._accepted = 0
@@ -166,6 +170,8 @@ class Hub:
         self._tg.start_soon(self._compactor)
         for service in self.services:
             self._tg.start_soon(service)
+        if self._remote is not None:
+            self._remote.tg = self._tg
         return self
 
     async def __aexit__(self, *exc_info: object) -> None:
@@ -184,7 +190,8 @@ class Hub:
         if self._closing:
             return
         self._closing = True
-        running = [r for r in self._runs.values() if not r.finished]
+        # Not the views of other instances' runs: those go on without this one.
+        running = [r for r in self._runs.values() if not r.finished and not r.remote]
         for run in running:
             if run.record.source == "ingest":
                 # The external loop lives on; only this gateway's view of the run ends.
@@ -241,6 +248,8 @@ class Hub:
 
     async def _sweep(self) -> None:
         s = self.settings
+        if self._remote is not None:
+            self._remote.sweep()
         cutoff = self.clock() - int(s.max_run_age_s * 1e9)
         finished = [r for r in self._runs.values() if r.finished and not r.subscribers]
         finished.sort(key=lambda r: r.record.finished_at or 0)
@@ -410,13 +419,17 @@ class Hub:
             if waiting:
                 run.notify()
         if not self._durable:
-            if terminal or not self._window:
-                run.notify()
-            elif run.has_waiters and run not in self._dirty:
-                self._dirty[run] = None
-                if self._woken is not None:
-                    self._woken.set()
+            self.wake(run, terminal)
         return env
+
+    def wake(self, run: Run, now: bool = False) -> None:
+        """Wake the run's waiting subscribers: ``now``, or with the next delivery window."""
+        if now or not self._window:
+            run.notify()
+        elif run.has_waiters and run not in self._dirty:
+            self._dirty[run] = None
+            if self._woken is not None:
+                self._woken.set()
 
     def _admit_or_end(self, run: Run, seq: int, size: int) -> None:
         """An event past a bound: room is made for it by dropping finished runs, or the run
@@ -541,7 +554,9 @@ class Hub:
             producer.cancel()
             return None
 
-        return await self._command(run_id, "cancel", cancel, "cancellation requested")
+        return await self._command(
+            run_id, "cancel", cancel, "cancellation requested", {"verb": "cancel"}
+        )
 
     async def steer(self, run_id: str, content: str) -> CommandResult:
         return await self._command(
@@ -549,13 +564,20 @@ class Hub:
             "steer",
             lambda producer: producer.steer(content),
             "steering message delivered; the loop applies it at its next step",
+            {"verb": "steer", "content": content},
         )
 
     async def respond(self, run_id: str, request_id: str, decision: str) -> CommandResult:
         async def answer(producer: Producer) -> str | None:
             return producer.respond(request_id, decision)
 
-        return await self._command(run_id, "answer", answer, f"{decision} recorded")
+        return await self._command(
+            run_id,
+            "answer",
+            answer,
+            f"{decision} recorded",
+            {"verb": "respond", "request_id": request_id, "decision": decision},
+        )
 
     async def _command(
         self,
@@ -563,12 +585,16 @@ class Hub:
         verb: str,
         apply: Callable[[Producer], Awaitable[str | None]],
         accepted: str,
+        remote: dict[str, Any],
     ) -> CommandResult:
         """A command to a live run's producer; on a finished run it is a no-op, not an error.
 
-        ``apply`` returns a refusal (a reason) or None when the producer took the command.
+        ``apply`` returns a refusal (a reason) or None when the producer took the command;
+        ``remote`` is the command as sent to the instance that owns a remote run.
         """
         run = await self._load(run_id)
+        if run.remote and not run.finished and self._remote is not None:
+            return await self._remote.command(run, verb, remote)
         if run.finished or run.producer is None:
             detail = f"run already finished ({run.record.status}); nothing to {verb}"
             return CommandResult(run_id=run_id, accepted=False, detail=detail)
@@ -582,6 +608,9 @@ class Hub:
 
     async def push_nowait(self, run_id: str, event: LoopEvent) -> Envelope:
         run = await self._load(run_id)
+        if run.remote and not run.finished and self._remote is not None:
+            # The owner appends (one writer per run): it answers once the event is committed.
+            return await self._remote.push(run, event)
         if run.record.source != "ingest":
             raise RunNotIngest(f"run {run_id!r} is produced by its {run.record.source} source")
         if run.finished:
@@ -600,13 +629,21 @@ class Hub:
         await self._wait_committed(await self._load(run_id), seq)
 
     async def _wait_committed(self, run: Run | None, seq: int) -> None:
+        if run is not None and run.remote:
+            return  # its owner answered each push once it was committed
         if run is None or run.committed < seq:
             # Everything recorded before this call is committed when it returns (the
             # writer's group commit, or this call's own if the writer is busy or gone).
             await self.journal.flush()
+            if run is not None and run.committed < seq and self._remote is not None:
+                # Refused by a shared journal: another instance ended the run meanwhile.
+                raise RunFinished(run.id, run.record.status)
 
     async def end_ingest(self, run_id: str) -> None:
         run = await self._load(run_id)
+        if run.remote and not run.finished and self._remote is not None:
+            await self._remote.end_ingest(run)
+            return
         if run.record.source != "ingest":
             raise RunNotIngest(f"run {run_id!r} is produced by its {run.record.source} source")
         self.end_producer(run)
@@ -740,6 +777,8 @@ class Hub:
             run = self._cold(record)
             self._admit(run)
             return run
+        if self._remote is not None:
+            return await self._remote.load(record)
         return await self._load_hot(record)
 
     def _cold(self, record: RunRecord) -> Run:

@@ -90,6 +90,9 @@ class Run:
         # handed that event. Neither these nor observers may raise.
         self.on_finish: list[Callable[[Run], None]] = []
         self.ingested_bytes = 0
+        # A view of a run another instance owns (a shared journal): its events come from the
+        # journal as they are committed there, and commands go to its owner.
+        self.remote = False
         self._waiter: anyio.Event | None = None
         if record.state == "finished":
             self.ended.set()

@@ -5,10 +5,23 @@ from loopgate.gateway.journal.memory import MemoryJournal
 from loopgate.gateway.journal.sqlite import SqliteJournal, Synchronous
 
 
-def open_journal(spec: str, *, synchronous: Synchronous = "normal") -> Journal:
-    """``memory`` or ``sqlite:PATH``; ``synchronous`` is SQLite's (``normal`` or ``full``)."""
+def open_journal(
+    spec: str,
+    *,
+    synchronous: Synchronous = "normal",
+    max_events: int = 100_000,
+    max_age_s: float = 24 * 3600.0,
+) -> Journal:
+    """``memory``, ``sqlite:PATH`` or ``redis://HOST:PORT/DB`` (``rediss://``);
+    ``synchronous`` is SQLite's (``normal`` or ``full``); ``max_events`` and ``max_age_s``
+    bound what Redis keeps of a run (the hub's own retention bounds the rest)."""
     if spec == "memory":
         return MemoryJournal()
+    if spec.startswith(("redis://", "rediss://")):
+        # Imported only when asked: Redis is an optional extra (loopgate-server[redis]).
+        from loopgate.gateway.journal.redis_streams import RedisJournal
+
+        return RedisJournal(spec, max_events=max_events, max_age_s=max_age_s)
     return SqliteJournal(spec.removeprefix("sqlite:"), synchronous=synchronous)
 
 

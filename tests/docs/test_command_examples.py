@@ -183,6 +183,8 @@ NOT_RUN: dict[tuple[str, str], str] = {
                 took="~1.5 min", smaller=_QUICK
             ),
             "ingest_journal": _LONG.format(took="~4 min", smaller=_QUICK),
+            "scale_out": _LONG.format(took="~2 min", smaller=_SMOKE.format("scale_out")),
+            "scale_out --quick": _LONG.format(took="23 s", smaller=_SMOKE.format("scale_out")),
         }.items()
     },
 }

@@ -1,0 +1,259 @@
+"""Runs another instance owns, served here through a shared journal (Redis; docs/scale.md).
+
+A remote run is held like a running run of this hub (``Run.hot``, the same subscriptions,
+batches and back-pressure), with ``Run.remote`` set and no producer: a reader task follows
+the run's stream (a blocking read) and appends what the owner committed, in seq order, then
+wakes subscribers through the hub's delivery window. It is loaded only when something here
+asks for the run, counts against this hub's memory bounds like any run, and goes once nobody
+here watches it (the sweep); a finished one becomes an ordinary finished run (served from the
+journal once it leaves memory). Commands and pushes go to the owner, which answers once they
+are applied (a push: once its event is committed).
+"""
+
+from __future__ import annotations
+
+import logging
+from typing import TYPE_CHECKING, Any, Protocol
+
+import anyio
+import msgspec
+from anyio.abc import TaskGroup
+
+from loopgate.contracts.client_errors import ClientError, client_message
+from loopgate.contracts.contract import is_terminal_completion
+from loopgate.contracts.envelope import Envelope, LoopEvent
+from loopgate.contracts.ports import (
+    CommandResult,
+    LimitReached,
+    RunFinished,
+    RunNotIngest,
+    RunTooLarge,
+)
+from loopgate.gateway.hub.run import Run
+from loopgate.gateway.journal.base import EVENT_OVERHEAD_BYTES, Journal, RunRecord
+
+if TYPE_CHECKING:
+    from loopgate.gateway.hub.hub import Hub
+
+log = logging.getLogger("loopgate.hub")
+_encode = msgspec.json.Encoder().encode
+FOLLOW_RETRY_S = 1.0
+
+
+class SharedJournal(Journal, Protocol):
+    """What a journal several instances share adds (gateway.journal.redis_streams)."""
+
+    on_lost: Any
+    on_command: Any
+
+    async def follow(self, run_id: str, after: int) -> list[Envelope]: ...
+
+    async def command(self, run_id: str, command: dict[str, Any]) -> dict[str, Any] | None: ...
+
+
+class Remote:
+    def __init__(self, hub: Hub, journal: Any) -> None:
+        self.hub = hub
+        self.journal: SharedJournal = journal
+        self.tg: TaskGroup | None = None
+        journal.on_lost = self.lost
+        journal.on_command = self.answer
+
+    # --- views of other instances' runs ------------------------------------------------------
+
+    async def load(self, record: RunRecord) -> Run:
+        hub = self.hub
+        events = await self.journal.load_events(record.id)
+        sizes = [len(_encode(e.data)) + EVENT_OVERHEAD_BYTES for e in events]
+        run = hub._runs.get(record.id)  # loaded by someone else meanwhile
+        if run is not None:
+            return run
+        needed = sum(sizes)
+        s = hub.settings
+        if hub._retained + needed > s.max_retained_bytes:
+            self.sweep()  # views nobody watches any more go first
+        if needed > s.max_run_retained_bytes or not hub._make_room(needed):
+            raise LimitReached(
+                f"run {record.id} is too large to follow here right now; retry later",
+                retry_after=5,
+            )
+        run = Run(record, events, sizes)
+        run.remote = True
+        hub._admit(run)
+        if events and is_terminal_completion(events[-1].kind, events[-1].data):
+            self._finish(run, events[-1])
+        else:
+            assert self.tg is not None
+            self.tg.start_soon(self._follow, run)
+        return run
+
+    async def _follow(self, run: Run) -> None:
+        hub = self.hub
+        while hub._runs.get(run.id) is run and not run.finished:
+            try:
+                batch = await self.journal.follow(run.id, run.last_seq)
+            except Exception:
+                log.exception("following run %s failed; retrying", run.id)
+                await anyio.sleep(FOLLOW_RETRY_S)
+                continue
+            for env in batch:
+                if hub._runs.get(run.id) is not run or run.finished:
+                    return
+                if env.seq == run.last_seq + 1:
+                    self._append(run, env)
+
+    def _append(self, run: Run, env: Envelope) -> None:
+        hub = self.hub
+        s = hub.settings
+        size = len(_encode(env.data)) + EVENT_OVERHEAD_BYTES
+        terminal = is_terminal_completion(env.kind, env.data)
+        if not terminal and hub._retained + size > s.max_retained_bytes:
+            self.sweep()
+            if hub._runs.get(run.id) is not run:
+                return  # unwatched: it went with the others
+        if not terminal and (
+            run.retained + size > s.max_run_retained_bytes or not hub._make_room(size)
+        ):
+            # Past this instance's bounds: its readers here are cut off with their cursors
+            # (they resume later, or on another instance); the run itself goes on.
+            log.warning("run %s no longer fits this instance's memory; its view goes", run.id)
+            self.let_go(run)
+            return
+        run.hot.append(env)
+        run.retained += size
+        run.ends.append(run.retained)
+        hub._retained += size
+        run.committed = env.seq
+        if terminal:
+            self._finish(run, env)
+        else:
+            hub.wake(run)
+
+    def _finish(self, run: Run, env: Envelope) -> None:
+        record = run.record
+        record.state = "finished"
+        status = env.data.get("status")
+        record.status = status if isinstance(status, str) else "failed"
+        record.finished_at = env.ts
+        record.last_seq = env.seq
+        hub = self.hub
+        if hub._runs.get(run.id) is run:
+            hub._hot_finished[run.id] = run
+        run.ended.set()
+        hub._compact_later(run)
+        hub.wake(run, True)
+
+    def let_go(self, run: Run) -> None:
+        """Drop a view: its subscribers are cut off (resumable), its reader stops."""
+        for sub in list(run.subscribers):
+            sub.cut()
+        self.hub._drop(run, None)
+
+    def sweep(self) -> None:
+        """Views of running runs nobody here watches go (their readers with them)."""
+        hub = self.hub
+        for run in [r for r in hub._runs.values() if r.remote and not r.finished]:
+            if not run.subscribers:
+                hub._drop(run, None)
+
+    # --- commands to owners ---------------------------------------------------------------
+
+    async def command(self, run: Run, verb: str, command: dict[str, Any]) -> CommandResult:
+        answer = await self._send(run, command)
+        if answer is None:
+            detail = f"the instance running it did not answer; nothing to {verb}"
+            return CommandResult(run_id=run.id, accepted=False, detail=detail)
+        return CommandResult(
+            run_id=run.id, accepted=bool(answer.get("accepted")), detail=str(answer["detail"])
+        )
+
+    async def push(self, run: Run, event: LoopEvent) -> Envelope:
+        answer = await self._send(run, {"verb": "push", "kind": event.kind, "data": event.data})
+        if answer is None:
+            raise RunFinished(run.id, "failed")
+        return Envelope(run.id, int(answer["seq"]), int(answer["ts"]), event.kind, event.data)
+
+    async def end_ingest(self, run: Run) -> None:
+        await self._send(run, {"verb": "end"})
+
+    async def _send(self, run: Run, command: dict[str, Any]) -> dict[str, Any] | None:
+        answer = await self.journal.command(run.id, command)
+        if answer is None:
+            return None
+        refused = answer.get("refused")
+        if refused is not None:
+            message = str(answer.get("message") or "the run's owner refused the command")
+            raise _refusal(run.id, str(refused), message)
+        return answer
+
+    async def answer(self, command: dict[str, Any]) -> dict[str, Any] | None:
+        """A command from another instance to a run owned here; None: not one of ours."""
+        hub = self.hub
+        run = hub._runs.get(str(command.get("run_id")))
+        if run is None or run.remote:
+            return None
+        verb = command.get("verb")
+        try:
+            if verb == "cancel":
+                result = await hub.cancel(run.id)
+            elif verb == "steer":
+                result = await hub.steer(run.id, str(command["content"]))
+            elif verb == "respond":
+                result = await hub.respond(
+                    run.id, str(command["request_id"]), str(command["decision"])
+                )
+            elif verb == "push":
+                data = command.get("data")
+                event = LoopEvent(str(command["kind"]), data if isinstance(data, dict) else {})
+                env = await hub.push(run.id, event)
+                return {"seq": env.seq, "ts": env.ts}
+            elif verb == "end":
+                await hub.end_ingest(run.id)
+                return {"accepted": True, "detail": "ended"}
+            else:
+                return None
+        except RunFinished as exc:
+            return {"refused": "finished", "message": exc.status or "failed"}
+        except (ValueError, RunNotIngest, LimitReached) as exc:
+            kind = {
+                RunNotIngest: "not_ingest",
+                RunTooLarge: "too_large",
+                LimitReached: "limit",
+            }.get(type(exc), "invalid")
+            message = client_message(exc)
+            if message is None:
+                log.exception("command %s to run %s failed", verb, run.id)
+                message = f"the run's owner could not apply {verb}"
+            return {"refused": kind, "message": message}
+        return {"accepted": result.accepted, "detail": result.detail}
+
+    # --- a run this instance owned, ended by another ----------------------------------------
+
+    def lost(self, run_id: str) -> None:
+        """Another instance appended to a run owned here (its lease lapsed and a survivor
+        ended it): this instance's copy is stale. Its producer stops, its readers are cut off
+        with their cursors and resume from the journal, which has the run's real end."""
+        hub = self.hub
+        run = hub._runs.get(run_id)
+        if run is None or run.remote:
+            return
+        if not run.finished:
+            run.record.state = "finished"
+            run.record.status = "failed"
+            hub._active -= 1
+            run.ended.set()
+        if run.producer is not None:
+            run.producer.cancel()
+        self.let_go(run)
+
+
+def _refusal(run_id: str, kind: str, message: str) -> Exception:
+    if kind == "finished":
+        return RunFinished(run_id, message)
+    if kind == "not_ingest":
+        return RunNotIngest(message)
+    if kind == "too_large":
+        return RunTooLarge(message)
+    if kind == "limit":
+        return LimitReached(message)
+    return ClientError(message)

@@ -1,0 +1,641 @@
+"""Redis journal: several gateway processes share runs through Redis Streams (docs/scale.md).
+
+Each run's events are a Redis Stream whose entry ids are ``<seq>-0``: the gateway's seq *is*
+the stream position, so a resume cursor means the same thing on every instance, and an
+append of a seq that is already there fails in Redis itself. Appends go through one Lua
+script per run and commit (``APPEND``): it checks that the batch starts right after the last
+seq, appends, and stores the run's record — all or nothing, so no seq is ever doubled or
+skipped, whichever instances race. Keys of one run share a hash tag (``{run id}``): the
+script touches one Cluster slot.
+
+The instance that starts a run owns it: it runs the producer, and only it appends (other
+instances forward commands and pushes to it, over pub/sub with a reply list). Its lease is one
+key per instance (``SET … PX``, renewed by a heartbeat); a run whose owner's lease is gone is
+ended by the first survivor that sees it (``END_ORPHAN``: a compare-and-set on the run's last
+seq and state, so two survivors cannot both end it) with one terminal
+``completion{failed, reason: owner_lost}``.
+
+Like the SQLite journal, ``record_*`` only queue; ``writer`` commits whatever is queued as one
+pipeline as soon as the previous one is done (group commit), and reports each commit through
+``on_commit``. Retention: a stream is capped at ``max_events`` entries (``XADD MAXLEN ~``),
+a finished run's keys expire after ``max_age_s`` (``PEXPIRE``), and ``prune`` drops finished
+runs beyond the newest ``keep``.
+"""
+
+from __future__ import annotations
+
+import logging
+import time
+import uuid
+from collections.abc import Awaitable, Callable
+from typing import Any
+from urllib.parse import parse_qsl, urlencode, urlsplit, urlunsplit
+
+import anyio
+import msgspec
+import redis.asyncio as aioredis
+from redis.exceptions import RedisError, ResponseError
+
+from loopgate.contracts.envelope import Envelope
+from loopgate.contracts.ports import ThreadInfo
+from loopgate.gateway.journal.base import EVENT_OVERHEAD_BYTES, CommitListener, RunRecord
+
+log = logging.getLogger("loopgate.journal")
+
+_encode = msgspec.json.Encoder().encode
+_decode_record = msgspec.json.Decoder(RunRecord).decode
+_decode_thread = msgspec.json.Decoder(ThreadInfo).decode
+_decode_data = msgspec.json.Decoder(dict[str, Any]).decode
+
+# A command for a run's owner ({"verb", "run_id", …}) → its answer; None: no such run here.
+CommandHandler = Callable[[dict[str, Any]], Awaitable[dict[str, Any] | None]]
+# The writer found that another instance appended to this run (its view here is stale).
+LostListener = Callable[[str], None]
+
+DEFAULT_LEASE_S = 10.0
+DEFAULT_PREFIX = "loopgate"
+RETRY_MAX_S = 1.0
+CLOSE_FLUSH_S = 10.0
+FOLLOW_BLOCK_MS = 1_000
+FOLLOW_COUNT = 512
+COMMAND_TIMEOUT_S = 10.0
+REPLY_TTL_S = 30
+SCAN_COUNT = 500
+
+# KEYS: events, seq, record, owner.  ARGV: maxlen, first seq, n, record JSON or "", owner id,
+# ms to keep a finished run, retry ("1": a batch resent after a lost reply), then n × (ts, kind,
+# data). Returns the run's last seq. A batch that does not start right after the last seq
+# fails with "SEQ <last>": the other instance's events stay, this one's are refused whole.
+_APPEND = """
+local last = tonumber(redis.call('GET', KEYS[2]) or '0')
+local n = tonumber(ARGV[3])
+if n > 0 then
+  local first = tonumber(ARGV[2])
+  if first ~= last + 1 then
+    if ARGV[7] == '1' and last == first + n - 1 then return last end
+    return redis.error_reply('SEQ ' .. last)
+  end
+  for i = 0, n - 1 do
+    local at = 8 + i * 3
+    redis.call('XADD', KEYS[1], 'MAXLEN', '~', ARGV[1], (first + i) .. '-0',
+      't', ARGV[at], 'k', ARGV[at + 1], 'd', ARGV[at + 2])
+  end
+  last = first + n - 1
+  redis.call('SET', KEYS[2], last)
+end
+local record = ARGV[4]
+if record ~= '' then
+  if n == 0 then
+    local old = redis.call('GET', KEYS[3])
+    if old and cjson.decode(old)['state'] == 'finished' then return last end
+  end
+  redis.call('SET', KEYS[3], record)
+  if cjson.decode(record)['state'] == 'finished' then
+    local ms = ARGV[6]
+    for i = 1, 4 do redis.call('PEXPIRE', KEYS[i], ms) end
+  elseif ARGV[5] ~= '' then
+    redis.call('SET', KEYS[4], ARGV[5])
+  end
+end
+return last
+"""
+
+# KEYS: events, seq, record, owner.  ARGV: the owner found dead, the last seq seen, maxlen,
+# ts, kind, data, the finished record, ms to keep it. 1: ended here; 0: not (any more) ours
+# to end — finished meanwhile, another owner, or events appended since.
+_END_ORPHAN = """
+if redis.call('GET', KEYS[4]) ~= ARGV[1] then return 0 end
+local last = tonumber(redis.call('GET', KEYS[2]) or '0')
+if last ~= tonumber(ARGV[2]) then return 0 end
+local old = redis.call('GET', KEYS[3])
+if not old or cjson.decode(old)['state'] ~= 'running' then return 0 end
+redis.call('XADD', KEYS[1], 'MAXLEN', '~', ARGV[3], (last + 1) .. '-0',
+  't', ARGV[4], 'k', ARGV[5], 'd', ARGV[6])
+redis.call('SET', KEYS[2], last + 1)
+redis.call('SET', KEYS[3], ARGV[7])
+for i = 1, 4 do redis.call('PEXPIRE', KEYS[i], ARGV[8]) end
+return 1
+"""
+
+
+class SeqConflict(Exception):
+    """Another instance appended to the run first."""
+
+
+def is_redis_url(spec: str) -> bool:
+    return spec.startswith(("redis://", "rediss://"))
+
+
+def split_url(spec: str) -> tuple[str, dict[str, str]]:
+    """The client's URL, and loopgate's own query parameters (``lease``, ``prefix``) apart."""
+    parts = urlsplit(spec)
+    ours: dict[str, str] = {}
+    theirs: list[tuple[str, str]] = []
+    for key, value in parse_qsl(parts.query):
+        (
+            ours.__setitem__(key, value)
+            if key in ("lease", "prefix")
+            else theirs.append((key, value))
+        )
+    return urlunsplit(parts._replace(query=urlencode(theirs))), ours
+
+
+class RedisJournal:
+    durable = True
+    # Runs live beyond this process: the hub serves other instances' runs from here.
+    shared = True
+
+    def __init__(
+        self,
+        url: str,
+        *,
+        max_events: int = 100_000,
+        max_age_s: float = 24 * 3600.0,
+        lease_s: float | None = None,
+        prefix: str | None = None,
+    ) -> None:
+        client_url, params = split_url(url)
+        self.url = client_url
+        self.lease_s = (
+            lease_s if lease_s is not None else float(params.get("lease", DEFAULT_LEASE_S))
+        )
+        if self.lease_s <= 0:
+            raise ValueError(f"the Redis lease must be positive, got {self.lease_s}")
+        self.prefix = prefix or params.get("prefix", DEFAULT_PREFIX)
+        self.max_events = max_events
+        self.max_age_ms = max(int(max_age_s * 1000), 1)
+        self.instance = uuid.uuid4().hex[:16]
+        self.on_commit: CommitListener | None = None
+        self.on_lost: LostListener | None = None
+        self.on_command: CommandHandler | None = None
+        # Any: redis-py annotates each reply as the union of every shape a reply may take.
+        self._client: Any = None
+        self._append_script: Any = None
+        self._end_orphan_script: Any = None
+        # What is queued for the next commit: the batch of generation ``_filling``.
+        self._runs: dict[str, RunRecord] = {}
+        self._threads: dict[str, ThreadInfo] = {}
+        self._rows: dict[str, list[tuple[int, int, str, bytes]]] = {}
+        self._filling = 1
+        self._committed = 0
+        self._commit_lock = anyio.Lock(fast_acquire=True)
+        self._work = anyio.Event()
+
+    # --- keys -----------------------------------------------------------------------------
+
+    def _run_keys(self, run_id: str) -> list[str]:
+        p = f"{self.prefix}:{{{run_id}}}"
+        return [f"{p}:events", f"{p}:seq", f"{p}:record", f"{p}:owner"]
+
+    def _key(self, *parts: str) -> str:
+        return ":".join((self.prefix, *parts))
+
+    def _lease_key(self, instance: str) -> str:
+        return self._key("instance", instance)
+
+    # --- lifecycle ------------------------------------------------------------------------
+
+    async def open(self) -> list[RunRecord]:
+        client = aioredis.Redis.from_url(self.url, decode_responses=False)
+        self._client = client
+        self._append_script = client.register_script(_APPEND)
+        self._end_orphan_script = client.register_script(_END_ORPHAN)
+        await client.set(self._lease_key(self.instance), b"1", px=self._lease_ms())
+        # Nothing to recover here: a run a dead instance left open is ended by whichever
+        # instance finds its lease gone first (``writer``'s reaper), this one included.
+        return []
+
+    def _lease_ms(self) -> int:
+        return max(int(self.lease_s * 1000), 1)
+
+    def _redis(self) -> Any:
+        if self._client is None:
+            raise RuntimeError("the journal is closed")
+        return self._client
+
+    async def aclose(self) -> None:
+        if self._client is None:
+            return
+        with anyio.move_on_after(CLOSE_FLUSH_S) as timer:
+            await self.flush()
+        if timer.cancelled_caught:
+            log.error("journal: events of %d runs could not be committed", len(self._rows))
+        client, self._client = self._client, None
+        try:
+            with anyio.move_on_after(2):
+                await client.delete(self._lease_key(self.instance))
+        except RedisError:
+            pass
+        await client.aclose()
+
+    # --- writing --------------------------------------------------------------------------
+
+    def record_run(self, record: RunRecord) -> None:
+        self._runs[record.id] = msgspec.structs.replace(record)
+        self._work.set()
+
+    def record_thread(self, thread: ThreadInfo) -> None:
+        self._threads[thread.id] = thread
+        self._work.set()
+
+    def record_event(self, envelope: Envelope, data: bytes) -> None:
+        rows = self._rows.get(envelope.run_id)
+        if rows is None:
+            rows = self._rows[envelope.run_id] = []
+        rows.append((envelope.seq, envelope.ts, envelope.kind, data))
+        self._work.set()
+
+    async def writer(self) -> None:
+        async with anyio.create_task_group() as tg:
+            tg.start_soon(self._heartbeat)
+            tg.start_soon(self._reaper)
+            tg.start_soon(self._serve_commands)
+            while True:
+                await self._work.wait()
+                self._work = anyio.Event()
+                await self._commit()
+
+    async def flush(self) -> None:
+        ticket = self._filling if self._queued() else self._filling - 1
+        while self._committed < ticket:
+            await self._commit(ticket)
+
+    def _queued(self) -> bool:
+        return bool(self._runs or self._rows or self._threads)
+
+    async def _commit(self, ticket: int | None = None) -> None:
+        async with self._commit_lock:
+            delay = 0.05
+            retry = False
+            while True:
+                if ticket is not None and self._committed >= ticket:
+                    return
+                if not self._queued():
+                    return
+                if self._client is None:
+                    raise RuntimeError("the journal is closed; these events were not committed")
+                runs, self._runs = self._runs, {}
+                threads, self._threads = self._threads, {}
+                rows, self._rows = self._rows, {}
+                generation = self._filling
+                self._filling += 1
+                try:
+                    # Sent whole whoever stopped waiting: the events are in the hub's memory.
+                    with anyio.CancelScope(shield=True):
+                        marks, lost = await self._write(runs, rows, threads, retry)
+                except (RedisError, OSError):
+                    log.exception("journal commit failed; retrying in %.2f s", delay)
+                    self._requeue(runs, rows, threads)
+                    retry = True
+                    await anyio.sleep(delay)
+                    delay = min(delay * 2, RETRY_MAX_S)
+                    continue
+                self._committed = generation
+                if self.on_commit is not None and marks:
+                    self.on_commit(marks)
+                for run_id in lost:
+                    if self.on_lost is not None:
+                        self.on_lost(run_id)
+                return
+
+    def _requeue(
+        self,
+        runs: dict[str, RunRecord],
+        rows: dict[str, list[tuple[int, int, str, bytes]]],
+        threads: dict[str, ThreadInfo],
+    ) -> None:
+        """Put a failed batch back in front of what was queued since (which is newer)."""
+        self._runs = {**runs, **self._runs}
+        self._threads = {**threads, **self._threads}
+        merged = {run_id: list(r) for run_id, r in rows.items()}
+        for run_id, later in self._rows.items():
+            merged.setdefault(run_id, []).extend(later)
+        self._rows = merged
+        self._work.set()
+
+    async def _write(
+        self,
+        runs: dict[str, RunRecord],
+        rows: dict[str, list[tuple[int, int, str, bytes]]],
+        threads: dict[str, ThreadInfo],
+        retry: bool,
+    ) -> tuple[dict[str, int], list[str]]:
+        pipe = self._redis().pipeline(transaction=False)
+        order: list[str] = []
+        maxlen = str(self.max_events)
+        keep_ms = str(self.max_age_ms)
+        for run_id in {**rows, **runs}:
+            events = rows.get(run_id, [])
+            record = runs.get(run_id)
+            args: list[Any] = [
+                maxlen,
+                events[0][0] if events else 0,
+                len(events),
+                _encode(record) if record is not None else b"",
+                self.instance if record is not None and record.state == "running" else "",
+                keep_ms,
+                "1" if retry else "0",
+            ]
+            for _seq, ts, kind, data in events:
+                args += (ts, kind, data)
+            await self._append_script(keys=self._run_keys(run_id), args=args, client=pipe)
+            order.append(run_id)
+            if record is not None:
+                self._index(pipe, record)
+        for thread in threads.values():
+            pipe.set(self._key("thread", thread.id), _encode(thread))
+            pipe.zadd(self._key("threads"), {thread.id: thread.created_at})
+        results = await pipe.execute(raise_on_error=False)
+        marks: dict[str, int] = {}
+        lost: list[str] = []
+        for run_id, result in zip(order, results, strict=False):
+            if isinstance(result, ResponseError) and str(result).startswith("SEQ"):
+                log.error("run %s: another instance appended to it; events refused", run_id)
+                lost.append(run_id)
+            elif isinstance(result, Exception):
+                raise result
+            elif run_id in rows:
+                marks[run_id] = rows[run_id][-1][0]
+        for result in results[len(order) :]:
+            if isinstance(result, Exception):
+                raise result
+        return marks, lost
+
+    def _index(self, pipe: Any, record: RunRecord) -> None:
+        """The registry around a run's own keys: every run by creation, its thread's runs,
+        and the running ones (what the reaper looks through)."""
+        pipe.zadd(self._key("runs"), {record.id: record.created_at})
+        pipe.zadd(self._key("thread-runs", record.thread_id), {record.id: record.created_at})
+        if record.state == "running":
+            pipe.sadd(self._key("running"), record.id)
+        else:
+            pipe.srem(self._key("running"), record.id)
+
+    # --- reading --------------------------------------------------------------------------
+
+    async def load_run(self, run_id: str) -> RunRecord | None:
+        pending = self._runs.get(run_id)
+        if pending is not None:
+            return pending
+        raw = await self._redis().get(self._run_keys(run_id)[2])
+        return _decode_record(raw) if raw is not None else None
+
+    async def owner(self, run_id: str) -> str | None:
+        raw = await self._redis().get(self._run_keys(run_id)[3])
+        return raw.decode() if raw is not None else None
+
+    async def load_events(
+        self,
+        run_id: str,
+        *,
+        after: int = 0,
+        limit: int | None = None,
+        max_bytes: int | None = None,
+    ) -> list[Envelope]:
+        key = self._run_keys(run_id)[0]
+        out: list[Envelope] = []
+        total = 0
+        start = after + 1
+        while limit is None or len(out) < limit:
+            count = FOLLOW_COUNT if limit is None else min(limit - len(out), FOLLOW_COUNT)
+            entries = await self._redis().xrange(key, min=f"{start}-0", count=count)
+            for entry_id, fields in entries:
+                data = fields[b"d"]
+                total += len(data) + EVENT_OVERHEAD_BYTES
+                if out and max_bytes is not None and total > max_bytes:
+                    return out
+                out.append(_envelope(run_id, entry_id, fields))
+            if len(entries) < count:
+                break
+            start = out[-1].seq + 1
+        return out
+
+    async def follow(self, run_id: str, after: int) -> list[Envelope]:
+        """Events after seq ``after`` as soon as there are any (a blocking read), or none
+        after about a second."""
+        key = self._run_keys(run_id)[0]
+        reply = await self._redis().xread(
+            {key: f"{after}-0"}, count=FOLLOW_COUNT, block=FOLLOW_BLOCK_MS
+        )
+        if not reply:
+            return []
+        return [_envelope(run_id, i, f) for i, f in reply[0][1]]
+
+    async def list_runs(self, limit: int, thread_id: str | None = None) -> list[RunRecord]:
+        index = self._key("runs") if thread_id is None else self._key("thread-runs", thread_id)
+        ids = [i.decode() for i in await self._redis().zrevrange(index, 0, limit - 1)]
+        return [r for r in await self._records(ids) if r is not None]
+
+    async def _records(self, ids: list[str]) -> list[RunRecord | None]:
+        if not ids:
+            return []
+        pipe = self._redis().pipeline(transaction=False)
+        for run_id in ids:
+            pipe.get(self._run_keys(run_id)[2])
+        return [_decode_record(raw) if raw else None for raw in await pipe.execute()]
+
+    async def load_thread(self, thread_id: str) -> ThreadInfo | None:
+        pending = self._threads.get(thread_id)
+        if pending is not None:
+            return pending
+        raw = await self._redis().get(self._key("thread", thread_id))
+        return _decode_thread(raw) if raw is not None else None
+
+    async def list_threads(self, limit: int) -> list[ThreadInfo]:
+        ids = await self._redis().zrevrange(self._key("threads"), 0, limit - 1)
+        if not ids:
+            return []
+        raws = await self._redis().mget([self._key("thread", i.decode()) for i in ids])
+        return [_decode_thread(r) for r in raws if r is not None]
+
+    # --- retention ------------------------------------------------------------------------
+
+    async def delete(self, run_ids: list[str]) -> None:
+        if not run_ids:
+            return
+        records = await self._records(run_ids)
+        pipe = self._redis().pipeline(transaction=False)
+        for run_id, record in zip(run_ids, records, strict=True):
+            pipe.delete(*self._run_keys(run_id))
+            pipe.zrem(self._key("runs"), run_id)
+            pipe.srem(self._key("running"), run_id)
+            if record is not None:
+                pipe.zrem(self._key("thread-runs", record.thread_id), run_id)
+        await pipe.execute()
+
+    async def prune(self, *, keep: int, older_than_ns: int) -> list[str]:
+        client = self._redis()
+        beyond = await client.zrange(self._key("runs"), 0, -(keep + 1))
+        old = await client.zrangebyscore(
+            self._key("runs"), "-inf", f"({older_than_ns}", start=0, num=SCAN_COUNT
+        )
+        candidates = list(dict.fromkeys(i.decode() for i in [*beyond[:SCAN_COUNT], *old]))
+        records = await self._records(candidates)
+        doomed: list[str] = []
+        expired: list[str] = []
+        for run_id, record in zip(candidates, records, strict=True):
+            if record is None:
+                expired.append(run_id)  # its keys expired (max_age_s) before its index entry
+            elif record.state == "finished" and (
+                run_id in {b.decode() for b in beyond} or (record.finished_at or 0) < older_than_ns
+            ):
+                doomed.append(run_id)
+        if expired:
+            await client.zrem(self._key("runs"), *expired)
+        await self.delete(doomed)
+        return doomed + expired
+
+    async def forget_thread(self, thread_id: str) -> bool:
+        await self.flush()
+        pipe = self._redis().pipeline(transaction=False)
+        pipe.delete(self._key("thread", thread_id))
+        pipe.zrem(self._key("threads"), thread_id)
+        deleted, _ = await pipe.execute()
+        return bool(deleted)
+
+    async def prune_threads(self, *, keep: int, older_than_ns: int) -> None:
+        client = self._redis()
+        index = self._key("threads")
+        doomed = await client.zrange(index, 0, -(keep + 1))
+        doomed += await client.zrangebyscore(
+            index, "-inf", f"({max(older_than_ns, 0)}", start=0, num=SCAN_COUNT
+        )
+        if doomed:
+            pipe = client.pipeline(transaction=False)
+            pipe.delete(*[self._key("thread", i.decode()) for i in doomed])
+            pipe.zrem(index, *doomed)
+            await pipe.execute()
+
+    # --- instances: leases, orphaned runs, commands ------------------------------------------
+
+    async def _heartbeat(self) -> None:
+        key = self._lease_key(self.instance)
+        while True:
+            await anyio.sleep(self.lease_s / 3)
+            try:
+                await self._redis().set(key, b"1", px=self._lease_ms())
+            except (RedisError, OSError):
+                log.exception("journal: renewing this instance's lease failed; retrying")
+
+    async def _reaper(self) -> None:
+        while True:
+            await anyio.sleep(self.lease_s / 2)
+            try:
+                await self.end_orphans()
+            except (RedisError, OSError):
+                log.exception("journal: looking for runs of lost instances failed; retrying")
+
+    async def end_orphans(self) -> list[str]:
+        """End the running runs whose owner's lease is gone; returns the ones ended here."""
+        client = self._redis()
+        ended: list[str] = []
+        cursor = 0
+        while True:
+            cursor, members = await client.sscan(self._key("running"), cursor, count=SCAN_COUNT)
+            ids = [m.decode() for m in members]
+            if ids:
+                ended += await self._end_orphans(ids)
+            if cursor == 0:
+                return ended
+
+    async def _end_orphans(self, ids: list[str]) -> list[str]:
+        client = self._redis()
+        pipe = client.pipeline(transaction=False)
+        for run_id in ids:
+            pipe.get(self._run_keys(run_id)[3])
+        owners = [o.decode() if o else None for o in await pipe.execute()]
+        pipe = client.pipeline(transaction=False)
+        for owner in owners:
+            pipe.exists(self._lease_key(owner or "-"))
+        alive = await pipe.execute()
+        ended: list[str] = []
+        for run_id, owner, live in zip(ids, owners, alive, strict=True):
+            if owner is None or live:
+                continue
+            if await self._end_orphan(run_id, owner):
+                ended.append(run_id)
+        return ended
+
+    async def _end_orphan(self, run_id: str, owner: str) -> bool:
+        client = self._redis()
+        keys = self._run_keys(run_id)
+        raw_last, raw_record = await client.mget(keys[1], keys[2])
+        if raw_record is None:
+            await client.srem(self._key("running"), run_id)
+            return False
+        record = _decode_record(raw_record)
+        if record.state != "running":
+            await client.srem(self._key("running"), run_id)
+            return False
+        last = int(raw_last or 0)
+        now = time.time_ns()
+        record.state = "finished"
+        record.status = "failed"
+        record.finished_at = now
+        record.last_seq = last + 1
+        data = _encode({"status": "failed", "reason": "owner_lost"})
+        args = [owner, last, self.max_events, now, "completion", data, _encode(record)]
+        args.append(self.max_age_ms)
+        done = await self._end_orphan_script(keys=keys, args=args)
+        if done:
+            log.warning("run %s: its instance %s is gone; ended it (owner_lost)", run_id, owner)
+            await client.srem(self._key("running"), run_id)
+        return bool(done)
+
+    async def _serve_commands(self) -> None:
+        """Commands other instances send to runs owned here, each answered on its own list."""
+        pubsub = self._redis().pubsub()
+        await pubsub.subscribe(self._key("commands", self.instance))
+        try:
+            async with anyio.create_task_group() as tg:
+                while True:
+                    message = await pubsub.get_message(ignore_subscribe_messages=True, timeout=1.0)
+                    if message is not None and message["type"] == "message":
+                        tg.start_soon(self._answer, message["data"])
+        finally:
+            with anyio.CancelScope(shield=True):
+                await pubsub.aclose()
+
+    async def _answer(self, raw: bytes) -> None:
+        try:
+            command = msgspec.json.decode(raw, type=dict[str, Any])
+            reply = str(command["reply"])
+        except (msgspec.DecodeError, KeyError):
+            log.warning("journal: an unreadable command was ignored")
+            return
+        answer: dict[str, Any] | None = None
+        if self.on_command is not None:
+            try:
+                answer = await self.on_command(command)
+            except Exception:
+                log.exception("journal: command %s failed", command.get("verb"))
+                answer = {"error": "the run's owner could not apply the command"}
+        payload = _encode(answer if answer is not None else {"missing": True})
+        pipe = self._redis().pipeline(transaction=False)
+        pipe.rpush(reply, payload)
+        pipe.expire(reply, REPLY_TTL_S)
+        await pipe.execute()
+
+    async def command(self, run_id: str, command: dict[str, Any]) -> dict[str, Any] | None:
+        """Send a command to the instance that owns the run; its answer, or None when no
+        instance owning it answered (gone, or the run finished and its owner let it go)."""
+        owner = await self.owner(run_id)
+        if owner is None or owner == self.instance:
+            return None
+        reply = self._key("reply", uuid.uuid4().hex)
+        payload = _encode({**command, "run_id": run_id, "reply": reply})
+        client = self._redis()
+        if not await client.publish(self._key("commands", owner), payload):
+            return None
+        answer = await client.blpop([reply], timeout=COMMAND_TIMEOUT_S)
+        if answer is None:
+            return None
+        decoded = msgspec.json.decode(answer[1], type=dict[str, Any])
+        return None if decoded.get("missing") else decoded
+
+
+def _envelope(run_id: str, entry_id: bytes, fields: dict[bytes, bytes]) -> Envelope:
+    seq = int(entry_id.split(b"-", 1)[0])
+    return Envelope(
+        run_id, seq, int(fields[b"t"]), fields[b"k"].decode(), _decode_data(fields[b"d"])
+    )
