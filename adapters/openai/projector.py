@@ -47,7 +47,7 @@ from loopgate.adapters.openai.wire import (
 )
 from loopgate.adapters.shared.projector import TEXT, Call, RunProjector, Segment
 from loopgate.contracts.envelope import Envelope
-from loopgate.contracts.events import CompletionView, QuestionView, view_of
+from loopgate.contracts.events import CompletionView, view_of
 from loopgate.contracts.projector import ProjectorContext
 
 # ProjectorContext.options keys, set by the endpoint from the request and the run.
@@ -208,7 +208,7 @@ class OpenAIProjector(RunProjector[WireMessage]):
             if view.reason == "client_tool":
                 self._hand_pending(out, view, envelope)
             elif not self._round_text:
-                question = self._question(view, envelope)
+                question = self.question_asked(view, envelope)
                 if question:
                     out.append(self._say(question, envelope))
         event = Event(envelope.seq, envelope.kind, envelope.data)
@@ -241,24 +241,6 @@ class OpenAIProjector(RunProjector[WireMessage]):
             call = self.calls.get(call_id)
             if call is not None and call_id not in self._handed:
                 out.append(self._hand_over(call, envelope))
-
-    def _question(self, view: CompletionView, envelope: Envelope) -> str | None:
-        """What the user is asked, when the turn waits for an answer in words: the
-        completion's, its interrupts', or the suspending tool's (an ``ask_user`` call's)."""
-        asked = view_of(QuestionView, envelope.data).text()
-        if asked is None and view.interrupts:
-            texts = [
-                text
-                for item in view.interrupts
-                if isinstance(item, dict)
-                and (text := view_of(QuestionView, cast(dict[str, Any], item)).text())
-            ]
-            asked = "\n".join(texts) or None
-        if asked is None and view.tool_call_id is not None:
-            call = self.calls.get(view.tool_call_id)
-            if call is not None and isinstance(call.arguments, dict):
-                asked = view_of(QuestionView, cast(dict[str, Any], call.arguments)).text()
-        return asked
 
     def _say(self, text: str, envelope: Envelope) -> Chunk:
         if self._said_text:

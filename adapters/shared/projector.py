@@ -31,7 +31,7 @@ the output is deterministic and goldens are byte-stable.
 from __future__ import annotations
 
 from collections.abc import Callable, Iterable
-from typing import Any, ClassVar, Generic, Literal, NamedTuple, TypeVar
+from typing import Any, ClassVar, Generic, Literal, NamedTuple, TypeVar, cast
 
 import msgspec
 
@@ -39,8 +39,10 @@ from loopgate.contracts.contract import TERMINAL_EXCLUDED, load_contract
 from loopgate.contracts.envelope import Envelope
 from loopgate.contracts.events import (
     BudgetKind,
+    CompletionView,
     PermissionRequestView,
     PermissionResultView,
+    QuestionView,
     budget_kind,
     completion_status,
     tool_failed,
@@ -325,6 +327,24 @@ class RunProjector(Generic[W]):
         return False
 
     # --- totals -----------------------------------------------------------------------------
+
+    def question_asked(self, view: CompletionView, envelope: Envelope) -> str | None:
+        """What the user is asked, when the turn waits for an answer in words: the
+        completion's, its interrupts', or the suspending tool's (an ``ask_user`` call's)."""
+        asked = view_of(QuestionView, envelope.data).text()
+        if asked is None and view.interrupts:
+            texts = [
+                text
+                for item in view.interrupts
+                if isinstance(item, dict)
+                and (text := view_of(QuestionView, cast(dict[str, Any], item)).text())
+            ]
+            asked = "\n".join(texts) or None
+        if asked is None and view.tool_call_id is not None:
+            call = self.calls.get(view.tool_call_id)
+            if call is not None and isinstance(call.arguments, dict):
+                asked = view_of(QuestionView, cast(dict[str, Any], call.arguments)).text()
+        return asked
 
     def usage_totals(self) -> tuple[int, int]:
         """Input and output tokens summed over every model."""

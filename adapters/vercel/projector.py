@@ -23,7 +23,7 @@ start it has not seen; the base closes every open part before the end.
 
 from __future__ import annotations
 
-from typing import Any, cast
+from typing import Any
 
 import msgspec
 
@@ -57,7 +57,7 @@ from loopgate.adapters.vercel.chunks import (
 from loopgate.contracts import json_input
 from loopgate.contracts.contract import load_contract
 from loopgate.contracts.envelope import Envelope
-from loopgate.contracts.events import CompletionView, QuestionView, view_of
+from loopgate.contracts.events import CompletionView, view_of
 from loopgate.contracts.projector import ProjectorContext
 
 # ProjectorContext.options key: the assistant message's id (the endpoint's choice: the
@@ -193,7 +193,7 @@ class VercelProjector(RunProjector[Chunk]):
             out.append(Abort(reason=view.reason or "cancelled"))
         else:
             if status == "waiting_user" and view.reason != "client_tool" and not self._round_text:
-                question = self._question(view, envelope)
+                question = self.question_asked(view, envelope)
                 if question:
                     out += self._say(question, envelope)
             finish = self._finish_reason(status, envelope.data, view.reason)
@@ -233,24 +233,6 @@ class VercelProjector(RunProjector[Chunk]):
             "totalTokens": tokens_in + tokens_out,
         }
         return {"loopgate": ours}
-
-    def _question(self, view: CompletionView, envelope: Envelope) -> str | None:
-        """What the user is asked, when the turn waits for an answer in words: the
-        completion's, its interrupts', or the suspending tool's (an ``ask_user`` call's)."""
-        asked = view_of(QuestionView, envelope.data).text()
-        if asked is None and view.interrupts:
-            texts = [
-                text
-                for item in view.interrupts
-                if isinstance(item, dict)
-                and (text := view_of(QuestionView, cast(dict[str, Any], item)).text())
-            ]
-            asked = "\n".join(texts) or None
-        if asked is None and view.tool_call_id is not None:
-            call = self.calls.get(view.tool_call_id)
-            if call is not None and isinstance(call.arguments, dict):
-                asked = view_of(QuestionView, cast(dict[str, Any], call.arguments)).text()
-        return asked
 
     def _say(self, text: str, envelope: Envelope) -> list[Chunk]:
         """A text part of the message's own (after the last step)."""
