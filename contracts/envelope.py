@@ -9,6 +9,7 @@ import msgspec
 
 from loopgate.contracts import json_input
 from loopgate.contracts.client_errors import ClientError, describe_input_error
+from loopgate.contracts.events import PAYLOAD_TYPES
 
 
 class LoopEvent(msgspec.Struct, frozen=True):
@@ -50,7 +51,8 @@ _KIND = re.compile(r"[A-Za-z0-9_.:-]{1,64}")
 
 
 def _validated(kind: str) -> None:
-    if not _KIND.fullmatch(kind):
+    # The contract's kinds are nearly every event: a set lookup, not a regex match, for them.
+    if kind not in PAYLOAD_TYPES and not _KIND.fullmatch(kind):
         raise EnvelopeError("kind must be 1-64 characters of letters, digits, '_', '.', ':' or '-'")
 
 
