@@ -170,8 +170,6 @@ class Hub:
         self._tg.start_soon(self._compactor)
         for service in self.services:
             self._tg.start_soon(service)
-        if self._remote is not None:
-            self._remote.tg = self._tg
         return self
 
     async def __aexit__(self, *exc_info: object) -> None:

@@ -1,23 +1,23 @@
 """Runs another instance owns, served here through a shared journal (Redis; docs/scale.md).
 
 A remote run is held like a running run of this hub (``Run.hot``, the same subscriptions,
-batches and back-pressure), with ``Run.remote`` set and no producer: a reader task follows
-the run's stream (a blocking read) and appends what the owner committed, in seq order, then
-wakes subscribers through the hub's delivery window. It is loaded only when something here
-asks for the run, counts against this hub's memory bounds like any run, and goes once nobody
-here watches it (the sweep); a finished one becomes an ordinary finished run (served from the
-journal once it leaves memory). Commands and pushes go to the owner, which answers once they
-are applied (a push: once its event is committed).
+batches and back-pressure), with ``Run.remote`` set and no producer: the journal's follower
+(one blocking read for all the views of the instance) hands it what the owner committed, in
+seq order, and it wakes its subscribers through the hub's delivery window. It is loaded only
+when something here asks for the run, counts against this hub's memory bounds like any run,
+and goes once nobody here watches it (the sweep); a finished one becomes an ordinary finished
+run (served from the journal once it leaves memory). Commands and pushes go to the owner,
+which answers once they are applied (a push: once its event is committed).
 """
 
 from __future__ import annotations
 
 import logging
+from collections.abc import Callable
+from functools import partial
 from typing import TYPE_CHECKING, Any, Protocol
 
-import anyio
 import msgspec
-from anyio.abc import TaskGroup
 
 from loopgate.contracts.client_errors import ClientError, client_message
 from loopgate.contracts.contract import is_terminal_completion
@@ -37,7 +37,6 @@ if TYPE_CHECKING:
 
 log = logging.getLogger("loopgate.hub")
 _encode = msgspec.json.Encoder().encode
-FOLLOW_RETRY_S = 1.0
 
 
 class SharedJournal(Journal, Protocol):
@@ -46,7 +45,11 @@ class SharedJournal(Journal, Protocol):
     on_lost: Any
     on_command: Any
 
-    async def follow(self, run_id: str, after: int) -> list[Envelope]: ...
+    async def watch(
+        self, run_id: str, after: int, deliver: Callable[[list[Envelope], list[int]], None]
+    ) -> None: ...
+
+    def unwatch(self, run_id: str) -> None: ...
 
     async def command(self, run_id: str, command: dict[str, Any]) -> dict[str, Any] | None: ...
 
@@ -55,7 +58,6 @@ class Remote:
     def __init__(self, hub: Hub, journal: Any) -> None:
         self.hub = hub
         self.journal: SharedJournal = journal
-        self.tg: TaskGroup | None = None
         journal.on_lost = self.lost
         journal.on_command = self.answer
 
@@ -83,34 +85,34 @@ class Remote:
         if events and is_terminal_completion(events[-1].kind, events[-1].data):
             self._finish(run, events[-1])
         else:
-            assert self.tg is not None
-            self.tg.start_soon(self._follow, run)
+            await self.journal.watch(run.id, run.last_seq, partial(self._deliver, run))
         return run
 
-    async def _follow(self, run: Run) -> None:
+    def _deliver(self, run: Run, batch: list[Envelope], sizes: list[int]) -> None:
         hub = self.hub
-        while hub._runs.get(run.id) is run and not run.finished:
-            try:
-                batch = await self.journal.follow(run.id, run.last_seq)
-            except Exception:
-                log.exception("following run %s failed; retrying", run.id)
-                await anyio.sleep(FOLLOW_RETRY_S)
-                continue
-            for env in batch:
-                if hub._runs.get(run.id) is not run or run.finished:
-                    return
-                if env.seq == run.last_seq + 1:
-                    self._append(run, env)
+        shown = False
+        for env, size in zip(batch, sizes, strict=True):
+            if hub._runs.get(run.id) is not run or run.finished:
+                break
+            if env.seq == run.last_seq + 1:
+                shown = self._append(run, env, size) or shown
+        if hub._runs.get(run.id) is not run or run.finished:
+            self.journal.unwatch(run.id)
+        elif shown:
+            # At once, not with the delivery window: a read's batch is already coalesced by
+            # the read's round trip, as a commit is on the owner, which shows it at once too.
+            run.notify()
 
-    def _append(self, run: Run, env: Envelope) -> None:
+    def _append(self, run: Run, env: Envelope, size: int) -> bool:
+        """Add one event to the view; False if it ended the view or is its last."""
         hub = self.hub
         s = hub.settings
-        size = len(_encode(env.data)) + EVENT_OVERHEAD_BYTES
+        size += EVENT_OVERHEAD_BYTES
         terminal = is_terminal_completion(env.kind, env.data)
         if not terminal and hub._retained + size > s.max_retained_bytes:
             self.sweep()
             if hub._runs.get(run.id) is not run:
-                return  # unwatched: it went with the others
+                return False  # unwatched: it went with the others
         if not terminal and (
             run.retained + size > s.max_run_retained_bytes or not hub._make_room(size)
         ):
@@ -118,7 +120,7 @@ class Remote:
             # (they resume later, or on another instance); the run itself goes on.
             log.warning("run %s no longer fits this instance's memory; its view goes", run.id)
             self.let_go(run)
-            return
+            return False
         run.hot.append(env)
         run.retained += size
         run.ends.append(run.retained)
@@ -126,8 +128,8 @@ class Remote:
         run.committed = env.seq
         if terminal:
             self._finish(run, env)
-        else:
-            hub.wake(run)
+            return False
+        return True
 
     def _finish(self, run: Run, env: Envelope) -> None:
         record = run.record
@@ -136,6 +138,7 @@ class Remote:
         record.status = status if isinstance(status, str) else "failed"
         record.finished_at = env.ts
         record.last_seq = env.seq
+        self.journal.unwatch(run.id)
         hub = self.hub
         if hub._runs.get(run.id) is run:
             hub._hot_finished[run.id] = run
@@ -147,6 +150,7 @@ class Remote:
         """Drop a view: its subscribers are cut off (resumable), its reader stops."""
         for sub in list(run.subscribers):
             sub.cut()
+        self.journal.unwatch(run.id)
         self.hub._drop(run, None)
 
     def sweep(self) -> None:
@@ -154,6 +158,7 @@ class Remote:
         hub = self.hub
         for run in [r for r in hub._runs.values() if r.remote and not r.finished]:
             if not run.subscribers:
+                self.journal.unwatch(run.id)
                 hub._drop(run, None)
 
     # --- commands to owners ---------------------------------------------------------------

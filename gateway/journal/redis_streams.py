@@ -34,15 +34,18 @@ from urllib.parse import parse_qsl, urlencode, urlsplit, urlunsplit
 import anyio
 import msgspec
 import redis.asyncio as aioredis
-from redis.exceptions import RedisError, ResponseError
+from redis.exceptions import NoScriptError, RedisError, ResponseError
 
 from loopgate.contracts.envelope import Envelope
 from loopgate.contracts.ports import ThreadInfo
+from loopgate.gateway.journal import redis_follow
 from loopgate.gateway.journal.base import EVENT_OVERHEAD_BYTES, CommitListener, RunRecord
+from loopgate.gateway.journal.redis_follow import Deliver, StreamFollower
 
 log = logging.getLogger("loopgate.journal")
 
 _encode = msgspec.json.Encoder().encode
+_pack = msgspec.msgpack.Encoder().encode
 _decode_record = msgspec.json.Decoder(RunRecord).decode
 _decode_thread = msgspec.json.Decoder(ThreadInfo).decode
 _decode_data = msgspec.json.Decoder(dict[str, Any]).decode
@@ -56,16 +59,19 @@ DEFAULT_LEASE_S = 10.0
 DEFAULT_PREFIX = "loopgate"
 RETRY_MAX_S = 1.0
 CLOSE_FLUSH_S = 10.0
-FOLLOW_BLOCK_MS = 1_000
 FOLLOW_COUNT = 512
 COMMAND_TIMEOUT_S = 10.0
+SOCKET_SLACK_S = 5.0
 REPLY_TTL_S = 30
 SCAN_COUNT = 500
 
 # KEYS: events, seq, record, owner.  ARGV: maxlen, first seq, n, record JSON or "", owner id,
-# ms to keep a finished run, retry ("1": a batch resent after a lost reply), then n × (ts, kind,
-# data). Returns the run's last seq. A batch that does not start right after the last seq
-# fails with "SEQ <last>": the other instance's events stay, this one's are refused whole.
+# ms to keep a finished run, retry ("1": a batch resent after a lost reply), and the n events
+# as one MessagePack array of 3n strings (ts, kind, data, …): one argument for the whole batch,
+# which Redis unpacks in C, instead of 3n arguments each encoded and parsed on its own. ts
+# travels as a string: it is a nanosecond count, past what a Lua number holds exactly.
+# Returns the run's last seq. A batch that does not start right after the last seq fails with
+# "SEQ <last>": the other instance's events stay, this one's are refused whole.
 _APPEND = """
 local last = tonumber(redis.call('GET', KEYS[2]) or '0')
 local n = tonumber(ARGV[3])
@@ -75,10 +81,12 @@ if n > 0 then
     if ARGV[7] == '1' and last == first + n - 1 then return last end
     return redis.error_reply('SEQ ' .. last)
   end
+  local rows = cmsgpack.unpack(ARGV[8])
+  local events, maxlen = KEYS[1], ARGV[1]
   for i = 0, n - 1 do
-    local at = 8 + i * 3
-    redis.call('XADD', KEYS[1], 'MAXLEN', '~', ARGV[1], (first + i) .. '-0',
-      't', ARGV[at], 'k', ARGV[at + 1], 'd', ARGV[at + 2])
+    local at = i * 3
+    redis.call('XADD', events, 'MAXLEN', '~', maxlen, (first + i) .. '-0',
+      't', rows[at + 1], 'k', rows[at + 2], 'd', rows[at + 3])
   end
   last = first + n - 1
   redis.call('SET', KEYS[2], last)
@@ -170,6 +178,11 @@ class RedisJournal:
         self.on_command: CommandHandler | None = None
         # Any: redis-py annotates each reply as the union of every shape a reply may take.
         self._client: Any = None
+        # The follower's own connection: its blocking read holds it.
+        self._reader: Any = None
+        self.follower = StreamFollower(
+            self._key("wake", self.instance), 3 * self._lease_ms(), _sized_envelope
+        )
         self._append_script: Any = None
         self._end_orphan_script: Any = None
         # What is queued for the next commit: the batch of generation ``_filling``.
@@ -196,10 +209,27 @@ class RedisJournal:
     # --- lifecycle ------------------------------------------------------------------------
 
     async def open(self) -> list[RunRecord]:
-        client = aioredis.Redis.from_url(self.url, decode_responses=False)
+        # Named, so that CLIENT LIST says which instance holds which connection. The socket
+        # timeouts outlast the blocking commands each client sends (redis-py's default of 5 s
+        # would end a 10 s BLPOP as a network error); a timeout in the URL still wins.
+        name = f"{self.prefix}:{self.instance}"
+        client = aioredis.Redis.from_url(
+            self.url,
+            decode_responses=False,
+            client_name=name,
+            socket_timeout=COMMAND_TIMEOUT_S + SOCKET_SLACK_S,
+        )
         self._client = client
+        self._reader = aioredis.Redis.from_url(
+            self.url,
+            decode_responses=False,
+            single_connection_client=True,
+            client_name=f"{name}:follow",
+            socket_timeout=redis_follow.BLOCK_MS / 1000 + SOCKET_SLACK_S,
+        )
         self._append_script = client.register_script(_APPEND)
         self._end_orphan_script = client.register_script(_END_ORPHAN)
+        await client.script_load(_APPEND)
         await client.set(self._lease_key(self.instance), b"1", px=self._lease_ms())
         # Nothing to recover here: a run a dead instance left open is ended by whichever
         # instance finds its lease gone first (``writer``'s reaper), this one included.
@@ -223,10 +253,13 @@ class RedisJournal:
         client, self._client = self._client, None
         try:
             with anyio.move_on_after(2):
-                await client.delete(self._lease_key(self.instance))
+                await client.delete(
+                    self._lease_key(self.instance), self._key("wake", self.instance)
+                )
         except RedisError:
             pass
         await client.aclose()
+        await self._reader.aclose()
 
     # --- writing --------------------------------------------------------------------------
 
@@ -250,6 +283,7 @@ class RedisJournal:
             tg.start_soon(self._heartbeat)
             tg.start_soon(self._reaper)
             tg.start_soon(self._serve_commands)
+            tg.start_soon(self.follower.run, self._reader)
             while True:
                 await self._work.wait()
                 self._work = anyio.Event()
@@ -335,10 +369,12 @@ class RedisJournal:
                 self.instance if record is not None and record.state == "running" else "",
                 keep_ms,
                 "1" if retry else "0",
+                _pack_rows(events),
             ]
-            for _seq, ts, kind, data in events:
-                args += (ts, kind, data)
-            await self._append_script(keys=self._run_keys(run_id), args=args, client=pipe)
+            # By its sha, not through the Script object: that makes the pipeline ask Redis
+            # whether the script exists (a round trip) before every commit. It was loaded at
+            # open; after a Redis restart the commit fails NOSCRIPT, loads it and is retried.
+            pipe.evalsha(self._append_script.sha, 4, *self._run_keys(run_id), *args)
             order.append(run_id)
             if record is not None:
                 self._index(pipe, record)
@@ -349,6 +385,9 @@ class RedisJournal:
         marks: dict[str, int] = {}
         lost: list[str] = []
         for run_id, result in zip(order, results, strict=False):
+            if isinstance(result, NoScriptError):
+                await self._redis().script_load(_APPEND)
+                raise result
             if isinstance(result, ResponseError) and str(result).startswith("SEQ"):
                 log.error("run %s: another instance appended to it; events refused", run_id)
                 lost.append(run_id)
@@ -410,16 +449,14 @@ class RedisJournal:
             start = out[-1].seq + 1
         return out
 
-    async def follow(self, run_id: str, after: int) -> list[Envelope]:
-        """Events after seq ``after`` as soon as there are any (a blocking read), or none
-        after about a second."""
+    async def watch(self, run_id: str, after: int, deliver: Deliver) -> None:
+        """Deliver the run's events after seq ``after`` as its owner commits them, until
+        ``unwatch`` (one blocking read for every run followed: gateway.journal.redis_follow)."""
         key = self._run_keys(run_id)[0]
-        reply = await self._redis().xread(
-            {key: f"{after}-0"}, count=FOLLOW_COUNT, block=FOLLOW_BLOCK_MS
-        )
-        if not reply:
-            return []
-        return [_envelope(run_id, i, f) for i, f in reply[0][1]]
+        await self.follower.watch(self._redis(), run_id, key, after, deliver)
+
+    def unwatch(self, run_id: str) -> None:
+        self.follower.unwatch(run_id)
 
     async def list_runs(self, limit: int, thread_id: str | None = None) -> list[RunRecord]:
         index = self._key("runs") if thread_id is None else self._key("thread-runs", thread_id)
@@ -634,8 +671,23 @@ class RedisJournal:
         return None if decoded.get("missing") else decoded
 
 
+def _pack_rows(rows: list[tuple[int, int, str, bytes]]) -> bytes:
+    # Strings only: the cmsgpack of Redis 7.0 reads no MessagePack ``bin``, and a payload is
+    # JSON, hence UTF-8, so as a ``str`` it arrives byte for byte.
+    flat: list[str] = []
+    for _seq, ts, kind, data in rows:
+        flat += (str(ts), kind, data.decode())
+    return _pack(flat)
+
+
 def _envelope(run_id: str, entry_id: bytes, fields: dict[bytes, bytes]) -> Envelope:
     seq = int(entry_id.split(b"-", 1)[0])
     return Envelope(
         run_id, seq, int(fields[b"t"]), fields[b"k"].decode(), _decode_data(fields[b"d"])
     )
+
+
+def _sized_envelope(
+    run_id: str, entry_id: bytes, fields: dict[bytes, bytes]
+) -> tuple[Envelope, int]:
+    return _envelope(run_id, entry_id, fields), len(fields[b"d"])
