@@ -2,6 +2,7 @@
 
 from __future__ import annotations
 
+import asyncio
 import os
 import signal
 import socket
@@ -180,3 +181,44 @@ def fmt_range(values: Sequence[float], spec: str = ",.0f") -> str:
 def say(*parts: object) -> None:
     """Print a partial result now: a long benchmark that dies later keeps what it measured."""
     print(*parts, flush=True)
+
+
+class RawHttp:
+    """One keep-alive HTTP/1.1 connection on raw asyncio streams, for load that must cost its
+    sender next to nothing: httpx spends more CPU per request than the server it measures
+    (tens of µs, and more per request the more connections its pool holds), and here the
+    client shares the two cores with the servers."""
+
+    def __init__(self, port: int) -> None:
+        self.port = port
+        self._reader: asyncio.StreamReader | None = None
+        self._writer: asyncio.StreamWriter | None = None
+
+    async def __aenter__(self) -> RawHttp:
+        self._reader, self._writer = await asyncio.open_connection("127.0.0.1", self.port)
+        return self
+
+    async def __aexit__(self, *exc_info: object) -> None:
+        if self._writer is not None:
+            self._writer.close()
+
+    @staticmethod
+    def post_bytes(path: str, body: bytes, content_type: str = "application/x-ndjson") -> bytes:
+        """A whole POST request, built once and sent as often as wanted."""
+        head = (
+            f"POST {path} HTTP/1.1\r\nhost: 127.0.0.1\r\ncontent-type: {content_type}\r\n"
+            f"content-length: {len(body)}\r\n\r\n"
+        )
+        return head.encode() + body
+
+    async def send(self, request: bytes) -> tuple[int, bytes]:
+        """Send a request built by ``post_bytes``; (status, body) of its answer."""
+        assert self._reader is not None and self._writer is not None
+        self._writer.write(request)
+        status = int((await self._reader.readline()).split(b" ", 2)[1])
+        length = 0
+        while (line := await self._reader.readline()) not in (b"\r\n", b""):
+            name, _, value = line.partition(b":")
+            if name.strip().lower() == b"content-length":
+                length = int(value)
+        return status, await self._reader.readexactly(length)

@@ -27,6 +27,7 @@ from __future__ import annotations
 import argparse
 import asyncio
 import json
+import math
 import os
 import shutil
 import socket
@@ -44,16 +45,20 @@ if str(ROOT) not in sys.path:
     sys.path.insert(0, str(ROOT))
 
 import httpx  # noqa: E402
+import redis  # noqa: E402
 
 from benchmarks._common import (  # noqa: E402
+    RawHttp,
     fmt_range,
     free_port,
     median_range,
     percentile,
+    rss_kib,
     say,
     serve_argv,
     server_processes,
     table,
+    tree_cpu_s,
 )
 from benchmarks.fanout import push_lines, read_sse  # noqa: E402
 
@@ -69,14 +74,18 @@ class Sizes:
     live_events: int = 3_000  # (b): 3 s at 1,000 events/s
     clients: int = 100
     run_counts: tuple[int, ...] = (1, 100)
+    # (c): runs added before each RSS reading
+    memory_runs: tuple[int, ...] = (500, 500, 1000)
 
 
 @dataclass
 class Report:
-    # (config, runs) → events/s of each round
-    ingest: dict[tuple[str, int], list[float]] = field(default_factory=dict)
+    # (config, runs) → each round's figures
+    ingest: dict[tuple[str, int], list[Ingest]] = field(default_factory=dict)
     # config → (p50, p99) of each round
     latency: dict[str, list[tuple[float, float]]] = field(default_factory=dict)
+    # (c) the reading instance's RSS in KiB after each batch of runs
+    memory: list[int] = field(default_factory=list)
     failures: list[str] = field(default_factory=list)
 
 
@@ -116,33 +125,71 @@ def with_prefix(url: str, prefix: str) -> str:
 # --- (a) ingest ----------------------------------------------------------------------------------
 
 
-async def ingest(bases: list[str], runs: int, events: int) -> float:
-    """Events/s accepted into ``runs`` ingest runs started round-robin over ``bases``, each
-    pushed to the instance that owns it, all at once."""
-    limits = httpx.Limits(max_connections=runs + 8, max_keepalive_connections=runs + 8)
-    async with httpx.AsyncClient(timeout=60, limits=limits) as client:
-        owned: list[tuple[str, str]] = []
+@dataclass
+class Ingest:
+    rate: float  # events/s accepted, the whole deployment
+    gateway_us: float  # CPU of every instance, per event
+    redis_us: float  # CPU of redis-server, per event (its INFO cpu)
+    client_us: float  # CPU of the pushing client (this process), per event
+
+    @property
+    def per_instance_core(self) -> float:
+        """Events per CPU-second of a gateway process: what one instance accepts on a core
+        of its own (a process runs Python on one core at a time); inf when a round was too
+        short for the CPU clock's ticks."""
+        return 1e6 / self.gateway_us if self.gateway_us else math.inf
+
+
+def redis_cpu_s(url: str | None) -> float:
+    if url is None:
+        return 0.0
+    info = redis.Redis.from_url(url).info("cpu")
+    return float(info["used_cpu_user"]) + float(info["used_cpu_sys"])
+
+
+async def ingest(
+    bases: list[str], procs: list[int], redis_url: str | None, runs: int, events: int
+) -> Ingest:
+    """``runs`` ingest runs started round-robin over ``bases``, each pushed to the instance
+    that owns it over a keep-alive connection of its own, all at once, then ended."""
+    owned: list[tuple[int, str]] = []
+    async with httpx.AsyncClient(timeout=60) as client:
         for i in range(runs):
             base = bases[i % len(bases)]
             started = await client.post(f"{base}/v1/runs", json={"source": "ingest"})
-            owned.append((base, started.json()["id"]))
-        per_run = max(events // runs, 1)
-        full = push_lines(BATCH, False)
+            owned.append((int(base.rsplit(":", 1)[1]), started.json()["id"]))
+    per_run = max(events // runs, 1)
+    full = push_lines(BATCH, False)
 
-        async def feed(base: str, run_id: str) -> None:
+    async def feed(port: int, run_id: str) -> None:
+        path = f"/v1/runs/{run_id}/events"
+        whole = RawHttp.post_bytes(path, full)
+        async with RawHttp(port) as http:
             sent = 0
             while sent < per_run:
                 n = min(BATCH, per_run - sent)
-                body = full if n == BATCH else push_lines(n, False)
-                response = await client.post(f"{base}/v1/runs/{run_id}/events", content=body)
-                response.raise_for_status()
+                request = whole if n == BATCH else RawHttp.post_bytes(path, push_lines(n, False))
+                status, body = await http.send(request)
+                if status != 200:
+                    raise RuntimeError(f"push to {run_id}: {status} {body[:200]!r}")
                 sent += n
-            end = await client.post(f"{base}/v1/runs/{run_id}/events", content=push_lines(0, True))
-            end.raise_for_status()
+            status, body = await http.send(RawHttp.post_bytes(path, push_lines(0, True)))
+            if status != 200:
+                raise RuntimeError(f"end of {run_id}: {status} {body[:200]!r}")
 
-        started_at = time.perf_counter()
-        await asyncio.gather(*(feed(base, run_id) for base, run_id in owned))
-        return per_run * runs / (time.perf_counter() - started_at)
+    cpu = [tree_cpu_s(pid) for pid in procs]
+    redis_before = redis_cpu_s(redis_url)
+    client_before = time.process_time()
+    started_at = time.perf_counter()
+    await asyncio.gather(*(feed(port, run_id) for port, run_id in owned))
+    elapsed = time.perf_counter() - started_at
+    client_s = time.process_time() - client_before
+    redis_s = redis_cpu_s(redis_url) - redis_before
+    gateway_s = sum(tree_cpu_s(pid) for pid in procs) - sum(cpu)
+    total = per_run * runs
+    return Ingest(
+        total / elapsed, gateway_s / total * 1e6, redis_s / total * 1e6, client_s / total * 1e6
+    )
 
 
 # --- (b) live latency ----------------------------------------------------------------------------
@@ -200,6 +247,34 @@ def live_latency(bases: list[str], clients: int, events: int) -> tuple[float, fl
     return percentile(latencies, 0.5), percentile(latencies, 0.99)
 
 
+# --- (c) memory per instance vs the runs in Redis -----------------------------------------------
+
+
+def memory_bound(bases: list[str], procs: list[int], run_counts: tuple[int, ...]) -> list[int]:
+    """For each count: that many more finished runs of 100 events, pushed to the first
+    instance, each then streamed whole from the second; the second's RSS (KiB) after."""
+    owner, reader = bases[0], bases[1]
+    port = int(reader.rsplit(":", 1)[1])
+    body = push_lines(99, True)
+    rss: list[int] = []
+
+    async def go(count: int) -> None:
+        async with httpx.AsyncClient(timeout=60) as client:
+            for _ in range(count):
+                run_id = (await client.post(f"{owner}/v1/runs", json={"source": "ingest"})).json()[
+                    "id"
+                ]
+                pushed = await client.post(f"{owner}/v1/runs/{run_id}/events", content=body)
+                pushed.raise_for_status()
+                if await read_sse(port, f"/v1/runs/{run_id}/events") != 100:
+                    raise RuntimeError(f"run {run_id}: not 100 events from the second instance")
+
+    for count in run_counts:
+        asyncio.run(go(count))
+        rss.append(rss_kib(procs[1]))
+    return rss
+
+
 # --- the run -------------------------------------------------------------------------------------
 
 
@@ -207,42 +282,36 @@ def run(sizes: Sizes, report: Report) -> None:
     with redis_server() as redis_url:
         tag = uuid.uuid4().hex[:8]
         ports = [free_port() for _ in range(4)]
+        journals = ["memory", *(with_prefix(redis_url, f"bench{n}-{tag}") for n in (1, 2, 2))]
         servers = [
-            (serve_argv(ports[0]), ports[0], "/healthz"),
-            (
-                serve_argv(ports[1], "--journal", with_prefix(redis_url, f"bench1-{tag}")),
-                ports[1],
-                "/healthz",
-            ),
-            *(
-                (
-                    serve_argv(p, "--journal", with_prefix(redis_url, f"bench2-{tag}")),
-                    p,
-                    "/healthz",
-                )
-                for p in ports[2:]
-            ),
+            (serve_argv(p, "--journal", j), p, "/healthz")
+            for p, j in zip(ports, journals, strict=True)
         ]
-        with server_processes(servers):
+        with server_processes(servers) as procs:
             urls = [f"http://127.0.0.1:{p}" for p in ports]
+            pids = [proc.pid for proc in procs]
             deployments = {
-                "memory ×1": urls[:1],
-                "redis ×1": urls[1:2],
-                "redis ×2": urls[2:],
+                "memory ×1": (urls[:1], pids[:1], None),
+                "redis ×1": (urls[1:2], pids[1:2], redis_url),
+                "redis ×2": (urls[2:], pids[2:], redis_url),
             }
             for n in range(sizes.rounds):
                 order = CONFIGS[n % 3 :] + CONFIGS[: n % 3]
                 for config in order:
-                    bases = deployments[config]
+                    bases, config_pids, url = deployments[config]
                     for runs in sizes.run_counts:
                         try:
-                            rate = asyncio.run(ingest(bases, runs, sizes.events))
+                            got = asyncio.run(ingest(bases, config_pids, url, runs, sizes.events))
                         except Exception as exc:  # reported; the rest goes on
                             report.failures.append(f"{config} ingest {runs}: {exc!r}")
                             say(f"  (a) round {n + 1} {config}, {runs} runs: FAILED {exc!r}")
                             continue
-                        report.ingest.setdefault((config, runs), []).append(rate)
-                        say(f"  (a) round {n + 1} {config}, {runs:>3} runs: {rate:,.0f} events/s")
+                        report.ingest.setdefault((config, runs), []).append(got)
+                        say(
+                            f"  (a) round {n + 1} {config}, {runs:>3} runs: {got.rate:,.0f} "
+                            f"events/s; CPU µs/event: gateway {got.gateway_us:.2f}, "
+                            f"redis {got.redis_us:.2f}, client {got.client_us:.2f}"
+                        )
                     try:
                         p50, p99 = live_latency(bases, sizes.clients, sizes.live_events)
                     except Exception as exc:
@@ -254,15 +323,23 @@ def run(sizes: Sizes, report: Report) -> None:
                         f"  (b) round {n + 1} {config}, {sizes.clients} clients: "
                         f"p50 {p50:.2f} ms, p99 {p99:.2f} ms"
                     )
+            bases, config_pids, _ = deployments["redis ×2"]
+            try:
+                report.memory = memory_bound(bases, config_pids, sizes.memory_runs)
+            except Exception as exc:
+                report.failures.append(f"memory: {exc!r}")
+                say(f"  (c) FAILED {exc!r}")
+            else:
+                say(f"  (c) RSS of the reading instance: {report.memory} KiB")
 
 
 def print_report(report: Report, sizes: Sizes) -> None:
     rows = []
     for runs in sizes.run_counts:
-        base = report.ingest.get(("memory ×1", runs), [])
+        base = [g.rate for g in report.ingest.get(("memory ×1", runs), [])]
         for config in CONFIGS:
-            rates = report.ingest.get((config, runs), [])
-            instances = 2 if config.endswith("×2") else 1
+            got = report.ingest.get((config, runs), [])
+            rates = [g.rate for g in got]
             ratio = (
                 f"{median_range(rates)[0] / median_range(base)[0]:.2f}×" if rates and base else "—"
             )
@@ -271,14 +348,27 @@ def print_report(report: Report, sizes: Sizes) -> None:
                     runs,
                     config,
                     fmt_range(rates),
-                    fmt_range([r / instances for r in rates]),
                     ratio,
+                    fmt_range([g.gateway_us for g in got], ".2f"),
+                    fmt_range([g.redis_us for g in got], ".2f"),
+                    fmt_range([g.client_us for g in got], ".2f"),
+                    fmt_range([g.per_instance_core for g in got]),
                 )
             )
     table(
-        f"(a) ingest, events/s accepted ({sizes.events:,} events per round, {BATCH} per push; "
-        "median (range) of rounds)",
-        ("runs", "journal", "events/s", "per instance", "vs memory ×1"),
+        f"(a) ingest ({sizes.events:,} events per round, {BATCH} per push; median (range) "
+        "of rounds): events/s accepted, CPU µs per event of each process, and events per "
+        "CPU-second of an instance",
+        (
+            "runs",
+            "journal",
+            "events/s",
+            "vs memory ×1",
+            "gateway µs",
+            "redis µs",
+            "client µs",
+            "per instance core",
+        ),
         rows,
     )
     rows = []
@@ -296,6 +386,18 @@ def print_report(report: Report, sizes: Sizes) -> None:
         ("journal", "p50", "p99"),
         rows,
     )
+    if report.memory:
+        total = 0
+        rows = []
+        for count, kib in zip(sizes.memory_runs, report.memory, strict=True):
+            total += count
+            rows.append((f"{total:,}", f"{kib / 1024:.1f}"))
+        table(
+            "(c) redis ×2: runs of 100 events pushed to one instance and streamed whole from "
+            "the other; the other's RSS after",
+            ("runs in Redis", "RSS MiB"),
+            rows,
+        )
     for failure in report.failures:
         print(f"FAILED: {failure}")
 
@@ -307,7 +409,7 @@ def main(argv: list[str] | None = None) -> int:
     args = parser.parse_args(argv)
     sizes = Sizes(rounds=args.rounds)
     if args.quick:
-        sizes = Sizes(rounds=1, events=2_000, live_events=300, clients=10)
+        sizes = Sizes(rounds=1, events=2_000, live_events=300, clients=10, memory_runs=(20, 20))
     report = Report()
     run(sizes, report)
     print_report(report, sizes)

@@ -9,16 +9,21 @@ from benchmarks import scale_out
 
 
 def test_every_cell_is_measured(capsys: pytest.CaptureFixture[str]) -> None:
-    sizes = scale_out.Sizes(rounds=1, events=200, live_events=50, clients=4, run_counts=(1, 4))
+    sizes = scale_out.Sizes(
+        rounds=1, events=200, live_events=50, clients=4, run_counts=(1, 4), memory_runs=(3, 3)
+    )
     report = scale_out.Report()
     scale_out.run(sizes, report)
     assert report.failures == []
     for config in scale_out.CONFIGS:
         for runs in sizes.run_counts:
-            (rate,) = report.ingest[(config, runs)]
-            assert rate > 0
+            (got,) = report.ingest[(config, runs)]
+            assert got.rate > 0 and got.client_us > 0
+            # CPU is read in clock ticks: a tiny round may see none of the servers'.
+            assert got.gateway_us >= 0 and got.redis_us >= 0
         ((p50, p99),) = report.latency[config]
         assert 0 < p50 <= p99
+    assert len(report.memory) == 2 and all(kib > 0 for kib in report.memory)
     scale_out.print_report(report, sizes)
     out = capsys.readouterr().out
-    assert "(a) ingest" in out and "(b) acceptance → receipt" in out
+    assert "(a) ingest" in out and "(b) acceptance → receipt" in out and "(c) redis ×2" in out
