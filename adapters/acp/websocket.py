@@ -1,5 +1,6 @@
 """ACP over WebSocket at ``/acp`` (the remote-transport proposal): one JSON-RPC message per
-text frame, one agent per socket, sessions shared with every other client through the hub."""
+text frame, one agent per socket, sessions shared with every other client through the hub.
+The ACP SDK is imported by the first connection (adapters.shared.lazy)."""
 
 from __future__ import annotations
 
@@ -10,7 +11,7 @@ from starlette.websockets import WebSocket
 
 from loopgate.adapters.acp.agent import AcpAgent, AgentOptions
 from loopgate.adapters.acp.rpc import WebSocketTransport
-from loopgate.adapters.acp.server import serve_connection
+from loopgate.adapters.shared.lazy import imported
 from loopgate.adapters.shared.ws import origin_allowed, refuse
 from loopgate.contracts.limits import EndpointLimits
 from loopgate.contracts.ports import RunService
@@ -35,7 +36,8 @@ def routes(
         agent_options = options or AgentOptions(
             mcp_transports=("stdio", "http") if limits.client_stdio_mcp else ("http",)
         )
-        await serve_connection(AcpAgent(service, agent_options), transport)
+        server = await imported("loopgate.adapters.acp.server")
+        await server.serve_connection(AcpAgent(service, agent_options), transport)
         await transport.close()
 
     return [WebSocketRoute(PATH, acp_socket)]

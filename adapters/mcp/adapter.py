@@ -35,9 +35,13 @@ class McpAdapter:
 
     def routes(self, service: RunService, limits: EndpointLimits) -> list[BaseRoute]:
         from loopgate.adapters.mcp.http import routes
-        from loopgate.adapters.mcp.server import build_server
 
-        return routes(build_server(service, __version__), limits)
+        def build() -> Any:
+            from loopgate.adapters.mcp.server import build_server
+
+            return build_server(service, __version__)
+
+        return routes(build, limits)
 
     async def serve_stdio(
         self, service: RunService, options: StdioOptions, read: ReadBytes, write: WriteBytes

@@ -18,7 +18,7 @@ from loopgate.gateway.loops.source import LoopGuards
 from loopgate.gateway.loops.stdio import StdioLoop
 from loopgate.gateway.settings import Settings
 from loopgate.gateway.tools.functions import FunctionTools
-from loopgate.gateway.tools.mcp import McpOptions, McpServerSpec, ToolSourceError
+from loopgate.gateway.tools.mcp_specs import McpOptions, McpServerSpec, ToolSourceError
 from loopgate.gateway.tools.sources import ToolSources
 
 log = logging.getLogger("loopgate.loop")

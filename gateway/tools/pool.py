@@ -11,19 +11,16 @@ from __future__ import annotations
 import logging
 from collections import OrderedDict
 from collections.abc import Callable, Sequence
-from typing import TextIO
+from typing import TYPE_CHECKING, TextIO
 
 import anyio
 from anyio.abc import TaskGroup
 
 from loopgate.contracts.client_errors import ClientError
-from loopgate.gateway.tools.mcp import (
-    McpOptions,
-    McpServerSpec,
-    McpTools,
-    ToolSourceError,
-    start_all,
-)
+from loopgate.gateway.tools.mcp_specs import McpOptions, McpServerSpec, ToolSourceError
+
+if TYPE_CHECKING:
+    from loopgate.gateway.tools.mcp import McpTools
 
 log = logging.getLogger("loopgate.tools")
 
@@ -153,6 +150,9 @@ class ThreadMcpPool:
     # --- internals ----------------------------------------------------------------------------
 
     async def _open(self, tg: TaskGroup, specs: tuple[McpServerSpec, ...]) -> list[McpTools]:
+        # The SDK is imported with the first connection: most gateways never make one.
+        from loopgate.gateway.tools.mcp import McpTools, start_all
+
         tools = [McpTools(spec, self.options, stderr=self._stderr) for spec in specs]
         try:
             await start_all(tools, tg)

@@ -21,7 +21,7 @@ from anyio.abc import TaskGroup
 
 from loopgate.contracts.client_errors import ClientError
 from loopgate.gateway.loop.types import ToolExecutor
-from loopgate.gateway.tools.mcp import McpOptions, McpServerSpec, ToolSourceError
+from loopgate.gateway.tools.mcp_specs import McpOptions, McpServerSpec, ToolSourceError
 from loopgate.gateway.tools.pool import ThreadMcpPool
 from loopgate.gateway.tools.toolbox import ToolBox
 

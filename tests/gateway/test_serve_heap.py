@@ -47,4 +47,6 @@ def test_freezing_leaves_nothing_for_a_full_collection_to_scan_but_what_came_aft
     )
     out = subprocess.run([sys.executable, "-c", code], capture_output=True, text=True, check=True)
     before, frozen, after = map(int, out.stdout.split())
-    assert frozen > 50_000 and frozen > before * 0.9 and after < 1_000
+    # The app's modules are some 40,000 objects (the MCP and ACP SDKs, imported by their first
+    # request, are not among them); nearly all frozen, next to nothing left to scan.
+    assert frozen > 30_000 and frozen > before * 0.9 and after < 1_000

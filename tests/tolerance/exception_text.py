@@ -61,7 +61,7 @@ ALLOWED: dict[tuple[str, str], str] = {
     ("gateway/tools/functions.py", "from_module"): "--tools at startup: the operator's terminal",
     ("gateway/loops/build.py", "system_prompt"): "--system-prompt-file at startup: the "
     "operator's terminal",
-    ("gateway/tools/mcp.py", "from_command"): "an operator's --mcp command line, at startup",
+    ("gateway/tools/mcp_specs.py", "from_command"): "an operator's --mcp command line, at startup",
     ("gateway/loops/python.py", "load_object"): "--loop at startup: the operator's terminal",
     ("gateway/settings.py", "*"): "settings at startup: the operator's terminal",
     ("gateway/commands/*", "*"): "the command line's own stderr: the operator's terminal",

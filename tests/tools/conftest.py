@@ -15,7 +15,7 @@ from pathlib import Path
 import pytest
 
 from loopgate.gateway.loop.types import LoopContext
-from loopgate.gateway.tools.mcp import McpServerSpec
+from loopgate.gateway.tools.mcp_specs import McpServerSpec
 
 ROOT = Path(__file__).resolve().parents[2]
 FAKE_SERVER = ROOT / "tests" / "fakes" / "mcp_server.py"

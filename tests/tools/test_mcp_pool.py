@@ -10,7 +10,8 @@ import anyio
 import pytest
 
 from loopgate.contracts.messages import ToolCall
-from loopgate.gateway.tools.mcp import McpOptions, McpServerSpec, McpTools, ToolSourceError
+from loopgate.gateway.tools.mcp import McpTools
+from loopgate.gateway.tools.mcp_specs import McpOptions, McpServerSpec, ToolSourceError
 from loopgate.gateway.tools.pool import ThreadMcpPool
 from tests.tools.conftest import CTX
 

@@ -22,7 +22,8 @@ from starlette.routing import Route
 
 from loopgate.contracts.messages import ToolCall
 from loopgate.gateway.loop.types import ToolResult
-from loopgate.gateway.tools.mcp import McpOptions, McpServerSpec, McpTools, ToolSourceError
+from loopgate.gateway.tools.mcp import McpTools
+from loopgate.gateway.tools.mcp_specs import McpOptions, McpServerSpec, ToolSourceError
 from tests.fakes.servers import serve_app
 from tests.tools.conftest import CTX, FAKE_SERVER, fake_http_server
 

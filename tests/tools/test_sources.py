@@ -10,7 +10,7 @@ import pytest
 from loopgate.contracts.messages import ToolCall
 from loopgate.gateway.loop.tools import DemoTools
 from loopgate.gateway.tools import FunctionTools
-from loopgate.gateway.tools.mcp import McpOptions, McpServerSpec, ToolSourceError
+from loopgate.gateway.tools.mcp_specs import McpOptions, McpServerSpec, ToolSourceError
 from loopgate.gateway.tools.sources import CONFIGURED, ToolSources
 from tests.tools.conftest import CTX, fake_http_server
 

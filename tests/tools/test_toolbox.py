@@ -13,7 +13,8 @@ from loopgate.gateway.loop.core import CoreLoop
 from loopgate.gateway.loop.tools import DemoTools
 from loopgate.gateway.loop.types import ToolResult
 from loopgate.gateway.tools import FunctionTools, ToolBox, tool
-from loopgate.gateway.tools.mcp import McpOptions, McpServerSpec, McpTools
+from loopgate.gateway.tools.mcp import McpTools
+from loopgate.gateway.tools.mcp_specs import McpOptions, McpServerSpec
 from tests.loop.loop_support import FakeProvider, calls, text
 from tests.tools.conftest import CTX
 
