@@ -493,6 +493,11 @@ class Hub:
                 f"too many active runs (limit {self.settings.max_active_runs}); retry later"
             )
         prepared = source.prepare(request)
+        # Last, once nothing else can refuse the start: a claimed id stays taken.
+        if request.run_id and self._remote is not None and not await self._remote.claim(run_id):
+            raise RunExists(run_id)
+        if run_id in self._runs:
+            raise RunExists(run_id)  # started here by another request while this one waited
         metadata = dict(request.metadata)
         if request.traceparent:
             metadata.setdefault("traceparent", request.traceparent)

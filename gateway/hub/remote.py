@@ -51,6 +51,8 @@ class SharedJournal(Journal, Protocol):
 
     def unwatch(self, run_id: str) -> None: ...
 
+    async def claim(self, run_id: str) -> bool: ...
+
     async def command(self, run_id: str, command: dict[str, Any]) -> dict[str, Any] | None: ...
 
 
@@ -160,6 +162,10 @@ class Remote:
             if not run.subscribers:
                 self.journal.unwatch(run.id)
                 hub._drop(run, None)
+
+    async def claim(self, run_id: str) -> bool:
+        """A client-chosen id for a new run, taken across instances (False: taken already)."""
+        return await self.journal.claim(run_id)
 
     # --- commands to owners ---------------------------------------------------------------
 

@@ -200,6 +200,9 @@ class RedisJournal:
         p = f"{self.prefix}:{{{run_id}}}"
         return [f"{p}:events", f"{p}:seq", f"{p}:record", f"{p}:owner"]
 
+    def _claim_key(self, run_id: str) -> str:
+        return f"{self.prefix}:{{{run_id}}}:claim"
+
     def _key(self, *parts: str) -> str:
         return ":".join((self.prefix, *parts))
 
@@ -464,12 +467,31 @@ class RedisJournal:
         return [r for r in await self._records(ids) if r is not None]
 
     async def _records(self, ids: list[str]) -> list[RunRecord | None]:
+        """The runs' records; a running one's ``last_seq`` is its stream's, as it is now (the
+        record itself is written when the run starts and when it ends)."""
         if not ids:
             return []
         pipe = self._redis().pipeline(transaction=False)
         for run_id in ids:
-            pipe.get(self._run_keys(run_id)[2])
-        return [_decode_record(raw) if raw else None for raw in await pipe.execute()]
+            keys = self._run_keys(run_id)
+            pipe.get(keys[2])
+            pipe.get(keys[1])
+        replies = await pipe.execute()
+        records: list[RunRecord | None] = []
+        for raw, last in zip(replies[::2], replies[1::2], strict=True):
+            record = _decode_record(raw) if raw else None
+            if record is not None and record.state == "running" and last is not None:
+                record.last_seq = max(record.last_seq, int(last))
+            records.append(record)
+        return records
+
+    async def claim(self, run_id: str) -> bool:
+        """Take a new run's id for this instance; False if another instance took it first (a
+        client-chosen id started on two instances at once is started once)."""
+        claimed = await self._redis().set(
+            self._claim_key(run_id), self.instance, nx=True, px=self.max_age_ms
+        )
+        return bool(claimed)
 
     async def load_thread(self, thread_id: str) -> ThreadInfo | None:
         pending = self._threads.get(thread_id)
@@ -493,7 +515,7 @@ class RedisJournal:
         records = await self._records(run_ids)
         pipe = self._redis().pipeline(transaction=False)
         for run_id, record in zip(run_ids, records, strict=True):
-            pipe.delete(*self._run_keys(run_id))
+            pipe.delete(*self._run_keys(run_id), self._claim_key(run_id))
             pipe.zrem(self._key("runs"), run_id)
             pipe.srem(self._key("running"), run_id)
             if record is not None:

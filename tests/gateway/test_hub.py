@@ -339,3 +339,24 @@ async def test_live_wake_ups_are_coalesced_over_the_delivery_window(
             assert batches == [list(range(1, 12))]
         else:
             assert len(batches) == most_batches + 1  # each event woke the reader
+
+
+async def test_one_id_started_twice_at_once_is_started_once(tmp_path: Path) -> None:
+    # The SQLite journal's look-up of the id is real I/O: both starts pass it before either
+    # admits its run.
+    db = f"sqlite:{tmp_path / 'j.sqlite3'}"
+    async with hub_for(tmp_path, journal=db) as hub:
+        outcomes: list[str] = []
+
+        async def start() -> None:
+            try:
+                await ingest_run(hub, run_id="chosen")
+                outcomes.append("started")
+            except RunExists:
+                outcomes.append("exists")
+
+        async with anyio.create_task_group() as tg:
+            tg.start_soon(start)
+            tg.start_soon(start)
+        assert sorted(outcomes) == ["exists", "started"]
+        assert [r.id for r in await hub.list_runs()] == ["chosen"]
