@@ -9,9 +9,11 @@ committed; ``writer`` commits in the background (group commit) and reports each 
 
 from __future__ import annotations
 
-from collections.abc import Callable, Mapping
+from collections.abc import AsyncIterator, Awaitable, Callable, Mapping
+from contextlib import asynccontextmanager
 from typing import Any, Protocol
 
+import anyio
 import msgspec
 
 from loopgate.contracts.envelope import Envelope
@@ -27,6 +29,38 @@ EVENT_OVERHEAD_BYTES = 512
 
 # A commit's news: run id -> the highest seq of that run now committed.
 CommitListener = Callable[[Mapping[str, int]], None]
+
+
+class CommitTurns:
+    """One commit at a time (or a step that must not overlap one); whoever needs a commit
+    while one is under way waits for it to end, together with every other waiter.
+
+    Not a lock queue: a lock is handed to its waiters one at a time, an event-loop iteration
+    (and its poll) each, so a hundred pushes waiting on one commit cost a hundred iterations
+    before any could go on — measured as a third of the gateway's CPU per event of 100
+    concurrent ingest runs on the Redis journal. Here they all wake when the commit ends;
+    the few it did not cover then take their turns."""
+
+    def __init__(self) -> None:
+        self._lock = anyio.Lock(fast_acquire=True)
+        self._ended = anyio.Event()
+
+    @asynccontextmanager
+    async def turn(self) -> AsyncIterator[None]:
+        async with self._lock:
+            try:
+                yield
+            finally:
+                self._ended.set()
+                self._ended = anyio.Event()
+
+    async def until(self, done: Callable[[], bool], commit: Callable[[], Awaitable[None]]) -> None:
+        """Return once ``done()``: wait for the commit under way, or ``commit()`` when none is."""
+        while not done():
+            if self._lock.locked():
+                await self._ended.wait()
+            else:
+                await commit()
 
 
 class RunRecord(msgspec.Struct, kw_only=True):

@@ -28,6 +28,7 @@ import logging
 import time
 import uuid
 from collections.abc import Awaitable, Callable
+from functools import partial
 from typing import Any
 from urllib.parse import parse_qsl, urlencode, urlsplit, urlunsplit
 
@@ -39,7 +40,12 @@ from redis.exceptions import NoScriptError, RedisError, ResponseError
 from loopgate.contracts.envelope import Envelope
 from loopgate.contracts.ports import ThreadInfo
 from loopgate.gateway.journal import redis_follow
-from loopgate.gateway.journal.base import EVENT_OVERHEAD_BYTES, CommitListener, RunRecord
+from loopgate.gateway.journal.base import (
+    EVENT_OVERHEAD_BYTES,
+    CommitListener,
+    CommitTurns,
+    RunRecord,
+)
 from loopgate.gateway.journal.redis_follow import Deliver, StreamFollower
 
 log = logging.getLogger("loopgate.journal")
@@ -191,7 +197,7 @@ class RedisJournal:
         self._rows: dict[str, list[tuple[int, int, str, bytes]]] = {}
         self._filling = 1
         self._committed = 0
-        self._commit_lock = anyio.Lock(fast_acquire=True)
+        self._turns = CommitTurns()
         self._work = anyio.Event()
 
     # --- keys -----------------------------------------------------------------------------
@@ -294,14 +300,13 @@ class RedisJournal:
 
     async def flush(self) -> None:
         ticket = self._filling if self._queued() else self._filling - 1
-        while self._committed < ticket:
-            await self._commit(ticket)
+        await self._turns.until(lambda: self._committed >= ticket, partial(self._commit, ticket))
 
     def _queued(self) -> bool:
         return bool(self._runs or self._rows or self._threads)
 
     async def _commit(self, ticket: int | None = None) -> None:
-        async with self._commit_lock:
+        async with self._turns.turn():
             delay = 0.05
             retry = False
             while True:

@@ -29,6 +29,7 @@ from __future__ import annotations
 import logging
 import sqlite3
 import threading
+from functools import partial
 from pathlib import Path
 from typing import Any, Literal
 
@@ -37,7 +38,12 @@ import msgspec
 
 from loopgate.contracts.envelope import Envelope
 from loopgate.contracts.ports import ThreadInfo
-from loopgate.gateway.journal.base import EVENT_OVERHEAD_BYTES, CommitListener, RunRecord
+from loopgate.gateway.journal.base import (
+    EVENT_OVERHEAD_BYTES,
+    CommitListener,
+    CommitTurns,
+    RunRecord,
+)
 
 log = logging.getLogger("loopgate.journal")
 
@@ -105,7 +111,7 @@ class SqliteJournal:
         self._rows: list[Row] = []
         self._filling = 1
         self._committed = 0
-        self._commit_lock = anyio.Lock(fast_acquire=True)
+        self._turns = CommitTurns()
         self._work = anyio.Event()
 
     async def open(self) -> list[RunRecord]:
@@ -154,7 +160,7 @@ class SqliteJournal:
             self._checkpoint_due = anyio.Event()
             # Between two commits: a log that was copied whole is then started over, which
             # it cannot be if the writer keeps adding to it while the copy runs.
-            async with self._commit_lock:
+            async with self._turns.turn():
                 self._unchecked = 0
                 try:
                     await anyio.to_thread.run_sync(self._checkpoint_sync)
@@ -168,11 +174,10 @@ class SqliteJournal:
     async def flush(self) -> None:
         # Everything recorded so far is in the queued batch or in the one being committed.
         ticket = self._filling if self._queued() else self._filling - 1
-        while self._committed < ticket:
-            await self._commit(ticket)
+        await self._turns.until(lambda: self._committed >= ticket, partial(self._commit, ticket))
 
     async def _commit(self, ticket: int | None = None) -> None:
-        async with self._commit_lock:
+        async with self._turns.turn():
             delay = 0.05
             while True:
                 if ticket is not None and self._committed >= ticket:
