@@ -16,7 +16,10 @@ What is rewritten, and nothing else:
 - ``RUN_ID`` → the run id in the output of the last command that printed one;
 - an OpenAI-compatible server's URL (OpenAI's, Ollama's) → the fake one of tests/fakes (a
   substitution: no key, no network, no model here), which answers every model name with its
-  ``text`` scenario.
+  ``text`` scenario;
+- the Redis the docs name (``redis://127.0.0.1:6379/0``) → a redis-server of the test's own
+  (tests/fakes/redis_server.py), so that a machine without one on 6379 runs the doc too, and
+  one with it keeps its keys.
 
 ``loopgate serve …`` is started, must answer ``/healthz``, and keeps running for the doc's
 commands after it until the next ``serve`` (or the doc's end) stops it with SIGINT, on which it
@@ -54,6 +57,7 @@ from starlette.types import ASGIApp, Receive, Scope, Send
 from tests.docs.doc_commands import Command, doc_commands, python_files
 from tests.docs.output_shapes import error_answer, expected_output, output_mismatch
 from tests.fakes.openai_server import FakeOpenAI
+from tests.fakes.redis_server import redis_server
 from tests.fakes.servers import serve_app
 from tests.gateway.harness import REPO, free_port
 
@@ -67,6 +71,7 @@ DOCS = sorted(
 DOC_PORT = re.compile(r"\b(localhost|127\.0\.0\.1):8000\b")
 # The OpenAI-compatible servers the docs name; each is replaced by the fake one.
 OPENAI_COMPATIBLE = ("https://api.openai.com/v1", "http://127.0.0.1:11434/v1")
+DOC_REDIS = "redis://127.0.0.1:6379/0"
 LONG_RUNNING = re.compile(
     r"^(?:[A-Za-z_]\w*=\S*\s+)*(?:\S*/)?loopgate\s+(?P<command>serve|acp|rpc)\b(?P<rest>.*)$"
 )
@@ -183,7 +188,7 @@ NOT_RUN: dict[tuple[str, str], str] = {
                 took="~1.5 min", smaller=_QUICK
             ),
             "ingest_journal": _LONG.format(took="~4 min", smaller=_QUICK),
-            "scale_out": _LONG.format(took="~2 min", smaller=_SMOKE.format("scale_out")),
+            "scale_out --rounds 5": _LONG.format(took="~2 min", smaller=_SMOKE.format("scale_out")),
             "scale_out --quick": _LONG.format(took="23 s", smaller=_SMOKE.format("scale_out")),
         }.items()
     },
@@ -310,6 +315,7 @@ class DocSession:
         self.env_file = tmp / "env"
         self.gateway: Process | None = None
         self.fake_openai: str | None = None
+        self.redis_url: str | None = None
         self.run_id: str | None = None
         stack.callback(self.stop_gateway, check=False)
 
@@ -321,11 +327,18 @@ class DocSession:
         for url in OPENAI_COMPATIBLE:
             if url in text:
                 text = text.replace(url, f"{self.openai_compatible()}/v1")
+        if DOC_REDIS in text:
+            text = text.replace(DOC_REDIS, self.redis())
         if re.search(r"\bRUN_ID\b", text):
             if self.run_id is None:
                 pytest.fail(f"{command.doc}:{command.line}: RUN_ID, and no run id printed before")
             text = re.sub(r"\bRUN_ID\b", self.run_id, text)
         return text
+
+    def redis(self) -> str:
+        if self.redis_url is None:
+            self.redis_url = self.stack.enter_context(redis_server())
+        return self.redis_url
 
     def openai_compatible(self) -> str:
         if self.fake_openai is None:

@@ -1,59 +1,23 @@
-"""A real Redis for tests/redis: LOOPGATE_TEST_REDIS_URL, or a redis-server of our own.
-
-Our own is started on a free port with nothing persisted (``--save '' --appendonly no``) and
-stopped after the session. Each test gets its own key prefix (the journal's ``prefix=``
+"""A real Redis for tests/redis (tests/fakes/redis_server.py), one per session (each xdist
+worker starts its own). Each test gets its own key prefix (the journal's ``prefix=``
 parameter), so a shared server's other keys are never touched.
 """
 
 from __future__ import annotations
 
-import os
-import shutil
-import socket
-import subprocess
-import time
 import uuid
 from collections.abc import Iterator
 
 import pytest
-import redis
 
-from tests.gateway.harness import free_port
+from tests.fakes.redis_server import redis_server as start_redis_server
 
 
 @pytest.fixture(scope="session")
 def redis_server() -> Iterator[str]:
     """``redis://HOST:PORT/DB`` of a running server."""
-    given = os.environ.get("LOOPGATE_TEST_REDIS_URL")
-    if given:
-        yield given
-        return
-    binary = shutil.which("redis-server") or "/usr/bin/redis-server"
-    port = free_port()
-    proc = subprocess.Popen(
-        [binary, "--port", str(port), "--bind", "127.0.0.1", "--save", "", "--appendonly", "no"],
-        stdout=subprocess.DEVNULL,
-        stderr=subprocess.PIPE,
-    )
-    url = f"redis://127.0.0.1:{port}/0"
-    try:
-        deadline = time.monotonic() + 10
-        while True:
-            if proc.poll() is not None:
-                raise RuntimeError("redis-server exited early")
-            try:
-                with socket.create_connection(("127.0.0.1", port), timeout=1):
-                    pass
-                if redis.Redis.from_url(url).ping():
-                    break
-            except (OSError, redis.RedisError):
-                if time.monotonic() > deadline:
-                    raise
-                time.sleep(0.02)
+    with start_redis_server() as url:
         yield url
-    finally:
-        proc.terminate()
-        proc.wait(10)
 
 
 @pytest.fixture
