@@ -26,6 +26,7 @@ from loopgate.gateway.commands.flags import (
     client_token,
 )
 from loopgate.gateway.commands.stdio import reserve_stdout, stdio_streams
+from loopgate.gateway.journal import check_journal
 from loopgate.gateway.settings import Settings, load_settings
 
 SETTING_FLAGS = (*LOOP_SETTINGS, "journal", "workspace", "max_line_bytes")
@@ -65,6 +66,7 @@ def main(args: argparse.Namespace) -> int:
     )
     try:
         settings = load_settings(os.environ, {k: getattr(args, k) for k in SETTING_FLAGS})
+        check_journal(settings.journal)
         if args.context_size is not None and args.context_size <= 0:
             raise ValueError("--context-size must be positive")
         token = client_token(args, os.environ)

@@ -28,6 +28,7 @@ from loopgate.gateway.commands.flags import (
     client_token,
 )
 from loopgate.gateway.commands.stdio import reserve_stdout, stdio_streams
+from loopgate.gateway.journal import check_journal
 from loopgate.gateway.settings import Settings, load_settings
 
 SETTING_FLAGS = (*LOOP_SETTINGS, "journal", "workspace", "max_active_runs", "max_line_bytes")
@@ -66,6 +67,7 @@ def main(args: argparse.Namespace) -> int:
     )
     try:
         settings = load_settings(os.environ, {k: getattr(args, k) for k in SETTING_FLAGS})
+        check_journal(settings.journal)
         token = client_token(args, os.environ)
     except ValueError as exc:
         print(f"loopgate mcp: {exc}", file=sys.stderr)

@@ -52,10 +52,12 @@ def register(sub: argparse._SubParsersAction) -> None:  # type: ignore[type-arg]
 def main(args: argparse.Namespace) -> int:
     import anyio
 
+    from loopgate.gateway.journal import check_journal
     from loopgate.gateway.settings import load_settings
 
     try:
         settings = load_settings(os.environ, {k: getattr(args, k) for k in SETTING_FLAGS})
+        check_journal(settings.journal)
         overrides: dict[str, Any] = {}
         if args.max_batch is not None:
             if args.max_batch <= 0:

@@ -8,6 +8,7 @@ import os
 import sys
 
 from loopgate.gateway.commands.flags import LOOP_SETTINGS, add_log_level, add_loop_flags
+from loopgate.gateway.journal import check_journal
 from loopgate.gateway.settings import load_settings
 
 ENDPOINTS = """endpoints (docs/api.md):
@@ -220,6 +221,7 @@ def main(args: argparse.Namespace) -> int:
 
     try:
         settings = load_settings(os.environ, {k: getattr(args, k) for k in SETTING_FLAGS})
+        check_journal(settings.journal)
         server = make_server(settings, log_level=args.log_level)
     except ValueError as exc:
         print(f"loopgate serve: {exc}", file=sys.stderr)

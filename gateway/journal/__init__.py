@@ -25,11 +25,28 @@ def open_journal(
     return SqliteJournal(spec.removeprefix("sqlite:"), synchronous=synchronous)
 
 
+def check_journal(spec: str) -> None:
+    """A ValueError now for what would keep the journal from opening and that a command can
+    tell before it starts: for Redis, a client not installed or a server that does not
+    answer (the message names the host, never the password)."""
+    if not spec.startswith(("redis://", "rediss://")):
+        return
+    try:
+        from loopgate.gateway.journal.redis_streams import ping
+    except ImportError:
+        raise ValueError(
+            "--journal redis://: the Redis client is not installed "
+            "(pip install 'loopgate-server[redis]')"
+        ) from None
+    ping(spec)
+
+
 __all__ = [
     "EVENT_OVERHEAD_BYTES",
     "Journal",
     "MemoryJournal",
     "RunRecord",
     "SqliteJournal",
+    "check_journal",
     "open_journal",
 ]

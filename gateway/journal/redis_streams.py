@@ -34,8 +34,9 @@ from urllib.parse import parse_qsl, urlencode, urlsplit, urlunsplit
 
 import anyio
 import msgspec
+import redis
 import redis.asyncio as aioredis
-from redis.exceptions import NoScriptError, RedisError, ResponseError
+from redis.exceptions import AuthenticationError, NoScriptError, RedisError, ResponseError
 
 from loopgate.contracts.envelope import Envelope
 from loopgate.contracts.ports import ThreadInfo
@@ -152,6 +153,23 @@ def split_url(spec: str) -> tuple[str, dict[str, str]]:
             else theirs.append((key, value))
         )
     return urlunsplit(parts._replace(query=urlencode(theirs))), ours
+
+
+def ping(spec: str, timeout_s: float = 5.0) -> None:
+    """A ValueError saying why, if the Redis of ``spec`` does not answer: for a command to say
+    at start-up, rather than fail its first commit."""
+    url, _ = split_url(spec)
+    parts = urlsplit(url)
+    where = f"{parts.hostname}:{parts.port or 6379}"
+    client = redis.Redis.from_url(url, socket_connect_timeout=timeout_s, socket_timeout=timeout_s)
+    try:
+        client.ping()
+    except AuthenticationError:
+        raise ValueError(f"--journal: Redis at {where} refused the credentials") from None
+    except (RedisError, OSError) as exc:
+        raise ValueError(f"--journal: cannot reach Redis at {where} ({exc})") from None
+    finally:
+        client.close()
 
 
 class RedisJournal:

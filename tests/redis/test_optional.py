@@ -50,3 +50,31 @@ def test_serve_with_the_memory_journal_does_not_import_redis(tmp_path: Path) -> 
     # The log is what we think it is: the memory journal's import is in it.
     assert re.search(rb"\|\s+loopgate\.gateway\.journal\.memory\s*$", imports, re.MULTILINE)
     assert not REDIS_IMPORT.search(imports)
+
+
+def test_serve_says_at_once_that_redis_does_not_answer() -> None:
+    port = free_port()  # nothing listens there
+    done = subprocess.run(
+        [sys.executable, "-m", "loopgate", "serve", "--port", str(free_port()),
+         "--journal", f"redis://127.0.0.1:{port}/0"],
+        cwd=REPO, capture_output=True, text=True, timeout=60,
+    )  # fmt: skip
+    assert done.returncode == 2
+    assert f"--journal: cannot reach Redis at 127.0.0.1:{port}" in done.stderr
+    assert "Traceback" not in done.stderr
+
+
+def test_a_redis_journal_without_the_client_installed_says_which_extra() -> None:
+    code = (
+        "import sys\n"
+        "sys.modules['redis'] = None  # as if the extra were not installed\n"
+        "from loopgate.gateway.journal import check_journal\n"
+        "try:\n"
+        "    check_journal('redis://127.0.0.1:6379/0')\n"
+        "except ValueError as exc:\n"
+        "    print(exc)\n"
+    )
+    done = subprocess.run(
+        [sys.executable, "-c", code], cwd=REPO, capture_output=True, text=True, timeout=60
+    )
+    assert "pip install 'loopgate-server[redis]'" in done.stdout, done.stderr
