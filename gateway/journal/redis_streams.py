@@ -28,6 +28,7 @@ import logging
 import time
 import uuid
 from collections.abc import Awaitable, Callable
+from contextlib import suppress
 from functools import partial
 from typing import Any
 from urllib.parse import parse_qsl, urlencode, urlsplit, urlunsplit
@@ -36,6 +37,7 @@ import anyio
 import msgspec
 import redis
 import redis.asyncio as aioredis
+from anyio.abc import TaskGroup
 from redis.exceptions import AuthenticationError, NoScriptError, RedisError, ResponseError
 
 from loopgate.contracts.envelope import Envelope
@@ -64,10 +66,12 @@ LostListener = Callable[[str], None]
 
 DEFAULT_LEASE_S = 10.0
 DEFAULT_PREFIX = "loopgate"
+RETRY_MIN_S = 0.05
 RETRY_MAX_S = 1.0
 CLOSE_FLUSH_S = 10.0
 FOLLOW_COUNT = 512
 COMMAND_TIMEOUT_S = 10.0
+COMMAND_RETRY_S = 0.05
 SOCKET_SLACK_S = 5.0
 REPLY_TTL_S = 30
 SCAN_COUNT = 500
@@ -217,6 +221,7 @@ class RedisJournal:
         self._committed = 0
         self._turns = CommitTurns()
         self._work = anyio.Event()
+        self._resubscribe_delay = RETRY_MIN_S
 
     # --- keys -----------------------------------------------------------------------------
 
@@ -325,7 +330,7 @@ class RedisJournal:
 
     async def _commit(self, ticket: int | None = None) -> None:
         async with self._turns.turn():
-            delay = 0.05
+            delay = RETRY_MIN_S
             retry = False
             while True:
                 if ticket is not None and self._committed >= ticket:
@@ -665,17 +670,29 @@ class RedisJournal:
         return bool(done)
 
     async def _serve_commands(self) -> None:
-        """Commands other instances send to runs owned here, each answered on its own list."""
+        """Commands other instances send to runs owned here, each answered on its own list.
+        A lost connection (Redis restarted) is subscribed again; what was published
+        meanwhile is gone (pub/sub keeps nothing), and its senders hear no answer."""
+        async with anyio.create_task_group() as tg:
+            while True:
+                try:
+                    await self._subscribed(tg)
+                except (RedisError, OSError):
+                    log.exception("journal: the command channel was lost; subscribing again")
+                    await anyio.sleep(self._resubscribe_delay)
+                    self._resubscribe_delay = min(self._resubscribe_delay * 2, RETRY_MAX_S)
+
+    async def _subscribed(self, tg: TaskGroup) -> None:
         pubsub = self._redis().pubsub()
-        await pubsub.subscribe(self._key("commands", self.instance))
         try:
-            async with anyio.create_task_group() as tg:
-                while True:
-                    message = await pubsub.get_message(ignore_subscribe_messages=True, timeout=1.0)
-                    if message is not None and message["type"] == "message":
-                        tg.start_soon(self._answer, message["data"])
+            await pubsub.subscribe(self._key("commands", self.instance))
+            self._resubscribe_delay = RETRY_MIN_S
+            while True:
+                message = await pubsub.get_message(ignore_subscribe_messages=True, timeout=1.0)
+                if message is not None and message["type"] == "message":
+                    tg.start_soon(self._answer, message["data"])
         finally:
-            with anyio.CancelScope(shield=True):
+            with anyio.CancelScope(shield=True), suppress(RedisError, OSError):
                 await pubsub.aclose()
 
     async def _answer(self, raw: bytes) -> None:
@@ -696,7 +713,11 @@ class RedisJournal:
         pipe = self._redis().pipeline(transaction=False)
         pipe.rpush(reply, payload)
         pipe.expire(reply, REPLY_TTL_S)
-        await pipe.execute()
+        try:
+            await pipe.execute()
+        except (RedisError, OSError):
+            # Applied, but not answered: its sender hears nothing and says so to its client.
+            log.warning("journal: the answer to command %s was lost", command.get("verb"))
 
     async def command(self, run_id: str, command: dict[str, Any]) -> dict[str, Any] | None:
         """Send a command to the instance that owns the run; its answer, or None when no
@@ -707,8 +728,13 @@ class RedisJournal:
         reply = self._key("reply", uuid.uuid4().hex)
         payload = _encode({**command, "run_id": run_id, "reply": reply})
         client = self._redis()
-        if not await client.publish(self._key("commands", owner), payload):
-            return None
+        deadline = anyio.current_time() + COMMAND_TIMEOUT_S
+        while not await client.publish(self._key("commands", owner), payload):
+            # Nobody listens: the owner is gone (so is its lease), or it is subscribing again
+            # after a lost connection (a Redis restart), which takes it a moment.
+            if anyio.current_time() > deadline or not await client.exists(self._lease_key(owner)):
+                return None
+            await anyio.sleep(COMMAND_RETRY_S)
         answer = await client.blpop([reply], timeout=COMMAND_TIMEOUT_S)
         if answer is None:
             return None

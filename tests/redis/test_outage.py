@@ -1,0 +1,109 @@
+"""Redis goes away and comes back (a restart with its append-only file): commits wait and are
+retried, nothing acknowledged is lost or doubled, and every instance goes on — its commit
+writer, command channel, follower and lease renewal all reconnect."""
+
+from __future__ import annotations
+
+import shutil
+import signal
+import socket
+import subprocess
+import time
+from collections.abc import Iterator
+from pathlib import Path
+
+import anyio
+import pytest
+
+from loopgate.contracts.envelope import LoopEvent
+from loopgate.contracts.ports import StartRun
+from loopgate.gateway.app import build_hub
+from loopgate.gateway.settings import Settings
+from tests.gateway.harness import free_port
+
+pytestmark = pytest.mark.anyio
+
+
+class DurableRedis:
+    """A redis-server that keeps every write (appendfsync always), restartable on its port."""
+
+    def __init__(self, where: Path) -> None:
+        self.where = where
+        self.port = free_port()
+        self.proc: subprocess.Popen[bytes] | None = None
+
+    @property
+    def url(self) -> str:
+        return f"redis://127.0.0.1:{self.port}/0"
+
+    def start(self) -> None:
+        binary = shutil.which("redis-server") or "/usr/bin/redis-server"
+        self.proc = subprocess.Popen(
+            [binary, "--port", str(self.port), "--bind", "127.0.0.1", "--dir", str(self.where),
+             "--appendonly", "yes", "--appendfsync", "always", "--save", ""],
+            stdout=subprocess.DEVNULL, stderr=subprocess.DEVNULL,
+        )  # fmt: skip
+        deadline = time.monotonic() + 10
+        while True:
+            assert self.proc.poll() is None, "redis-server exited early"
+            try:
+                with socket.create_connection(("127.0.0.1", self.port), timeout=1):
+                    return
+            except OSError:
+                assert time.monotonic() < deadline, "redis-server did not listen"
+                time.sleep(0.02)
+
+    def kill(self) -> None:
+        assert self.proc is not None
+        self.proc.send_signal(signal.SIGKILL)
+        self.proc.wait(10)
+
+
+@pytest.fixture
+def durable_redis(tmp_path: Path) -> Iterator[DurableRedis]:
+    server = DurableRedis(tmp_path)
+    server.start()
+    try:
+        yield server
+    finally:
+        if server.proc is not None and server.proc.poll() is None:
+            server.kill()
+
+
+@pytest.fixture
+def anyio_backend() -> str:
+    return "asyncio"
+
+
+def delta(i: int) -> LoopEvent:
+    return LoopEvent("content_delta", {"delta": f"d{i}"})
+
+
+async def test_a_redis_restart_loses_and_doubles_nothing(durable_redis: DurableRedis) -> None:
+    settings = Settings(journal=durable_redis.url, scripted_delay_s=0.0)
+    async with build_hub(settings) as a, build_hub(settings) as b:
+        run_id = (await a.start(StartRun(source="ingest"))).id
+        async with b.subscribe(run_id) as watcher:
+            for i in range(1, 21):
+                await a.push_nowait(run_id, delta(i))
+            await a.wait_committed(run_id, 20)
+            durable_redis.kill()
+            for i in range(21, 41):
+                await a.push_nowait(run_id, delta(i))
+            durable_redis.start()
+            with anyio.fail_after(30):
+                await a.wait_committed(run_id, 40)
+                seen: list[int] = []
+                while len(seen) < 40:
+                    seen += [e.seq for e in await watcher.next_batch()]
+            assert seen == list(range(1, 41))
+        # Both instances go on: a command sent from B right away reaches the owner A (whose
+        # command channel is subscribing again meanwhile), and its end is B's to read.
+        with anyio.fail_after(30):
+            assert (await b.cancel(run_id)).accepted
+            await a.run(run_id).ended.wait()
+            await a.wait_committed(run_id, 41)
+        history = await b.history(run_id)
+        assert [e.seq for e in history] == list(range(1, 42))
+        assert [e.data["delta"] for e in history[:40]] == [f"d{i}" for i in range(1, 41)]
+        assert history[-1].kind == "completion" and history[-1].data["status"] == "cancelled"
