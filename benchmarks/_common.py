@@ -3,17 +3,23 @@
 from __future__ import annotations
 
 import asyncio
+import gc
 import os
 import signal
 import socket
 import subprocess
 import sys
 import time
-from collections.abc import Iterator, Mapping, Sequence
+from collections.abc import Callable, Iterator, Mapping, Sequence
 from contextlib import contextmanager
 from pathlib import Path
+from typing import TYPE_CHECKING, Any
 
 import httpx
+
+if TYPE_CHECKING:
+    from loopgate.contracts.envelope import Envelope
+    from loopgate.contracts.projector import ProjectorContext
 
 REPO = Path(__file__).resolve().parent.parent
 
@@ -222,3 +228,83 @@ class RawHttp:
             if name.strip().lower() == b"content-length":
                 length = int(value)
         return status, await self._reader.readexactly(length)
+
+
+def interleaved_rounds(
+    paths: dict[str, Callable[[], int]],
+    seconds: float,
+    rounds: int,
+    clock: Callable[[], float] = time.perf_counter,
+) -> dict[str, list[float]]:
+    """Units per second of ``clock`` of each path (each call returns the units it made), in
+    every one of ``rounds`` interleaved rounds.
+
+    Round-robin, not one path after another, and the order rotates each round: on a shared
+    machine load drifts over seconds, and interleaving makes every path see the same drift.
+    Every round is kept — the caller reports the median and the range, never the best. For
+    pure CPU work in one thread, ``time.process_time`` leaves out the other processes' turns
+    on the cores, which wall time would count.
+    """
+    loops: dict[str, int] = {}
+    units: dict[str, int] = {}
+    for name, fn in paths.items():
+        units[name] = fn()  # warm up and size a round to ~seconds / rounds per path
+        start = clock()
+        fn()
+        once = max(clock() - start, 1e-9)
+        loops[name] = max(1, int(seconds / rounds / once))
+    results: dict[str, list[float]] = {name: [] for name in paths}
+    names = list(paths)
+    gc.collect()
+    for r in range(rounds):
+        for name in names[r % len(names) :] + names[: r % len(names)]:
+            fn = paths[name]
+            start = clock()
+            for _ in range(loops[name]):
+                fn()
+            elapsed = clock() - start
+            results[name].append(units[name] * loops[name] / elapsed)
+    return results
+
+
+def projector_path(
+    adapter: Any,
+    contexts: Sequence[ProjectorContext],
+    streams: list[list[Envelope]],
+    batch: int,
+    count: int,
+) -> Callable[[], int]:
+    """The gateway's own path through ``adapter``'s projectors: feed every envelope of each
+    stream and render each feed's messages (``batch`` 1: a live subscriber), or every
+    ``batch`` envelopes' messages with one render (a backlog: replay, catch-up from the
+    journal, a slow client). A pass returns ``count``, the messages it makes."""
+    chunked = [[s[i : i + batch] for i in range(0, len(s), batch)] for s in streams]
+
+    def live() -> int:
+        render = adapter.render
+        for context, envelopes in zip(contexts, streams, strict=True):
+            projector = adapter.projector(context)
+            render(projector.start())
+            feed = projector.feed
+            for envelope in envelopes:
+                out = feed(envelope)
+                if out:
+                    render(out)
+            render(projector.close())
+        return count
+
+    def drain() -> int:
+        render = adapter.render
+        for context, groups in zip(contexts, chunked, strict=True):
+            projector = adapter.projector(context)
+            pending = projector.start()
+            feed = projector.feed
+            for group in groups:
+                for envelope in group:
+                    pending += feed(envelope)
+                render(pending)
+                pending = []
+            render(projector.close())
+        return count
+
+    return live if batch == 1 else drain

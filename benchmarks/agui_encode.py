@@ -20,9 +20,7 @@ Targets: loopgate ≥ 10× official, and within 3× of the limit (judged on the 
 from __future__ import annotations
 
 import argparse
-import gc
 import sys
-import time
 from collections.abc import Callable
 from pathlib import Path
 from typing import Any
@@ -35,7 +33,13 @@ import msgspec  # noqa: E402
 from ag_ui.core import events as agui_events  # noqa: E402
 from ag_ui.encoder import EventEncoder  # noqa: E402
 
-from benchmarks._common import fmt_range, median_range, table  # noqa: E402
+from benchmarks._common import (  # noqa: E402
+    fmt_range,
+    interleaved_rounds,
+    median_range,
+    projector_path,
+    table,
+)
 from conformance.runner import TARGETS, load_stream, stream_paths  # noqa: E402
 from loopgate.adapters.agui import AguiAdapter  # noqa: E402
 from loopgate.contracts.envelope import Envelope  # noqa: E402
@@ -103,50 +107,15 @@ def pick_streams(paths: list[Path]) -> list[tuple[str, list[Envelope]]]:
 
 
 def loopgate_path(streams: list[list[Envelope]], batch: int) -> Callable[[], int]:
-    """Feed every envelope; render each ``batch`` envelopes' events with one ``render`` call.
-
-    batch=1 is a live subscriber rendering every feed on its own; larger batches are a
-    subscriber draining a backlog (replay, catch-up from the journal, a slow client): feed all
-    pending envelopes, then one render and one write.
-    """
-    adapter = AguiAdapter()
+    """Feed every envelope; render each ``batch`` envelopes' events with one ``render`` call
+    (``benchmarks._common.projector_path``)."""
     contexts = [
         ProjectorContext(
             run_id=s[0].run_id, thread_id=s[0].run_id, protocol_version=PROTOCOL_VERSION
         )
         for s in streams
     ]
-    chunked = [[s[i : i + batch] for i in range(0, len(s), batch)] for s in streams]
-    frames = len(final_dicts(streams))
-
-    def live() -> int:
-        render = adapter.render
-        for context, envelopes in zip(contexts, streams, strict=True):
-            projector = adapter.projector(context)
-            render(projector.start())
-            feed = projector.feed
-            for envelope in envelopes:
-                out = feed(envelope)
-                if out:
-                    render(out)
-            render(projector.close())
-        return frames
-
-    def drain() -> int:
-        render = adapter.render
-        for context, chunks in zip(contexts, chunked, strict=True):
-            projector = adapter.projector(context)
-            pending = projector.start()
-            feed = projector.feed
-            for chunk in chunks:
-                for envelope in chunk:
-                    pending += feed(envelope)
-                render(pending)
-                pending = []
-            render(projector.close())
-        return frames
-
-    return live if batch == 1 else drain
+    return projector_path(AguiAdapter(), contexts, streams, batch, len(final_dicts(streams)))
 
 
 def final_dicts(streams: list[list[Envelope]]) -> list[dict[str, Any]]:
@@ -201,32 +170,8 @@ def limit_path(dicts: list[dict[str, Any]]) -> Callable[[], int]:
 def measure(
     paths: dict[str, Callable[[], int]], seconds: float, rounds: int
 ) -> dict[str, list[float]]:
-    """Frames/s of each path in every one of ``rounds`` interleaved rounds.
-
-    Round-robin, not one path after another, and the order rotates each round: on a shared
-    machine load drifts over seconds, and interleaving makes every path see the same drift.
-    Every round is kept — the caller reports the median and the range, never the best.
-    """
-    loops: dict[str, int] = {}
-    frames: dict[str, int] = {}
-    for name, fn in paths.items():
-        frames[name] = fn()  # warm up and size a round to ~seconds / rounds per path
-        start = time.perf_counter()
-        fn()
-        once = max(time.perf_counter() - start, 1e-9)
-        loops[name] = max(1, int(seconds / rounds / once))
-    results: dict[str, list[float]] = {name: [] for name in paths}
-    names = list(paths)
-    gc.collect()
-    for r in range(rounds):
-        for name in names[r % len(names) :] + names[: r % len(names)]:
-            fn = paths[name]
-            start = time.perf_counter()
-            for _ in range(loops[name]):
-                fn()
-            elapsed = time.perf_counter() - start
-            results[name].append(frames[name] * loops[name] / elapsed)
-    return results
+    """Frames/s of each path in every one of ``rounds`` interleaved rounds."""
+    return interleaved_rounds(paths, seconds, rounds)
 
 
 def paired(results: dict[str, list[float]], name: str, other: str) -> list[float]:

@@ -37,7 +37,7 @@ import msgspec  # noqa: E402
 import openai  # noqa: E402
 from openai.types.chat import ChatCompletionChunk  # noqa: E402
 
-from benchmarks._common import fmt_range, median_range, table  # noqa: E402
+from benchmarks._common import fmt_range, median_range, projector_path, table  # noqa: E402
 from benchmarks.agui_encode import measure, paired, pick_streams  # noqa: E402
 from conformance.runner import stream_paths  # noqa: E402
 from loopgate.adapters.openai import OpenAIAdapter  # noqa: E402
@@ -75,40 +75,9 @@ def final_dicts(streams: list[list[Envelope]]) -> list[dict[str, Any]]:
 
 def loopgate_path(streams: list[list[Envelope]], batch: int) -> Callable[[], int]:
     """Feed every envelope; render each feed's chunks (batch 1), or every ``batch``
-    envelopes' chunks with one render (a backlog: replay, catch-up, a slow client)."""
-    adapter = OpenAIAdapter()
+    envelopes' chunks with one render (``benchmarks._common.projector_path``)."""
     contexts = [context(s) for s in streams]
-    chunked = [[s[i : i + batch] for i in range(0, len(s), batch)] for s in streams]
-    chunks = len(final_dicts(streams))
-
-    def live() -> int:
-        render = adapter.render
-        for ctx, envelopes in zip(contexts, streams, strict=True):
-            projector = adapter.projector(ctx)
-            render(projector.start())
-            feed = projector.feed
-            for envelope in envelopes:
-                out = feed(envelope)
-                if out:
-                    render(out)
-            render(projector.close())
-        return chunks
-
-    def drain() -> int:
-        render = adapter.render
-        for ctx, groups in zip(contexts, chunked, strict=True):
-            projector = adapter.projector(ctx)
-            pending = projector.start()
-            feed = projector.feed
-            for group in groups:
-                for envelope in group:
-                    pending += feed(envelope)
-                render(pending)
-                pending = []
-            render(projector.close())
-        return chunks
-
-    return live if batch == 1 else drain
+    return projector_path(OpenAIAdapter(), contexts, streams, batch, len(final_dicts(streams)))
 
 
 def official_path(dicts: list[dict[str, Any]]) -> Callable[[], int]:

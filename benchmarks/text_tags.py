@@ -28,7 +28,6 @@ Target: the parser ≥ 50 MB/s — far above any model's output rate, so it neve
 from __future__ import annotations
 
 import argparse
-import gc
 import random
 import re
 import sys
@@ -40,7 +39,7 @@ ROOT = Path(__file__).resolve().parents[1]
 if str(ROOT) not in sys.path:
     sys.path.insert(0, str(ROOT))
 
-from benchmarks._common import fmt_range, median_range, table  # noqa: E402
+from benchmarks._common import fmt_range, interleaved_rounds, median_range, table  # noqa: E402
 from benchmarks.agui_encode import paired  # noqa: E402
 from loopgate.gateway.loop.openai_wire import Delta, delta_chunks  # noqa: E402
 from loopgate.gateway.loop.text_tags import TextTagParser  # noqa: E402
@@ -192,32 +191,10 @@ def regex_path(texts: list[str], nbytes: int) -> Callable[[], int]:
 def measure(
     paths: dict[str, Callable[[], int]], seconds: float, rounds: int
 ) -> dict[str, list[float]]:
-    """Bytes per CPU second of each path in every one of ``rounds`` interleaved rounds.
-
-    As ``benchmarks.agui_encode.measure`` (round-robin, rotating order, every round kept), but
-    timed in this process's CPU time: the work is pure CPU in one thread, and on a shared
-    machine wall time would also count the other processes' turns on the cores.
-    """
-    loops: dict[str, int] = {}
-    size: dict[str, int] = {}
-    for name, fn in paths.items():
-        size[name] = fn()  # warm up and size a round to ~seconds / rounds per path
-        start = time.process_time()
-        fn()
-        once = max(time.process_time() - start, 1e-9)
-        loops[name] = max(1, int(seconds / rounds / once))
-    results: dict[str, list[float]] = {name: [] for name in paths}
-    names = list(paths)
-    gc.collect()
-    for r in range(rounds):
-        for name in names[r % len(names) :] + names[: r % len(names)]:
-            fn = paths[name]
-            start = time.process_time()
-            for _ in range(loops[name]):
-                fn()
-            elapsed = time.process_time() - start
-            results[name].append(size[name] * loops[name] / elapsed)
-    return results
+    """Bytes per CPU second of each path in every one of ``rounds`` interleaved rounds, timed
+    in this process's CPU time: the work is pure CPU in one thread, and on a shared machine
+    wall time would also count the other processes' turns on the cores."""
+    return interleaved_rounds(paths, seconds, rounds, clock=time.process_time)
 
 
 def main(argv: list[str] | None = None) -> int:
