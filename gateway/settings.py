@@ -13,6 +13,8 @@ from typing import Any, Literal
 
 import msgspec
 
+from loopgate.gateway.journal.base import REDIS_SCHEMES
+
 ENV_PREFIX = "LOOPGATE_"
 # The recorded streams {"replay": NAME} serves: package data (conformance/streams in a checkout).
 RECORDINGS = Path(__file__).parent.parent / "recordings"
@@ -72,7 +74,8 @@ class Settings(msgspec.Struct, kw_only=True, forbid_unknown_fields=True):
     # servers; `loopgate acp` on stdio always may (the IDE that starts it is trusted).
     acp_remote_stdio_mcp: bool = False
 
-    journal: str = "memory"  # or "sqlite:PATH", "redis://HOST:PORT/DB" (docs/scale.md)
+    # or "sqlite:PATH", "redis://HOST:PORT/DB", "redis+sentinel://…" (docs/scale.md)
+    journal: str = "memory"
     replay_dir: str = str(RECORDINGS)
 
     max_body_bytes: int = 1 << 20
@@ -132,12 +135,10 @@ class Settings(msgspec.Struct, kw_only=True, forbid_unknown_fields=True):
             raise ValueError(f"delivery_window_s must be 0 to 1 s, got {self.delivery_window_s}")
         if not (0 < self.port < 65536):
             raise ValueError(f"port must be between 1 and 65535, got {self.port}")
-        if self.journal != "memory" and not self.journal.startswith(
-            ("sqlite:", "redis://", "rediss://")
-        ):
+        if self.journal != "memory" and not self.journal.startswith(("sqlite:", *REDIS_SCHEMES)):
             raise ValueError(
-                "journal must be 'memory', 'sqlite:PATH' or 'redis://HOST:PORT/DB', "
-                f"got {self.journal!r}"
+                "journal must be 'memory', 'sqlite:PATH', 'redis://HOST:PORT/DB' or "
+                f"'redis+sentinel://HOST:PORT/SERVICE', got {self.journal!r}"
             )
         plugs = [n for n in ("loop", "loop_url", "loop_cmd") if getattr(self, n)]
         if len(plugs) > 1:

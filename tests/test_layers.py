@@ -125,6 +125,7 @@ def test_shipped_code_imports_only_runtime_dependencies() -> None:
 OPTIONAL_MODULES = {  # --journal redis://
     "gateway/journal/redis_streams.py": "redis",
     "gateway/journal/redis_follow.py": "redis",
+    "gateway/journal/redis_connect.py": "redis",
 }
 
 

@@ -111,7 +111,8 @@ def register(sub: argparse._SubParsersAction) -> None:  # type: ignore[type-arg]
     )
     p.add_argument(
         "--journal",
-        help="'memory' (default), 'sqlite:PATH' or 'redis://HOST:PORT/DB' (docs/scale.md)",
+        help="'memory' (default), 'sqlite:PATH', 'redis://HOST:PORT/DB' or "
+        "'redis+sentinel://HOST:PORT/SERVICE' (docs/scale.md)",
     )
     p.add_argument("--workspace", help="directory the demo file tools may read and write")
     p.add_argument(

@@ -1,6 +1,11 @@
 """Where runs are kept beyond the hub's memory."""
 
-from loopgate.gateway.journal.base import EVENT_OVERHEAD_BYTES, Journal, RunRecord
+from loopgate.gateway.journal.base import (
+    EVENT_OVERHEAD_BYTES,
+    REDIS_SCHEMES,
+    Journal,
+    RunRecord,
+)
 from loopgate.gateway.journal.memory import MemoryJournal
 from loopgate.gateway.journal.sqlite import SqliteJournal, Synchronous
 
@@ -12,12 +17,13 @@ def open_journal(
     max_events: int = 100_000,
     max_age_s: float = 24 * 3600.0,
 ) -> Journal:
-    """``memory``, ``sqlite:PATH`` or ``redis://HOST:PORT/DB`` (``rediss://``);
+    """``memory``, ``sqlite:PATH`` or ``redis://HOST:PORT/DB`` (``rediss://``,
+    ``redis+sentinel://``);
     ``synchronous`` is SQLite's (``normal`` or ``full``); ``max_events`` and ``max_age_s``
     bound what Redis keeps of a run (the hub's own retention bounds the rest)."""
     if spec == "memory":
         return MemoryJournal()
-    if spec.startswith(("redis://", "rediss://")):
+    if spec.startswith(REDIS_SCHEMES):
         # Imported only when asked: Redis is an optional extra (loopgate-server[redis]).
         from loopgate.gateway.journal.redis_streams import RedisJournal
 
@@ -29,16 +35,16 @@ def check_journal(spec: str) -> None:
     """A ValueError now for what would keep the journal from opening and that a command can
     tell before it starts: for Redis, a client not installed or a server that does not
     answer (the message names the host, never the password)."""
-    if not spec.startswith(("redis://", "rediss://")):
+    if not spec.startswith(REDIS_SCHEMES):
         return
     try:
-        from loopgate.gateway.journal.redis_streams import ping
+        from loopgate.gateway.journal.redis_connect import RedisTarget
     except ImportError:
         raise ValueError(
             "--journal redis://: the Redis client is not installed "
             "(pip install 'loopgate-server[redis]')"
         ) from None
-    ping(spec)
+    RedisTarget.parse(spec).ping()
 
 
 __all__ = [

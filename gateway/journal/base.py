@@ -27,6 +27,10 @@ from loopgate.contracts.ports import RunSource, RunState, ThreadInfo
 # (gateway.hub.compact), counts what it then holds: its envelopes' JSON and 5 bytes each.
 EVENT_OVERHEAD_BYTES = 512
 
+# --journal values served by the Redis journal (gateway.journal.redis_connect): named here,
+# where nothing imports the optional Redis client.
+REDIS_SCHEMES = ("redis://", "rediss://", "redis+sentinel://")
+
 # A commit's news: run id -> the highest seq of that run now committed.
 CommitListener = Callable[[Mapping[str, int]], None]
 

@@ -30,15 +30,12 @@ import uuid
 from collections.abc import Awaitable, Callable
 from contextlib import suppress
 from functools import partial
-from typing import Any
-from urllib.parse import parse_qsl, urlencode, urlsplit, urlunsplit
+from typing import Any, TypeVar
 
 import anyio
 import msgspec
-import redis
-import redis.asyncio as aioredis
 from anyio.abc import TaskGroup
-from redis.exceptions import AuthenticationError, NoScriptError, RedisError, ResponseError
+from redis.exceptions import NoScriptError, RedisError, ResponseError
 
 from loopgate.contracts.envelope import Envelope
 from loopgate.contracts.ports import ThreadInfo
@@ -49,6 +46,7 @@ from loopgate.gateway.journal.base import (
     CommitTurns,
     RunRecord,
 )
+from loopgate.gateway.journal.redis_connect import RedisTarget
 from loopgate.gateway.journal.redis_follow import Deliver, StreamFollower
 
 log = logging.getLogger("loopgate.journal")
@@ -59,6 +57,10 @@ _decode_record = msgspec.json.Decoder(RunRecord).decode
 _decode_thread = msgspec.json.Decoder(ThreadInfo).decode
 _decode_data = msgspec.json.Decoder(dict[str, Any]).decode
 
+T = TypeVar("T", int, float)
+# An event queued for its run's next commit (seq, ts, kind, encoded data), by run.
+Row = tuple[int, int, str, bytes]
+Rows = dict[str, list[Row]]
 # A command for a run's owner ({"verb", "run_id", …}) → its answer; None: no such run here.
 CommandHandler = Callable[[dict[str, Any]], Awaitable[dict[str, Any] | None]]
 # The writer found that another instance appended to this run (its view here is stale).
@@ -72,6 +74,7 @@ CLOSE_FLUSH_S = 10.0
 FOLLOW_COUNT = 512
 COMMAND_TIMEOUT_S = 10.0
 COMMAND_RETRY_S = 0.05
+REPLICA_WAIT_MS = 1_000
 SOCKET_SLACK_S = 5.0
 REPLY_TTL_S = 30
 SCAN_COUNT = 500
@@ -137,43 +140,12 @@ return 1
 """
 
 
-class SeqConflict(Exception):
-    """Another instance appended to the run first."""
+class NotReplicated(Exception):
+    """A commit Redis applied but fewer than ``replicas`` replicas confirmed in time."""
 
-
-def is_redis_url(spec: str) -> bool:
-    return spec.startswith(("redis://", "rediss://"))
-
-
-def split_url(spec: str) -> tuple[str, dict[str, str]]:
-    """The client's URL, and loopgate's own query parameters (``lease``, ``prefix``) apart."""
-    parts = urlsplit(spec)
-    ours: dict[str, str] = {}
-    theirs: list[tuple[str, str]] = []
-    for key, value in parse_qsl(parts.query):
-        (
-            ours.__setitem__(key, value)
-            if key in ("lease", "prefix")
-            else theirs.append((key, value))
-        )
-    return urlunsplit(parts._replace(query=urlencode(theirs))), ours
-
-
-def ping(spec: str, timeout_s: float = 5.0) -> None:
-    """A ValueError saying why, if the Redis of ``spec`` does not answer: for a command to say
-    at start-up, rather than fail its first commit."""
-    url, _ = split_url(spec)
-    parts = urlsplit(url)
-    where = f"{parts.hostname}:{parts.port or 6379}"
-    client = redis.Redis.from_url(url, socket_connect_timeout=timeout_s, socket_timeout=timeout_s)
-    try:
-        client.ping()
-    except AuthenticationError:
-        raise ValueError(f"--journal: Redis at {where} refused the credentials") from None
-    except (RedisError, OSError) as exc:
-        raise ValueError(f"--journal: cannot reach Redis at {where} ({exc})") from None
-    finally:
-        client.close()
+    def __init__(self, wanted: int) -> None:
+        super().__init__(wanted)
+        self.wanted = wanted
 
 
 class RedisJournal:
@@ -190,11 +162,16 @@ class RedisJournal:
         lease_s: float | None = None,
         prefix: str | None = None,
     ) -> None:
-        client_url, params = split_url(url)
-        self.url = client_url
-        self.lease_s = (
-            lease_s if lease_s is not None else float(params.get("lease", DEFAULT_LEASE_S))
-        )
+        self.target = RedisTarget.parse(url)
+        params = self.target.ours
+        # One server's URL as the Redis client takes it (for a Sentinel URL: as given).
+        self.url = self.target.url
+        # Commits acknowledged only once on this many replicas (WAIT): what a failover
+        # cannot take back. 0: once on the primary.
+        self.replicas = _number(params, "replicas", 0)
+        if self.replicas < 0:
+            raise ValueError(f"replicas must be 0 or more, got {self.replicas}")
+        self.lease_s = lease_s if lease_s is not None else _number(params, "lease", DEFAULT_LEASE_S)
         if self.lease_s <= 0:
             raise ValueError(f"the Redis lease must be positive, got {self.lease_s}")
         self.prefix = prefix or params.get("prefix", DEFAULT_PREFIX)
@@ -216,10 +193,12 @@ class RedisJournal:
         # What is queued for the next commit: the batch of generation ``_filling``.
         self._runs: dict[str, RunRecord] = {}
         self._threads: dict[str, ThreadInfo] = {}
-        self._rows: dict[str, list[tuple[int, int, str, bytes]]] = {}
+        self._rows: Rows = {}
         self._filling = 1
         self._committed = 0
         self._turns = CommitTurns()
+        # A commit that failed, retried before anything newer: (generation, runs, rows, threads).
+        self._failed: tuple[int, dict[str, RunRecord], Rows, dict[str, ThreadInfo]] | None = None
         self._work = anyio.Event()
         self._resubscribe_delay = RETRY_MIN_S
 
@@ -245,15 +224,13 @@ class RedisJournal:
         # timeouts outlast the blocking commands each client sends (redis-py's default of 5 s
         # would end a 10 s BLPOP as a network error); a timeout in the URL still wins.
         name = f"{self.prefix}:{self.instance}"
-        client = aioredis.Redis.from_url(
-            self.url,
+        client = self.target.client(
             decode_responses=False,
             client_name=name,
             socket_timeout=COMMAND_TIMEOUT_S + SOCKET_SLACK_S,
         )
         self._client = client
-        self._reader = aioredis.Redis.from_url(
-            self.url,
+        self._reader = self.target.client(
             decode_responses=False,
             single_connection_client=True,
             client_name=f"{name}:follow",
@@ -331,30 +308,39 @@ class RedisJournal:
     async def _commit(self, ticket: int | None = None) -> None:
         async with self._turns.turn():
             delay = RETRY_MIN_S
-            retry = False
             while True:
                 if ticket is not None and self._committed >= ticket:
                     return
-                if not self._queued():
+                if self._failed is None and not self._queued():
                     return
                 if self._client is None:
                     raise RuntimeError("the journal is closed; these events were not committed")
-                runs, self._runs = self._runs, {}
-                threads, self._threads = self._threads, {}
-                rows, self._rows = self._rows, {}
-                generation = self._filling
-                self._filling += 1
+                if self._failed is not None:
+                    # Sent again exactly as it was, newer events not added: the append script
+                    # tells a batch Redis already has (its reply was lost) by its seqs.
+                    generation, runs, rows, threads = self._failed
+                    retry = True
+                else:
+                    runs, self._runs = self._runs, {}
+                    threads, self._threads = self._threads, {}
+                    rows, self._rows = self._rows, {}
+                    generation = self._filling
+                    self._filling += 1
+                    retry = False
                 try:
                     # Sent whole whoever stopped waiting: the events are in the hub's memory.
                     with anyio.CancelScope(shield=True):
                         marks, lost = await self._write(runs, rows, threads, retry)
-                except (RedisError, OSError):
-                    log.exception("journal commit failed; retrying in %.2f s", delay)
-                    self._requeue(runs, rows, threads)
-                    retry = True
+                except (RedisError, OSError, NotReplicated) as exc:
+                    if isinstance(exc, NotReplicated):
+                        log.warning("journal commit not yet on %d replicas; retrying", exc.wanted)
+                    else:
+                        log.exception("journal commit failed; retrying in %.2f s", delay)
+                    self._failed = (generation, runs, rows, threads)
                     await anyio.sleep(delay)
                     delay = min(delay * 2, RETRY_MAX_S)
                     continue
+                self._failed = None
                 self._committed = generation
                 if self.on_commit is not None and marks:
                     self.on_commit(marks)
@@ -363,25 +349,10 @@ class RedisJournal:
                         self.on_lost(run_id)
                 return
 
-    def _requeue(
-        self,
-        runs: dict[str, RunRecord],
-        rows: dict[str, list[tuple[int, int, str, bytes]]],
-        threads: dict[str, ThreadInfo],
-    ) -> None:
-        """Put a failed batch back in front of what was queued since (which is newer)."""
-        self._runs = {**runs, **self._runs}
-        self._threads = {**threads, **self._threads}
-        merged = {run_id: list(r) for run_id, r in rows.items()}
-        for run_id, later in self._rows.items():
-            merged.setdefault(run_id, []).extend(later)
-        self._rows = merged
-        self._work.set()
-
     async def _write(
         self,
         runs: dict[str, RunRecord],
-        rows: dict[str, list[tuple[int, int, str, bytes]]],
+        rows: Rows,
         threads: dict[str, ThreadInfo],
         retry: bool,
     ) -> tuple[dict[str, int], list[str]]:
@@ -412,7 +383,13 @@ class RedisJournal:
         for thread in threads.values():
             pipe.set(self._key("thread", thread.id), _encode(thread))
             pipe.zadd(self._key("threads"), {thread.id: thread.created_at})
+        if self.replicas:
+            pipe.execute_command("WAIT", self.replicas, REPLICA_WAIT_MS)
         results = await pipe.execute(raise_on_error=False)
+        if self.replicas:
+            *results, copies = results
+            if not isinstance(copies, int) or copies < self.replicas:
+                raise NotReplicated(self.replicas)
         marks: dict[str, int] = {}
         lost: list[str] = []
         for run_id, result in zip(order, results, strict=False):
@@ -742,7 +719,17 @@ class RedisJournal:
         return None if decoded.get("missing") else decoded
 
 
-def _pack_rows(rows: list[tuple[int, int, str, bytes]]) -> bytes:
+def _number(params: dict[str, str], name: str, default: T) -> T:
+    """One of our URL parameters as a number of ``default``'s type, or a ValueError naming it."""
+    if name not in params:
+        return default
+    try:
+        return type(default)(params[name])
+    except ValueError:
+        raise ValueError(f"the Redis URL's {name} must be a number, got {params[name]!r}") from None
+
+
+def _pack_rows(rows: list[Row]) -> bytes:
     # Strings only: the cmsgpack of Redis 7.0 reads no MessagePack ``bin``, and a payload is
     # JSON, hence UTF-8, so as a ``str`` it arrives byte for byte.
     flat: list[str] = []

@@ -4,11 +4,6 @@ writer, command channel, follower and lease renewal all reconnect."""
 
 from __future__ import annotations
 
-import shutil
-import signal
-import socket
-import subprocess
-import time
 from collections.abc import Iterator
 from pathlib import Path
 
@@ -19,55 +14,22 @@ from loopgate.contracts.envelope import LoopEvent
 from loopgate.contracts.ports import StartRun
 from loopgate.gateway.app import build_hub
 from loopgate.gateway.settings import Settings
-from tests.gateway.harness import free_port
+from tests.fakes.redis_server import RedisProcess
 
 pytestmark = pytest.mark.anyio
 
 
-class DurableRedis:
-    """A redis-server that keeps every write (appendfsync always), restartable on its port."""
-
-    def __init__(self, where: Path) -> None:
-        self.where = where
-        self.port = free_port()
-        self.proc: subprocess.Popen[bytes] | None = None
-
-    @property
-    def url(self) -> str:
-        return f"redis://127.0.0.1:{self.port}/0"
-
-    def start(self) -> None:
-        binary = shutil.which("redis-server") or "/usr/bin/redis-server"
-        self.proc = subprocess.Popen(
-            [binary, "--port", str(self.port), "--bind", "127.0.0.1", "--dir", str(self.where),
-             "--appendonly", "yes", "--appendfsync", "always", "--save", ""],
-            stdout=subprocess.DEVNULL, stderr=subprocess.DEVNULL,
-        )  # fmt: skip
-        deadline = time.monotonic() + 10
-        while True:
-            assert self.proc.poll() is None, "redis-server exited early"
-            try:
-                with socket.create_connection(("127.0.0.1", self.port), timeout=1):
-                    return
-            except OSError:
-                assert time.monotonic() < deadline, "redis-server did not listen"
-                time.sleep(0.02)
-
-    def kill(self) -> None:
-        assert self.proc is not None
-        self.proc.send_signal(signal.SIGKILL)
-        self.proc.wait(10)
-
-
 @pytest.fixture
-def durable_redis(tmp_path: Path) -> Iterator[DurableRedis]:
-    server = DurableRedis(tmp_path)
+def durable_redis(tmp_path: Path) -> Iterator[RedisProcess]:
+    """A redis-server that keeps every write (appendfsync always) in ``tmp_path``."""
+    server = RedisProcess(
+        "--dir", str(tmp_path), "--appendonly", "yes", "--appendfsync", "always", "--save", ""
+    )
     server.start()
     try:
         yield server
     finally:
-        if server.proc is not None and server.proc.poll() is None:
-            server.kill()
+        server.kill()
 
 
 @pytest.fixture
@@ -79,7 +41,7 @@ def delta(i: int) -> LoopEvent:
     return LoopEvent("content_delta", {"delta": f"d{i}"})
 
 
-async def test_a_redis_restart_loses_and_doubles_nothing(durable_redis: DurableRedis) -> None:
+async def test_a_redis_restart_loses_and_doubles_nothing(durable_redis: RedisProcess) -> None:
     settings = Settings(journal=durable_redis.url, scripted_delay_s=0.0)
     async with build_hub(settings) as a, build_hub(settings) as b:
         run_id = (await a.start(StartRun(source="ingest"))).id

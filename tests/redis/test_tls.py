@@ -4,10 +4,7 @@ with a private CA does)."""
 
 from __future__ import annotations
 
-import shutil
-import socket
 import subprocess
-import time
 from collections.abc import Iterator
 from pathlib import Path
 
@@ -17,7 +14,7 @@ from loopgate.contracts.envelope import LoopEvent
 from loopgate.contracts.ports import StartRun
 from loopgate.gateway.app import build_hub
 from loopgate.gateway.settings import Settings
-from tests.gateway.harness import free_port
+from tests.fakes.redis_server import RedisProcess
 
 pytestmark = pytest.mark.anyio
 
@@ -41,29 +38,17 @@ def make_certificates(where: Path) -> None:
 @pytest.fixture
 def tls_redis(tmp_path: Path) -> Iterator[str]:
     make_certificates(tmp_path)
-    port = free_port()
-    binary = shutil.which("redis-server") or "/usr/bin/redis-server"
-    proc = subprocess.Popen(
-        [binary, "--port", "0", "--tls-port", str(port), "--bind", "127.0.0.1",
-         "--tls-cert-file", "server.pem", "--tls-key-file", "server.key",
-         "--tls-ca-cert-file", "ca.pem", "--tls-auth-clients", "no",
-         "--save", "", "--appendonly", "no"],
-        cwd=tmp_path, stdout=subprocess.DEVNULL, stderr=subprocess.PIPE,
+    server = RedisProcess(
+        "--tls-cert-file", "server.pem", "--tls-key-file", "server.key",
+        "--tls-ca-cert-file", "ca.pem", "--tls-auth-clients", "no",
+        "--save", "", "--appendonly", "no",
+        cwd=tmp_path, plain=False,
     )  # fmt: skip
+    server.start()
     try:
-        deadline = time.monotonic() + 10
-        while True:
-            assert proc.poll() is None, "redis-server (TLS) exited early"
-            try:
-                with socket.create_connection(("127.0.0.1", port), timeout=1):
-                    break
-            except OSError:
-                assert time.monotonic() < deadline, "redis-server (TLS) did not listen"
-                time.sleep(0.02)
-        yield f"rediss://127.0.0.1:{port}/0?ssl_ca_certs={tmp_path / 'ca.pem'}"
+        yield f"rediss://127.0.0.1:{server.port}/0?ssl_ca_certs={tmp_path / 'ca.pem'}"
     finally:
-        proc.terminate()
-        proc.wait(10)
+        server.stop()
 
 
 @pytest.fixture

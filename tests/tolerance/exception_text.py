@@ -64,7 +64,7 @@ ALLOWED: dict[tuple[str, str], str] = {
     ("gateway/tools/mcp_specs.py", "from_command"): "an operator's --mcp command line, at startup",
     ("gateway/loops/python.py", "load_object"): "--loop at startup: the operator's terminal",
     ("gateway/settings.py", "*"): "settings at startup: the operator's terminal",
-    ("gateway/journal/redis_streams.py", "ping"): "--journal's Redis not answering, said by a "
+    ("gateway/journal/redis_connect.py", "ping"): "--journal's Redis not answering, said by a "
     "command at startup: the operator's terminal",
     ("gateway/commands/*", "*"): "the command line's own stderr: the operator's terminal",
 }
