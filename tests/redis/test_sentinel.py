@@ -33,8 +33,11 @@ def until(check: Callable[[], object], what: str, timeout: float = 30.0) -> None
         time.sleep(0.05)
 
 
-def replica_of(primary: RedisProcess) -> RedisProcess:
-    replica = RedisProcess(*NOTHING_PERSISTED, "--replicaof", "127.0.0.1", str(primary.port))
+def replica_of(primary: RedisProcess, where: Path) -> RedisProcess:
+    """A replica of ``primary``, synced; it keeps the copy it loads in ``where``."""
+    replica = RedisProcess(
+        *NOTHING_PERSISTED, "--replicaof", "127.0.0.1", str(primary.port), cwd=where
+    )
     replica.start()
     client = redis.Redis(port=replica.port)
     until(lambda: client.info("replication")["master_link_status"] == "up", "the replica's sync")
@@ -43,8 +46,8 @@ def replica_of(primary: RedisProcess) -> RedisProcess:
 
 class Deployment:
     def __init__(self, where: Path) -> None:
-        self.primary = RedisProcess(*NOTHING_PERSISTED).start()
-        self.replica = replica_of(self.primary)
+        self.primary = RedisProcess(*NOTHING_PERSISTED, cwd=where).start()
+        self.replica = replica_of(self.primary, where)
         conf = where / "sentinel.conf"
         conf.write_text(
             f"sentinel monitor {SERVICE} 127.0.0.1 {self.primary.port} 1\n"
@@ -126,9 +129,9 @@ class Heard(logging.Handler):
             self.event.set()
 
 
-async def test_with_replicas_a_push_is_acknowledged_once_a_replica_has_it() -> None:
-    primary = RedisProcess(*NOTHING_PERSISTED).start()
-    replica = replica_of(primary)
+async def test_with_replicas_a_push_is_acknowledged_once_a_replica_has_it(tmp_path: Path) -> None:
+    primary = RedisProcess(*NOTHING_PERSISTED, cwd=tmp_path).start()
+    replica = replica_of(primary, tmp_path)
     heard = Heard("not yet on 1 replicas")
     logger = logging.getLogger("loopgate.journal")
     logger.addHandler(heard)
@@ -145,7 +148,7 @@ async def test_with_replicas_a_push_is_acknowledged_once_a_replica_has_it() -> N
                 # On the primary, but neither acknowledged nor shown: a failover now could
                 # take it back.
                 assert hub.run(run_id).committed == 1
-                replica = await anyio.to_thread.run_sync(replica_of, primary)
+                replica = await anyio.to_thread.run_sync(replica_of, primary, tmp_path)
             assert hub.run(run_id).committed == 2
             history = await hub.history(run_id)
             assert [e.data["delta"] for e in history] == ["d1", "d2"]
