@@ -46,7 +46,11 @@ class SharedJournal(Journal, Protocol):
     on_command: Any
 
     async def watch(
-        self, run_id: str, after: int, deliver: Callable[[list[Envelope], list[int]], None]
+        self,
+        run_id: str,
+        after: int,
+        deliver: Callable[[list[Envelope], list[int]], None],
+        failed: Callable[[], None],
     ) -> None: ...
 
     def unwatch(self, run_id: str) -> None: ...
@@ -87,7 +91,9 @@ class Remote:
         if events and is_terminal_completion(events[-1].kind, events[-1].data):
             self._finish(run, events[-1])
         else:
-            await self.journal.watch(run.id, run.last_seq, partial(self._deliver, run))
+            await self.journal.watch(
+                run.id, run.last_seq, partial(self._deliver, run), partial(self.let_go, run)
+            )
         return run
 
     def _deliver(self, run: Run, batch: list[Envelope], sizes: list[int]) -> None:

@@ -40,6 +40,7 @@ class _Watch:
     key: bytes
     cursor: bytes  # the last entry id delivered
     deliver: Deliver
+    failed: Callable[[], None]
 
 
 class StreamFollower:
@@ -56,12 +57,21 @@ class StreamFollower:
     def __len__(self) -> int:
         return len(self._watched)
 
-    async def watch(self, client: Any, run_id: str, key: str, after: int, deliver: Deliver) -> None:
-        """Deliver the run's events after seq ``after`` until ``unwatch``. ``client`` is any
+    async def watch(
+        self,
+        client: Any,
+        run_id: str,
+        key: str,
+        after: int,
+        deliver: Deliver,
+        failed: Callable[[], None],
+    ) -> None:
+        """Deliver the run's events after seq ``after`` until ``unwatch``; ``failed`` is called
+        (and the run unwatched) if its entries cannot be read or delivered. ``client`` is any
         connection but the reader's (its one is blocked)."""
         self.unwatch(run_id)
         raw_key = key.encode()
-        self._watched[run_id] = _Watch(raw_key, b"%d-0" % after, deliver)
+        self._watched[run_id] = _Watch(raw_key, b"%d-0" % after, deliver, failed)
         self._run_of[raw_key] = run_id
         if not self._reading:
             self._idle.set()
@@ -108,5 +118,12 @@ class StreamFollower:
                     continue  # let go of, or watched anew, while the read was out
                 watch.cursor = entries[-1][0]
                 decode = self._decode
-                decoded = [decode(run_id, i, fields) for i, fields in entries]
-                watch.deliver([env for env, _ in decoded], [size for _, size in decoded])
+                try:
+                    decoded = [decode(run_id, i, fields) for i, fields in entries]
+                    watch.deliver([env for env, _ in decoded], [size for _, size in decoded])
+                except Exception:
+                    # One view's fault (an entry not ours, a bug) ends that view, not the
+                    # reader every other view depends on.
+                    log.exception("following run %s failed; its view here is let go", run_id)
+                    self.unwatch(run_id)
+                    watch.failed()

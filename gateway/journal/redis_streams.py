@@ -258,7 +258,8 @@ class RedisJournal:
         with anyio.move_on_after(CLOSE_FLUSH_S) as timer:
             await self.flush()
         if timer.cancelled_caught:
-            log.error("journal: events of %d runs could not be committed", len(self._rows))
+            runs = {*self._rows, *(self._failed[2] if self._failed else ())}
+            log.error("journal: events of %d runs could not be committed", len(runs))
         client, self._client = self._client, None
         try:
             with anyio.move_on_after(2):
@@ -457,11 +458,14 @@ class RedisJournal:
             start = out[-1].seq + 1
         return out
 
-    async def watch(self, run_id: str, after: int, deliver: Deliver) -> None:
+    async def watch(
+        self, run_id: str, after: int, deliver: Deliver, failed: Callable[[], None]
+    ) -> None:
         """Deliver the run's events after seq ``after`` as its owner commits them, until
-        ``unwatch`` (one blocking read for every run followed: gateway.journal.redis_follow)."""
+        ``unwatch`` or ``failed`` (one blocking read for every run followed:
+        gateway.journal.redis_follow)."""
         key = self._run_keys(run_id)[0]
-        await self.follower.watch(self._redis(), run_id, key, after, deliver)
+        await self.follower.watch(self._redis(), run_id, key, after, deliver, failed)
 
     def unwatch(self, run_id: str) -> None:
         self.follower.unwatch(run_id)

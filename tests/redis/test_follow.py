@@ -14,7 +14,7 @@ import pytest
 import redis.asyncio as aioredis
 
 from loopgate.contracts.envelope import LoopEvent
-from loopgate.contracts.ports import StartRun
+from loopgate.contracts.ports import CutOff, StartRun
 from loopgate.gateway.app import build_hub
 from loopgate.gateway.hub import Hub
 from loopgate.gateway.hub.run import RunSubscription
@@ -123,3 +123,31 @@ async def test_socket_timeouts_outlast_the_blocking_commands(redis_url: str) -> 
         await journal.aclose()
     assert main > redis_streams.COMMAND_TIMEOUT_S
     assert reader > redis_follow.BLOCK_MS / 1000
+
+
+async def test_a_view_that_cannot_be_fed_is_let_go_and_the_others_go_on(
+    redis_url: str, monkeypatch: pytest.MonkeyPatch
+) -> None:
+    async with hub(redis_url) as a, hub(redis_url) as b:
+        broken = (await a.start(StartRun(source="ingest"))).id
+        fine = (await a.start(StartRun(source="ingest"))).id
+        remote = b._remote
+        assert remote is not None
+        deliver = remote._deliver
+
+        def faulty(run: Any, batch: Any, sizes: Any) -> None:
+            if run.id == broken:
+                raise RuntimeError("a bug in one view")
+            deliver(run, batch, sizes)
+
+        monkeypatch.setattr(remote, "_deliver", faulty)
+        async with b.subscribe(fine) as other:
+            with pytest.raises(CutOff) as cut:
+                async with b.subscribe(broken) as sub:
+                    await a.push(broken, delta("lost here"))
+                    with anyio.fail_after(10):
+                        while True:
+                            await sub.next_batch()
+            assert cut.value.cursor == 0  # resumable: from Redis, or on another instance
+            await a.push(fine, delta("still here"))
+            assert await next_deltas(other, 1) == ["still here"]
