@@ -125,6 +125,11 @@ class LimitReached(Exception):
         self.retry_after = retry_after
 
 
+class Unavailable(LimitReached):
+    """What the request needs is out of reach for now (the shared journal's Redis); the
+    request may be sent again in ``retry_after`` seconds (HTTP 503)."""
+
+
 class RunTooLarge(LimitReached):
     """The run hit its event-count or byte bound; it has been ended (completion failed)."""
 

@@ -91,6 +91,7 @@ def problem_for(exc: Exception) -> HttpProblem | None:
         RunNotFound,
         RunNotIngest,
         RunTooLarge,
+        Unavailable,
     )
 
     if isinstance(exc, HttpProblem):
@@ -104,6 +105,8 @@ def problem_for(exc: Exception) -> HttpProblem | None:
         return HttpProblem(404, detail)
     if isinstance(exc, RunTooLarge):
         return HttpProblem(413, detail)
+    if isinstance(exc, Unavailable):
+        return HttpProblem(503, detail, headers={"retry-after": str(exc.retry_after)})
     if isinstance(exc, LimitReached):
         return HttpProblem(429, detail, headers={"retry-after": str(exc.retry_after)})
     if isinstance(exc, RunExists | RunFinished | RunNotIngest):

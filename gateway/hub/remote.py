@@ -91,9 +91,13 @@ class Remote:
         if events and is_terminal_completion(events[-1].kind, events[-1].data):
             self._finish(run, events[-1])
         else:
-            await self.journal.watch(
-                run.id, run.last_seq, partial(self._deliver, run), partial(self.let_go, run)
-            )
+            try:
+                await self.journal.watch(
+                    run.id, run.last_seq, partial(self._deliver, run), partial(self.let_go, run)
+                )
+            except BaseException:
+                self.let_go(run)  # a view nothing feeds would keep its readers waiting
+                raise
         return run
 
     def _deliver(self, run: Run, batch: list[Envelope], sizes: list[int]) -> None:

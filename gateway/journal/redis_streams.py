@@ -24,13 +24,14 @@ runs beyond the newest ``keep``.
 
 from __future__ import annotations
 
+import functools
 import logging
 import time
 import uuid
-from collections.abc import Awaitable, Callable
+from collections.abc import Awaitable, Callable, Coroutine
 from contextlib import suppress
 from functools import partial
-from typing import Any, TypeVar
+from typing import Any, ParamSpec, TypeVar
 
 import anyio
 import msgspec
@@ -38,7 +39,7 @@ from anyio.abc import TaskGroup
 from redis.exceptions import NoScriptError, RedisError, ResponseError
 
 from loopgate.contracts.envelope import Envelope
-from loopgate.contracts.ports import ThreadInfo
+from loopgate.contracts.ports import ThreadInfo, Unavailable
 from loopgate.gateway.journal import redis_follow
 from loopgate.gateway.journal.base import (
     EVENT_OVERHEAD_BYTES,
@@ -58,6 +59,9 @@ _decode_thread = msgspec.json.Decoder(ThreadInfo).decode
 _decode_data = msgspec.json.Decoder(dict[str, Any]).decode
 
 T = TypeVar("T", int, float)
+P = ParamSpec("P")
+R = TypeVar("R")
+UNAVAILABLE = "the shared journal (Redis) does not answer; retry shortly"
 # An event queued for its run's next commit (seq, ts, kind, encoded data), by run.
 Row = tuple[int, int, str, bytes]
 Rows = dict[str, list[Row]]
@@ -146,6 +150,23 @@ class NotReplicated(Exception):
     def __init__(self, wanted: int) -> None:
         super().__init__(wanted)
         self.wanted = wanted
+
+
+def _reaching(
+    method: Callable[P, Coroutine[Any, Any, R]],
+) -> Callable[P, Coroutine[Any, Any, R]]:
+    """A read or command of a request: Redis out of reach is the port's Unavailable (a 503
+    with Retry-After over HTTP, a retry-later error elsewhere), not an internal error."""
+
+    @functools.wraps(method)
+    async def reaching(*args: P.args, **kwargs: P.kwargs) -> R:
+        try:
+            return await method(*args, **kwargs)
+        except (RedisError, OSError):
+            log.warning("journal: Redis did not answer a request's %s", method.__name__)
+            raise Unavailable(UNAVAILABLE, retry_after=1) from None
+
+    return reaching
 
 
 class RedisJournal:
@@ -421,6 +442,7 @@ class RedisJournal:
 
     # --- reading --------------------------------------------------------------------------
 
+    @_reaching
     async def load_run(self, run_id: str) -> RunRecord | None:
         pending = self._runs.get(run_id)
         if pending is not None:
@@ -428,10 +450,12 @@ class RedisJournal:
         raw = await self._redis().get(self._run_keys(run_id)[2])
         return _decode_record(raw) if raw is not None else None
 
+    @_reaching
     async def owner(self, run_id: str) -> str | None:
         raw = await self._redis().get(self._run_keys(run_id)[3])
         return raw.decode() if raw is not None else None
 
+    @_reaching
     async def load_events(
         self,
         run_id: str,
@@ -458,6 +482,7 @@ class RedisJournal:
             start = out[-1].seq + 1
         return out
 
+    @_reaching
     async def watch(
         self, run_id: str, after: int, deliver: Deliver, failed: Callable[[], None]
     ) -> None:
@@ -470,6 +495,7 @@ class RedisJournal:
     def unwatch(self, run_id: str) -> None:
         self.follower.unwatch(run_id)
 
+    @_reaching
     async def list_runs(self, limit: int, thread_id: str | None = None) -> list[RunRecord]:
         index = self._key("runs") if thread_id is None else self._key("thread-runs", thread_id)
         ids = [i.decode() for i in await self._redis().zrevrange(index, 0, limit - 1)]
@@ -494,6 +520,7 @@ class RedisJournal:
             records.append(record)
         return records
 
+    @_reaching
     async def claim(self, run_id: str) -> bool:
         """Take a new run's id for this instance; False if another instance took it first (a
         client-chosen id started on two instances at once is started once)."""
@@ -502,6 +529,7 @@ class RedisJournal:
         )
         return bool(claimed)
 
+    @_reaching
     async def load_thread(self, thread_id: str) -> ThreadInfo | None:
         pending = self._threads.get(thread_id)
         if pending is not None:
@@ -509,6 +537,7 @@ class RedisJournal:
         raw = await self._redis().get(self._key("thread", thread_id))
         return _decode_thread(raw) if raw is not None else None
 
+    @_reaching
     async def list_threads(self, limit: int) -> list[ThreadInfo]:
         ids = await self._redis().zrevrange(self._key("threads"), 0, limit - 1)
         if not ids:
@@ -553,6 +582,7 @@ class RedisJournal:
         await self.delete(doomed)
         return doomed + expired
 
+    @_reaching
     async def forget_thread(self, thread_id: str) -> bool:
         await self.flush()
         pipe = self._redis().pipeline(transaction=False)
@@ -700,6 +730,7 @@ class RedisJournal:
             # Applied, but not answered: its sender hears nothing and says so to its client.
             log.warning("journal: the answer to command %s was lost", command.get("verb"))
 
+    @_reaching
     async def command(self, run_id: str, command: dict[str, Any]) -> dict[str, Any] | None:
         """Send a command to the instance that owns the run; its answer, or None when no
         instance owning it answered (gone, or the run finished and its owner let it go)."""

@@ -10,8 +10,9 @@ from pathlib import Path
 import anyio
 import pytest
 
+from loopgate.adapters.shared.problem import problem_for
 from loopgate.contracts.envelope import LoopEvent
-from loopgate.contracts.ports import StartRun
+from loopgate.contracts.ports import StartRun, Unavailable
 from loopgate.gateway.app import build_hub
 from loopgate.gateway.settings import Settings
 from tests.fakes.redis_server import RedisProcess
@@ -69,3 +70,22 @@ async def test_a_redis_restart_loses_and_doubles_nothing(durable_redis: RedisPro
         assert [e.seq for e in history] == list(range(1, 42))
         assert [e.data["delta"] for e in history[:40]] == [f"d{i}" for i in range(1, 41)]
         assert history[-1].kind == "completion" and history[-1].data["status"] == "cancelled"
+
+
+async def test_a_request_while_redis_is_away_is_told_to_retry(durable_redis: RedisProcess) -> None:
+    settings = Settings(journal=durable_redis.url, scripted_delay_s=0.0)
+    async with build_hub(settings) as hub:
+        run_id = (await hub.start(StartRun(source="ingest"))).id
+        durable_redis.kill()
+        # What is held here is still served; what must be read from Redis is Unavailable.
+        assert (await hub.get(run_id)).state == "running"
+        with pytest.raises(Unavailable) as away:
+            await hub.get("run_elsewhere")
+        with pytest.raises(Unavailable):
+            await hub.list_runs()
+        problem = problem_for(away.value)
+        assert problem is not None and problem.status == 503
+        assert problem.headers == {"retry-after": "1"} and "Redis" in problem.detail
+        durable_redis.start()  # listening: the next request reconnects
+        with anyio.fail_after(30):
+            assert [r.id for r in await hub.list_runs()] == [run_id]
