@@ -128,11 +128,12 @@ return last
 
 # KEYS: events, seq, record, owner.  ARGV: the owner found dead, the last seq seen, maxlen,
 # ts, kind, data, the finished record, ms to keep it. 1: ended here; 0: not (any more) ours
-# to end — finished meanwhile, another owner, or events appended since.
+# to end — finished meanwhile, or another owner; 2: events appended since (its owner lives
+# after all, or will be looked at again).
 _END_ORPHAN = """
 if redis.call('GET', KEYS[4]) ~= ARGV[1] then return 0 end
 local last = tonumber(redis.call('GET', KEYS[2]) or '0')
-if last ~= tonumber(ARGV[2]) then return 0 end
+if last ~= tonumber(ARGV[2]) then return 2 end
 local old = redis.call('GET', KEYS[3])
 if not old or cjson.decode(old)['state'] ~= 'running' then return 0 end
 redis.call('XADD', KEYS[1], 'MAXLEN', '~', ARGV[3], (last + 1) .. '-0',
@@ -238,6 +239,17 @@ class RedisJournal:
     def _lease_key(self, instance: str) -> str:
         return self._key("instance", instance)
 
+    def _owned_key(self, instance: str) -> str:
+        return self._key("owned", instance)
+
+    async def _renew(self) -> None:
+        """This instance's lease, and its place in the directory of instances (which the
+        reapers read: only the runs of instances whose lease is gone are looked at)."""
+        pipe = self._redis().pipeline(transaction=False)
+        pipe.set(self._lease_key(self.instance), b"1", px=self._lease_ms())
+        pipe.zadd(self._key("instances"), {self.instance: time.time_ns() // 1_000_000})
+        await pipe.execute()
+
     # --- lifecycle ------------------------------------------------------------------------
 
     async def open(self) -> list[RunRecord]:
@@ -260,7 +272,7 @@ class RedisJournal:
         self._append_script = client.register_script(_APPEND)
         self._end_orphan_script = client.register_script(_END_ORPHAN)
         await client.script_load(_APPEND)
-        await client.set(self._lease_key(self.instance), b"1", px=self._lease_ms())
+        await self._renew()
         # Nothing to recover here: a run a dead instance left open is ended by whichever
         # instance finds its lease gone first (``writer``'s reaper), this one included.
         return []
@@ -432,13 +444,13 @@ class RedisJournal:
 
     def _index(self, pipe: Any, record: RunRecord) -> None:
         """The registry around a run's own keys: every run by creation, its thread's runs,
-        and the running ones (what the reaper looks through)."""
+        and the runs this instance owns while they run (what survivors end if it dies)."""
         pipe.zadd(self._key("runs"), {record.id: record.created_at})
         pipe.zadd(self._key("thread-runs", record.thread_id), {record.id: record.created_at})
         if record.state == "running":
-            pipe.sadd(self._key("running"), record.id)
+            pipe.sadd(self._owned_key(self.instance), record.id)
         else:
-            pipe.srem(self._key("running"), record.id)
+            pipe.srem(self._owned_key(self.instance), record.id)
 
     # --- reading --------------------------------------------------------------------------
 
@@ -555,7 +567,6 @@ class RedisJournal:
         for run_id, record in zip(run_ids, records, strict=True):
             pipe.delete(*self._run_keys(run_id), self._claim_key(run_id))
             pipe.zrem(self._key("runs"), run_id)
-            pipe.srem(self._key("running"), run_id)
             if record is not None:
                 pipe.zrem(self._key("thread-runs", record.thread_id), run_id)
         await pipe.execute()
@@ -607,11 +618,10 @@ class RedisJournal:
     # --- instances: leases, orphaned runs, commands ------------------------------------------
 
     async def _heartbeat(self) -> None:
-        key = self._lease_key(self.instance)
         while True:
             await anyio.sleep(self.lease_s / 3)
             try:
-                await self._redis().set(key, b"1", px=self._lease_ms())
+                await self._renew()
             except (RedisError, OSError):
                 log.exception("journal: renewing this instance's lease failed; retrying")
 
@@ -624,46 +634,51 @@ class RedisJournal:
                 log.exception("journal: looking for runs of lost instances failed; retrying")
 
     async def end_orphans(self) -> list[str]:
-        """End the running runs whose owner's lease is gone; returns the ones ended here."""
-        client = self._redis()
-        ended: list[str] = []
-        cursor = 0
-        while True:
-            cursor, members = await client.sscan(self._key("running"), cursor, count=SCAN_COUNT)
-            ids = [m.decode() for m in members]
-            if ids:
-                ended += await self._end_orphans(ids)
-            if cursor == 0:
-                return ended
+        """End the running runs of instances whose lease is gone; returns the ones ended here.
 
-    async def _end_orphans(self, ids: list[str]) -> list[str]:
+        It reads the directory of instances and their leases, then only the runs a lost one
+        owned: a sweep where no instance was lost costs one read per instance, however many
+        runs are running. A lost instance leaves the directory once its runs are ended."""
         client = self._redis()
+        others = [
+            m.decode()
+            for m in await client.zrange(self._key("instances"), 0, -1)
+            if m.decode() != self.instance
+        ]
+        if not others:
+            return []
         pipe = client.pipeline(transaction=False)
-        for run_id in ids:
-            pipe.get(self._run_keys(run_id)[3])
-        owners = [o.decode() if o else None for o in await pipe.execute()]
-        pipe = client.pipeline(transaction=False)
-        for owner in owners:
-            pipe.exists(self._lease_key(owner or "-"))
+        for instance in others:
+            pipe.exists(self._lease_key(instance))
         alive = await pipe.execute()
         ended: list[str] = []
-        for run_id, owner, live in zip(ids, owners, alive, strict=True):
-            if owner is None or live:
+        for instance, live in zip(others, alive, strict=True):
+            if live:
                 continue
-            if await self._end_orphan(run_id, owner):
-                ended.append(run_id)
+            owned = self._owned_key(instance)
+            cursor = 0
+            while True:
+                cursor, members = await client.sscan(owned, cursor, count=SCAN_COUNT)
+                for member in members:
+                    if await self._end_orphan(member.decode(), instance):
+                        ended.append(member.decode())
+                if cursor == 0:
+                    break
+            if not await client.scard(owned):
+                await client.zrem(self._key("instances"), instance)
         return ended
 
     async def _end_orphan(self, run_id: str, owner: str) -> bool:
         client = self._redis()
         keys = self._run_keys(run_id)
         raw_last, raw_record = await client.mget(keys[1], keys[2])
+        owned = self._owned_key(owner)
         if raw_record is None:
-            await client.srem(self._key("running"), run_id)
+            await client.srem(owned, run_id)
             return False
         record = _decode_record(raw_record)
         if record.state != "running":
-            await client.srem(self._key("running"), run_id)
+            await client.srem(owned, run_id)
             return False
         last = int(raw_last or 0)
         now = time.time_ns()
@@ -674,11 +689,13 @@ class RedisJournal:
         data = _encode({"status": "failed", "reason": "owner_lost"})
         args = [owner, last, self.max_events, now, "completion", data, _encode(record)]
         args.append(self.max_age_ms)
-        done = await self._end_orphan_script(keys=keys, args=args)
-        if done:
+        done = int(await self._end_orphan_script(keys=keys, args=args))
+        if done == 1:
             log.warning("run %s: its instance %s is gone; ended it (owner_lost)", run_id, owner)
-            await client.srem(self._key("running"), run_id)
-        return bool(done)
+        if done != 2:
+            # Ended, here or by another survivor, or not that instance's: no longer its.
+            await client.srem(owned, run_id)
+        return done == 1
 
     async def _serve_commands(self) -> None:
         """Commands other instances send to runs owned here, each answered on its own list.
