@@ -49,7 +49,10 @@ class RedisTarget:
         ours: dict[str, str] = {}
         theirs: list[tuple[str, str]] = []
         for key, value in parse_qsl(parts.query):
-            (ours.__setitem__(key, value) if key in OURS else theirs.append((key, value)))
+            if key in OURS:
+                ours[key] = value
+            else:
+                theirs.append((key, value))
         if not spec.startswith(SENTINEL):
             return cls(urlunsplit(parts._replace(query=urlencode(theirs))), ours)
         userinfo, _, hosts = parts.netloc.rpartition("@")

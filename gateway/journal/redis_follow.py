@@ -54,9 +54,6 @@ class StreamFollower:
         self._reading = False
         self._idle = anyio.Event()
 
-    def __len__(self) -> int:
-        return len(self._watched)
-
     async def watch(
         self,
         client: Any,
