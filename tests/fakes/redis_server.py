@@ -62,6 +62,12 @@ class RedisProcess:
                     raise
             time.sleep(0.02)
 
+    def __enter__(self) -> RedisProcess:
+        return self.start()
+
+    def __exit__(self, *exc_info: object) -> None:
+        self.kill()
+
     def kill(self) -> None:
         """As a crash: SIGKILL, nothing flushed."""
         if self.proc is not None and self.proc.poll() is None:
@@ -81,8 +87,5 @@ def redis_server() -> Iterator[str]:
     if given:
         yield given
         return
-    server = RedisProcess("--save", "", "--appendonly", "no").start()
-    try:
+    with RedisProcess("--save", "", "--appendonly", "no") as server:
         yield server.url
-    finally:
-        server.stop()

@@ -23,19 +23,10 @@ pytestmark = pytest.mark.anyio
 @pytest.fixture
 def durable_redis(tmp_path: Path) -> Iterator[RedisProcess]:
     """A redis-server that keeps every write (appendfsync always) in ``tmp_path``."""
-    server = RedisProcess(
+    with RedisProcess(
         "--dir", str(tmp_path), "--appendonly", "yes", "--appendfsync", "always", "--save", ""
-    )
-    server.start()
-    try:
+    ) as server:
         yield server
-    finally:
-        server.kill()
-
-
-@pytest.fixture
-def anyio_backend() -> str:
-    return "asyncio"
 
 
 def delta(i: int) -> LoopEvent:

@@ -84,11 +84,6 @@ def deployment(tmp_path: Path) -> Iterator[Deployment]:
         d.stop()
 
 
-@pytest.fixture
-def anyio_backend() -> str:
-    return "asyncio"
-
-
 def delta(i: int) -> LoopEvent:
     return LoopEvent("content_delta", {"delta": f"d{i}"})
 

@@ -38,22 +38,13 @@ def make_certificates(where: Path) -> None:
 @pytest.fixture
 def tls_redis(tmp_path: Path) -> Iterator[str]:
     make_certificates(tmp_path)
-    server = RedisProcess(
+    with RedisProcess(
         "--tls-cert-file", "server.pem", "--tls-key-file", "server.key",
         "--tls-ca-cert-file", "ca.pem", "--tls-auth-clients", "no",
         "--save", "", "--appendonly", "no",
         cwd=tmp_path, plain=False,
-    )  # fmt: skip
-    server.start()
-    try:
+    ) as server:  # fmt: skip
         yield f"rediss://127.0.0.1:{server.port}/0?ssl_ca_certs={tmp_path / 'ca.pem'}"
-    finally:
-        server.stop()
-
-
-@pytest.fixture
-def anyio_backend() -> str:
-    return "asyncio"
 
 
 async def test_runs_are_shared_over_tls(tls_redis: str) -> None:
