@@ -15,6 +15,12 @@ A run is one assistant message::
     finish {finishReason, messageMetadata: {loopgate: {status, reason, usage}}}
     [DONE]
 
+The loop's own tool calls are ``providerExecuted`` (the client's, the request's ``tools``, are
+not): useChat's ``lastAssistantMessageIsCompleteWithToolCalls`` resends the chat once every
+call of the last step without it has an output, so an unmarked call of the loop's made every
+answer a new request. A stream that does not know the client's tools (``CLIENT_TOOLS`` absent)
+marks a call once the loop answers it.
+
 A failed run ends with ``error`` then ``finish`` (``error``); a cancelled one with ``abort``, as
 the AI SDK's own server ends a stream it stopped; a stream cut short with ``error`` then
 ``finish`` (``interrupted``). The client's stream processor refuses a delta or an end whose
