@@ -108,17 +108,18 @@ def to_history(body: ChatRequest) -> list[Message]:
     answer that asked the user something (``ask_user``) is the question's answer instead:
     the waiting call's result, as every other front end of loopgate makes it."""
     history: list[Message] = []
+    waiting: tuple[str, ...] = ()
     for message in body.messages:
         if message.role == "assistant":
             _assistant(message.parts, history)
+            waiting = _waiting_on(message)
+            continue
+        text = text_of(message.parts)
+        if message.role == "user" and waiting:
+            history = continued(Conversation(history, waiting), text)
         else:
-            text = text_of(message.parts)
             history.append(Message(role=message.role, content=text))
-    messages = body.messages
-    if len(messages) > 1 and messages[-1].role == "user" and messages[-2].role == "assistant":
-        waiting = _waiting_on(messages[-2])
-        if waiting:
-            return continued(Conversation(history[:-1], waiting), history[-1].content)
+        waiting = ()
     return history
 
 

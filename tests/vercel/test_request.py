@@ -157,10 +157,19 @@ def test_the_message_after_a_question_is_its_answer() -> None:
     waiting = {"loopgate": {"status": "waiting_user", "reason": "ask_user", "waiting": ["c1"]}}
     history = to_history(request([user("plan my trip"), asked(waiting), user("B", "u2")]))
     call = ToolCall(id="c1", name="ask_user", arguments={"question": "A or B?"})
-    assert history == [
+    answered = [
         Message(role="user", content="plan my trip"),
         Message(role="assistant", content="A or B?", tool_calls=[call]),
         Message(role="tool", content="B", tool_call_id="c1", name="ask_user"),
+    ]
+    assert history == answered
+    # Turns later, the conversation is still the one the loop saw.
+    reply = {"id": "a2", "role": "assistant", "parts": [{"type": "text", "text": "Done."}]}
+    later = [user("plan my trip"), asked(waiting), user("B", "u2"), reply, user("more", "u3")]
+    assert to_history(request(later)) == [
+        *answered,
+        Message(role="assistant", content="Done."),
+        Message(role="user", content="more"),
     ]
 
 
