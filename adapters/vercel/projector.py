@@ -12,7 +12,7 @@ A run is one assistant message::
       finish-step
       steering-message                                   a steer, between the rounds
       …
-    finish {finishReason, messageMetadata: {loopgate: {status, reason, usage}}}
+    finish {finishReason, messageMetadata: {loopgate: {status, reason, usage, waiting?}}}
     [DONE]
 
 The loop's own tool calls are ``providerExecuted`` (the client's, the request's ``tools``, are
