@@ -90,6 +90,9 @@ class ReasoningEnd(_Chunk, tag="reasoning-end"):
 class ToolInputStart(_Chunk, tag="tool-input-start"):
     tool_call_id: str
     tool_name: str
+    # True: the loop runs the call (the client does not, and sends nothing back for it);
+    # absent: the client's to run (its onToolCall; sendAutomaticallyWhen waits for its output).
+    provider_executed: bool | UnsetType = UNSET
 
 
 class ToolInputDelta(_Chunk, tag="tool-input-delta"):
@@ -101,16 +104,19 @@ class ToolInputAvailable(_Chunk, tag="tool-input-available"):
     tool_call_id: str
     tool_name: str
     input: Any
+    provider_executed: bool | UnsetType = UNSET
 
 
 class ToolOutputAvailable(_Chunk, tag="tool-output-available"):
     tool_call_id: str
     output: Any
+    provider_executed: bool | UnsetType = UNSET
 
 
 class ToolOutputError(_Chunk, tag="tool-output-error"):
     tool_call_id: str
     error_text: str
+    provider_executed: bool | UnsetType = UNSET
 
 
 class TextPart(msgspec.Struct, gc=False, tag_field="type", tag="text"):

@@ -24,7 +24,7 @@ from loopgate.adapters.shared.follow import FollowPolicy, follow, stream_policy
 from loopgate.adapters.shared.stream import StreamResponse, Write
 from loopgate.adapters.vercel.adapter import STREAM_HEADERS, VercelAdapter
 from loopgate.adapters.vercel.chunks import Chunk
-from loopgate.adapters.vercel.projector import MESSAGE_ID
+from loopgate.adapters.vercel.projector import CLIENT_TOOLS, MESSAGE_ID
 from loopgate.adapters.vercel.request import (
     ChatRequest,
     check,
@@ -38,6 +38,7 @@ from loopgate.contracts.ports import RunInfo, RunService, StartRun
 from loopgate.contracts.projector import ProjectorContext
 
 CONSUMER = "vercel"
+PROTOCOL = "vercel"
 # The run's id, for the rest of loopgate's API (GET /v1/runs/{id}, steer, respond…).
 RUN_HEADER = "x-loopgate-run-id"
 
@@ -74,16 +75,19 @@ def routes(adapter: VercelAdapter, service: RunService, limits: EndpointLimits) 
 
 
 def start_request(body: ChatRequest, headers: Headers) -> StartRun:
-    metadata: dict[str, Any] = {"protocol": "vercel"}
+    metadata: dict[str, Any] = {"protocol": PROTOCOL}
     continued = response_message_id(body)
     if continued is not None:
         metadata[MESSAGE_ID] = continued
+    tools = client_tools(body)
+    if tools:  # kept with the run for a reconnect's stream: none when absent
+        metadata[CLIENT_TOOLS] = [spec.name for spec in tools]
     ours = body.loopgate
     return StartRun(
         input=to_history(body),
         config=run_config(body),
         thread_id=body.id or None,
-        client_tools=client_tools(body),
+        client_tools=tools,
         metadata=metadata,
         approval=(ours.approval if ours is not None else None) or "auto",
         traceparent=headers.get("traceparent"),
@@ -93,11 +97,15 @@ def start_request(body: ChatRequest, headers: Headers) -> StartRun:
 
 def projector_context(info: RunInfo) -> ProjectorContext:
     """The answer's message id: the continued message's (kept with the run, so that a
-    reconnect names the same message), else the run's id."""
+    reconnect names the same message), else the run's id; the tools the client runs, for a
+    run this endpoint started (another front end's run does not say)."""
     options: dict[str, Any] = {}
     continued = info.metadata.get(MESSAGE_ID)
     if isinstance(continued, str):
         options[MESSAGE_ID] = continued
+    if info.metadata.get("protocol") == PROTOCOL:
+        named = info.metadata.get(CLIENT_TOOLS)
+        options[CLIENT_TOOLS] = named if isinstance(named, list) else []
     return ProjectorContext(run_id=info.id, thread_id=info.thread_id, options=options)
 
 

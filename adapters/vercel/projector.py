@@ -12,8 +12,14 @@ A run is one assistant message::
       finish-step
       steering-message                                   a steer, between the rounds
       …
-    finish {finishReason, messageMetadata: {loopgate: {status, reason, usage}}}
+    finish {finishReason, messageMetadata: {loopgate: {status, reason, usage, waiting?}}}
     [DONE]
+
+The loop's own tool calls are ``providerExecuted`` (the client's, the request's ``tools``, are
+not): useChat's ``lastAssistantMessageIsCompleteWithToolCalls`` resends the chat once every
+call of the last step without it has an output, so an unmarked call of the loop's made every
+answer a new request. A stream that does not know the client's tools (``CLIENT_TOOLS`` absent)
+marks a call once the loop answers it.
 
 A failed run ends with ``error`` then ``finish`` (``error``); a cancelled one with ``abort``, as
 the AI SDK's own server ends a stream it stopped; a stream cut short with ``error`` then
@@ -26,6 +32,7 @@ from __future__ import annotations
 from typing import Any
 
 import msgspec
+from msgspec import UnsetType
 
 from loopgate.adapters.shared.projector import TEXT, Call, RunProjector, Segment
 from loopgate.adapters.vercel.chunks import (
@@ -58,11 +65,15 @@ from loopgate.contracts import json_input
 from loopgate.contracts.contract import load_contract
 from loopgate.contracts.envelope import Envelope
 from loopgate.contracts.events import CompletionView, view_of
+from loopgate.contracts.history import waiting_calls
 from loopgate.contracts.projector import ProjectorContext
 
 # ProjectorContext.options key: the assistant message's id (the endpoint's choice: the
 # continued message's own, or the run's id).
 MESSAGE_ID = "messageId"
+# ProjectorContext.options key: the names of the tools the client runs (the request's
+# ``tools``). Absent: the stream does not know (a replay, a run another front end started).
+CLIENT_TOOLS = "clientTools"
 
 DATA_PREFIX = "data-loopgate-"
 # Every round has these: sent as transient data parts (the client's onData sees them) so that
@@ -84,6 +95,8 @@ class VercelProjector(RunProjector[Chunk]):
         given = context.options.get(MESSAGE_ID)
         self.message_id = given if isinstance(given, str) and given else context.run_id
         self._data_id = context.run_id + ":"
+        named = context.options.get(CLIENT_TOOLS)
+        self._client_tools = frozenset(named) if isinstance(named, list) else None
         self._round_text = False  # the open round said something
         # The open segment's delta chunk (chosen once per segment: deltas are the hot path).
         self._delta: type[TextDelta] | type[ReasoningDelta] = TextDelta
@@ -146,9 +159,16 @@ class VercelProjector(RunProjector[Chunk]):
 
     def on_tool_start(self, out: list[Chunk], call: Call, envelope: Envelope) -> None:
         text, value = _arguments(call.arguments)
-        out.append(ToolInputStart(tool_call_id=call.id, tool_name=call.name))
+        ours = self._runs_here(call)
+        out.append(
+            ToolInputStart(tool_call_id=call.id, tool_name=call.name, provider_executed=ours)
+        )
         out.append(ToolInputDelta(tool_call_id=call.id, input_text_delta=text))
-        out.append(ToolInputAvailable(tool_call_id=call.id, tool_name=call.name, input=value))
+        out.append(
+            ToolInputAvailable(
+                tool_call_id=call.id, tool_name=call.name, input=value, provider_executed=ours
+            )
+        )
 
     # An orphan's call: its arguments were never seen (None), so it is shown as a start without
     # arguments is.
@@ -163,26 +183,33 @@ class VercelProjector(RunProjector[Chunk]):
             if detail is None:
                 detail = data.get("resultPreview")
             text = "the tool failed" if detail is None else _text(detail)
-            out.append(ToolOutputError(tool_call_id=call.id, error_text=text))
+            out.append(
+                ToolOutputError(tool_call_id=call.id, error_text=text, provider_executed=True)
+            )
             return
-        # The whole result when the loop sent it (any JSON), else its preview.
+        # The whole result when the loop sent it (any JSON), else its preview. A call the loop
+        # answered is the loop's, whether or not this stream knew it at its start.
         output = data.get("result")
         if output is None:
             output = data.get("resultPreview")
-        out.append(ToolOutputAvailable(tool_call_id=call.id, output=output))
+        out.append(ToolOutputAvailable(tool_call_id=call.id, output=output, provider_executed=True))
 
     def close_call(self, out: list[Chunk], call: Call, status: str) -> None:
         if status == "waiting_user":
             return  # the client's to run (or the question's): it stays ``input-available``
-        # Else the part would wait for an output forever.
+        # Else the part would wait for an output forever. The gateway's answer, not the
+        # client's: the run is over, nothing is to be sent back for it.
         text = f"the run ended before this tool call finished ({status})"
-        out.append(ToolOutputError(tool_call_id=call.id, error_text=text))
+        out.append(ToolOutputError(tool_call_id=call.id, error_text=text, provider_executed=True))
 
     # -- hooks: the end ----------------------------------------------------------------------
 
     def on_terminal(self, out: list[Chunk], status: str, envelope: Envelope) -> None:
         view = view_of(CompletionView, envelope.data)
         metadata = self._metadata(status, view.reason)
+        waiting = waiting_calls(envelope.data)
+        if waiting:  # an ask_user's: the next user message answers it (request.to_history)
+            metadata["loopgate"]["waiting"] = list(waiting)
         if status == "failed":
             code = view.reason or "failed"
             message = view.error or self.last_error or _failure(code)
@@ -208,6 +235,13 @@ class VercelProjector(RunProjector[Chunk]):
         out.append(DONE)
 
     # -- helpers -----------------------------------------------------------------------------
+
+    def _runs_here(self, call: Call) -> bool | UnsetType:
+        """``providerExecuted`` of a call's input: True for the loop's own tools, absent for
+        the client's (its ``onToolCall`` runs them) and when the stream does not know which
+        tools the client runs (its result, when the loop sends one, says so then)."""
+        tools = self._client_tools
+        return UNSET if tools is None or call.name in tools else True
 
     def _finish_reason(self, status: str, data: dict[str, Any], reason: str | None) -> str:
         """``tool-calls`` when the client has calls to run; ``length`` for a budget (tokens or

@@ -19,7 +19,7 @@ from typing import Annotated, Any, Literal
 import msgspec
 
 from loopgate.contracts.client_errors import ClientError
-from loopgate.contracts.history import NO_RESULT
+from loopgate.contracts.history import NO_RESULT, Conversation, continued
 from loopgate.contracts.messages import Message, ToolCall, ToolSpec
 
 # What OpenAI-compatible models accept as a function's name (client tools reach the model).
@@ -104,15 +104,34 @@ def response_message_id(body: ChatRequest) -> str | None:
 
 def to_history(body: ChatRequest) -> list[Message]:
     """The request's UI messages as the loop's history (the last user message is the new
-    input: the hub splits it off, as for every front end)."""
+    input: the hub splits it off, as for every front end). A user message right after an
+    answer that asked the user something (``ask_user``) is the question's answer instead:
+    the waiting call's result, as every other front end of loopgate makes it."""
     history: list[Message] = []
+    waiting: tuple[str, ...] = ()
     for message in body.messages:
         if message.role == "assistant":
             _assistant(message.parts, history)
+            waiting = _waiting_on(message)
+            continue
+        text = text_of(message.parts)
+        if message.role == "user" and waiting:
+            history = continued(Conversation(history, waiting), text)
         else:
-            text = text_of(message.parts)
             history.append(Message(role=message.role, content=text))
+        waiting = ()
     return history
+
+
+def _waiting_on(message: UIMessage) -> tuple[str, ...]:
+    """The tool calls the run of an assistant message ended waiting on an answer for, as its
+    metadata says (the ``finish`` chunk's ``loopgate.waiting``)."""
+    metadata = message.metadata
+    ours = metadata.get("loopgate") if isinstance(metadata, dict) else None
+    if not isinstance(ours, dict) or ours.get("status") != "waiting_user":
+        return ()
+    waiting = ours.get("waiting")
+    return tuple(c for c in waiting if isinstance(c, str)) if isinstance(waiting, list) else ()
 
 
 def text_of(parts: list[Part]) -> str:

@@ -13,96 +13,13 @@
 import { readFileSync, readdirSync } from "node:fs";
 import { join } from "node:path";
 import {
-  AbstractChat,
   DefaultChatTransport,
   lastAssistantMessageIsCompleteWithToolCalls,
   parseJsonEventStream,
   readUIMessageStream,
   uiMessageChunkSchema,
 } from "ai";
-
-class State {
-  constructor() {
-    this.status = "ready";
-    this.error = undefined;
-    this.messages = [];
-  }
-  pushMessage = (message) => {
-    this.messages = this.messages.concat(message);
-  };
-  popMessage = () => {
-    this.messages = this.messages.slice(0, -1);
-  };
-  replaceMessage = (index, message) => {
-    this.messages = [...this.messages.slice(0, index), message, ...this.messages.slice(index + 1)];
-  };
-  snapshot = (thing) => structuredClone(thing);
-}
-
-class Chat extends AbstractChat {
-  constructor(init) {
-    super({ ...init, state: new State() });
-  }
-}
-
-function caught(error) {
-  return {
-    name: error?.constructor?.name ?? null,
-    message: String(error?.message ?? error),
-    statusCode: error?.statusCode ?? null,
-  };
-}
-
-function part(p) {
-  const shown = { type: p.type };
-  for (const key of ["state", "text", "toolCallId", "toolName", "input", "output", "errorText", "id", "data"]) {
-    if (p[key] !== undefined) shown[key] = p[key];
-  }
-  if (p.type === "steering-message") shown.text = p.parts.map((x) => x.text).join("");
-  return shown;
-}
-
-function message(m) {
-  return m ? { id: m.id, role: m.role, metadata: m.metadata ?? null, parts: m.parts.map(part) } : null;
-}
-
-function chatSummary(chat, seen) {
-  return {
-    status: chat.status,
-    error: chat.error ? caught(chat.error) : null,
-    messages: chat.messages.map(message),
-    ...seen,
-  };
-}
-
-// A Chat whose transport goes through `fetch`; every request body and response it saw is kept.
-function newChat({ api, fetch = globalThis.fetch, body, onToolCall, sendAutomaticallyWhen, id }) {
-  const seen = { requests: [], responses: [], toolCalls: [], data: [], finishes: [], errors: [] };
-  const recording = async (url, init) => {
-    seen.requests.push(JSON.parse(init.body));
-    const response = await fetch(url, init);
-    seen.responses.push({
-      status: response.status,
-      stream: response.headers.get("x-vercel-ai-ui-message-stream"),
-      runId: response.headers.get("x-loopgate-run-id"),
-      contentType: response.headers.get("content-type"),
-    });
-    return response;
-  };
-  const chat = new Chat({
-    id,
-    transport: new DefaultChatTransport({ api, fetch: recording, body }),
-    onToolCall: async ({ toolCall }) => {
-      seen.toolCalls.push({ toolName: toolCall.toolName, toolCallId: toolCall.toolCallId, input: toolCall.input });
-      if (onToolCall) onToolCall(chat, toolCall);
-    },
-    onData: (dataPart) => seen.data.push({ type: dataPart.type, transient: dataPart.transient ?? false }),
-    onFinish: ({ finishReason, isAbort, isError }) => seen.finishes.push({ finishReason: finishReason ?? null, isAbort, isError }),
-    onError: (error) => seen.errors.push(caught(error)),
-    sendAutomaticallyWhen,
-  });
-  return { chat, seen };
-}
+import { caught, chatSummary, message, newChat, runAll, user } from "./vercel-chat.mjs";
 
 function bytesStream(bytes, size) {
   return new ReadableStream({
@@ -194,10 +111,6 @@ function passThroughChunks(transport) {
 }
 
 // --- live: a real gateway -----------------------------------------------------------------
-
-function user(text, id = "u1") {
-  return { id, role: "user", parts: [{ type: "text", text }] };
-}
 
 async function runEnd(base, runId) {
   // The run's native event stream ends with its terminal event: no polling.
@@ -311,13 +224,16 @@ function live(base) {
     },
 
     async stop() {
-      // useChat's stop(), from the chat's tool callback when the slow tool starts.
+      // useChat's stop(), once the slow tool shows in the message (the loop runs it: the
+      // chat's onToolCall is not called for it).
       let stopping = null;
       const { chat, seen } = newChat({
         api,
         id: "v-stop",
-        onToolCall: (chat, toolCall) => {
-          if (toolCall.toolName === "sleep") stopping = chat.stop();
+        onMessages: (messages) => {
+          const last = messages[messages.length - 1];
+          const slow = last?.parts.some((p) => p.type === "tool-sleep" && p.state === "input-available");
+          if (slow && stopping === null) stopping = chat.stop();
         },
       });
       await chat.sendMessage({ text: "slow tool: then stop" });
@@ -367,18 +283,6 @@ function live(base) {
       }
     },
   };
-}
-
-async function runAll(cases) {
-  const results = {};
-  for (const [name, run] of Object.entries(cases)) {
-    try {
-      results[name] = await run();
-    } catch (error) {
-      results[name] = { crashed: caught(error), stack: error?.stack };
-    }
-  }
-  return results;
 }
 
 const [mode, target] = process.argv.slice(2);

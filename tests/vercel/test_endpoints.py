@@ -8,8 +8,14 @@ from collections.abc import Iterator
 from typing import Any
 
 import httpx
+import msgspec
 import pytest
+from starlette.datastructures import Headers
 
+from loopgate.adapters.vercel.endpoints import projector_context, start_request
+from loopgate.adapters.vercel.projector import CLIENT_TOOLS
+from loopgate.adapters.vercel.request import ChatRequest
+from loopgate.contracts.ports import RunInfo
 from tests.gateway.harness import running_gateway
 
 LIMIT = 64 * 1024
@@ -196,6 +202,7 @@ def test_reconnect(base: str) -> None:
         # Held: a line iterator httpx finalises closes the response, and so cancels the run.
         first_lines = first.iter_lines()
         original = read_until(first_lines, "tool-input-available")
+        assert original[-1]["providerExecuted"] is True  # sleep: the loop's own tool
         url = f"{base}/vercel/{request['id']}/stream"
         with httpx.stream("GET", url, timeout=30) as again:
             assert again.headers["x-vercel-ai-ui-message-stream"] == "v1"
@@ -208,6 +215,34 @@ def test_reconnect(base: str) -> None:
         "abort",
         "[DONE]",
     ]
+
+
+def test_a_reconnect_knows_the_tools_the_client_runs() -> None:
+    """The request's tool names are kept with the run (none: nothing kept), so that the
+    reconnect's stream marks the same calls as the loop's; another front end's run says
+    nothing of its client's tools."""
+    tools = [{"name": "confirm_booking"}]
+    started = start_request(msgspec.convert(body("hi", tools=tools), ChatRequest), Headers())
+    assert started.metadata == {"protocol": "vercel", CLIENT_TOOLS: ["confirm_booking"]}
+    plain = start_request(msgspec.convert(body("hi"), ChatRequest), Headers())
+    assert plain.metadata == {"protocol": "vercel"}
+
+    def options(metadata: dict[str, Any]) -> dict[str, Any]:
+        info = RunInfo(
+            id="r",
+            thread_id="t",
+            source="loop",
+            state="running",
+            status=None,
+            created_at=0,
+            last_seq=0,
+            metadata=metadata,
+        )
+        return projector_context(info).options
+
+    assert options(started.metadata) == {CLIENT_TOOLS: ["confirm_booking"]}
+    assert options(plain.metadata) == {CLIENT_TOOLS: []}
+    assert options({"protocol": "agui"}) == {}
 
 
 def test_a_page_on_this_machine_may_use_it_and_others_may_not(base: str) -> None:

@@ -18,7 +18,7 @@ from conformance.runner import (
     stream_paths,
 )
 from loopgate.adapters.vercel import VercelAdapter
-from loopgate.adapters.vercel.projector import MESSAGE_ID
+from loopgate.adapters.vercel.projector import CLIENT_TOOLS, MESSAGE_ID
 from loopgate.contracts.envelope import Envelope
 from loopgate.contracts.projector import ProjectorContext, as_served, project_run
 from tests.gateway.harness import REPO
@@ -39,11 +39,11 @@ SHAPES: dict[str, tuple[set[str], set[str]]] = {
     "reasoning-start": ({"id"}, set()),
     "reasoning-delta": ({"id", "delta"}, set()),
     "reasoning-end": ({"id"}, set()),
-    "tool-input-start": ({"toolCallId", "toolName"}, set()),
+    "tool-input-start": ({"toolCallId", "toolName"}, {"providerExecuted"}),
     "tool-input-delta": ({"toolCallId", "inputTextDelta"}, set()),
-    "tool-input-available": ({"toolCallId", "toolName", "input"}, set()),
-    "tool-output-available": ({"toolCallId", "output"}, set()),
-    "tool-output-error": ({"toolCallId", "errorText"}, set()),
+    "tool-input-available": ({"toolCallId", "toolName", "input"}, {"providerExecuted"}),
+    "tool-output-available": ({"toolCallId", "output"}, {"providerExecuted"}),
+    "tool-output-error": ({"toolCallId", "errorText"}, {"providerExecuted"}),
     "steering-message": ({"id", "parts"}, set()),
     "error": ({"errorText"}, set()),
     "message-metadata": ({"messageMetadata"}, set()),
@@ -293,6 +293,7 @@ def test_a_failed_call_is_an_output_error() -> None:
         "type": "tool-output-error",
         "toolCallId": "c1",
         "errorText": "no such file: x",
+        "providerExecuted": True,
     }
 
 
@@ -368,6 +369,7 @@ def test_a_cancelled_run_ends_with_abort_and_closes_its_calls() -> None:
     ]
     assert "finish" not in types(chunks)  # as the AI SDK's own server ends an aborted stream
     assert chunks[-5]["errorText"] == "the run ended before this tool call finished (cancelled)"
+    assert chunks[-5]["providerExecuted"] is True  # the gateway's answer: nothing to send back
     assert chunks[-2] == {"type": "abort", "reason": "cancelled"}
 
 
@@ -380,6 +382,66 @@ def test_a_client_tool_stays_for_the_client() -> None:
     )
     assert "tool-output-error" not in types(chunks) and "tool-output-available" not in types(chunks)
     assert chunks[-2]["finishReason"] == "tool-calls"
+
+
+ROUND_WITH_BOTH = [
+    ("tool_call_start", {"id": "c1", "name": "clock", "arguments": {}}),
+    ("tool_call_start", {"id": "ui-1", "name": "pick_color", "arguments": {}}),
+    ("tool_call_result", {"id": "c1", "name": "clock", "success": True, "resultPreview": "noon"}),
+    ("completion", {"status": "waiting_user", "reason": "client_tool"}),
+]
+
+
+def marks(chunks: list[Any], call_id: str) -> dict[str, Any]:
+    """``providerExecuted`` of each chunk of one call, by chunk type (None: absent)."""
+    return {
+        c["type"]: c.get("providerExecuted")
+        for c in chunks
+        if c != "[DONE]" and c.get("toolCallId") == call_id
+    }
+
+
+def test_the_loops_calls_say_so_and_the_clients_do_not() -> None:
+    chunks = project(ROUND_WITH_BOTH, {CLIENT_TOOLS: ["pick_color"]})
+    assert marks(chunks, "c1") == {
+        "tool-input-start": True,
+        "tool-input-delta": None,  # the schema has no place for it there
+        "tool-input-available": True,
+        "tool-output-available": True,
+    }
+    assert marks(chunks, "ui-1") == {
+        "tool-input-start": None,
+        "tool-input-delta": None,
+        "tool-input-available": None,
+    }
+
+
+def test_without_the_clients_tools_a_result_still_marks_its_call() -> None:
+    # A replay or another front end's run: which tools the client runs is not known, so every
+    # call may be the client's until the loop answers it.
+    chunks = project(ROUND_WITH_BOTH)
+    assert marks(chunks, "c1") == {
+        "tool-input-start": None,
+        "tool-input-delta": None,
+        "tool-input-available": None,
+        "tool-output-available": True,
+    }
+    assert set(marks(chunks, "ui-1").values()) == {None}
+
+
+def test_a_question_names_the_call_it_waits_on() -> None:
+    chunks = project(
+        [
+            ("tool_call_start", {"id": "c1", "name": "ask_user", "arguments": {"question": "A?"}}),
+            ("tool_call_result", {"id": "c1", "name": "ask_user", "success": True}),
+            ("completion", {"status": "waiting_user", "reason": "ask_user", "toolCallId": "c1"}),
+        ],
+        {CLIENT_TOOLS: []},
+    )
+    assert set(marks(chunks, "c1").values()) == {True, None}  # None: the delta's
+    assert chunks[-2]["messageMetadata"]["loopgate"]["waiting"] == ["c1"]
+    client = project(ROUND_WITH_BOTH, {CLIENT_TOOLS: ["pick_color"]})
+    assert "waiting" not in client[-2]["messageMetadata"]["loopgate"]  # the client's to answer
 
 
 def test_a_question_is_said_when_the_round_said_nothing() -> None:

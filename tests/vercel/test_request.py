@@ -138,6 +138,58 @@ def test_every_call_gets_a_result(part: dict[str, Any], result: str) -> None:
     assert history[-1].content == result
 
 
+def asked(metadata: dict[str, Any]) -> dict[str, Any]:
+    """An answer whose run asked the user something (the ask_user call c1, answered by the
+    loop with the question)."""
+    ask = {
+        "type": "tool-ask_user",
+        "toolCallId": "c1",
+        "state": "output-available",
+        "input": {"question": "A or B?"},
+        "output": "A or B?",
+        "providerExecuted": True,
+    }
+    parts = [{"type": "step-start"}, ask, {"type": "text", "text": "A or B?", "state": "done"}]
+    return {"id": "a1", "role": "assistant", "metadata": metadata, "parts": parts}
+
+
+def test_the_message_after_a_question_is_its_answer() -> None:
+    waiting = {"loopgate": {"status": "waiting_user", "reason": "ask_user", "waiting": ["c1"]}}
+    history = to_history(request([user("plan my trip"), asked(waiting), user("B", "u2")]))
+    call = ToolCall(id="c1", name="ask_user", arguments={"question": "A or B?"})
+    answered = [
+        Message(role="user", content="plan my trip"),
+        Message(role="assistant", content="A or B?", tool_calls=[call]),
+        Message(role="tool", content="B", tool_call_id="c1", name="ask_user"),
+    ]
+    assert history == answered
+    # Turns later, the conversation is still the one the loop saw.
+    reply = {"id": "a2", "role": "assistant", "parts": [{"type": "text", "text": "Done."}]}
+    later = [user("plan my trip"), asked(waiting), user("B", "u2"), reply, user("more", "u3")]
+    assert to_history(request(later)) == [
+        *answered,
+        Message(role="assistant", content="Done."),
+        Message(role="user", content="more"),
+    ]
+
+
+@pytest.mark.parametrize(
+    "metadata",
+    [
+        None,
+        {"loopgate": {"status": "completed", "waiting": ["c1"]}},  # merged from an older finish
+        {"loopgate": {"status": "waiting_user", "waiting": ["no-such-call"]}},
+        {"loopgate": {"status": "waiting_user", "waiting": "c1"}},
+    ],
+)
+def test_a_message_that_answers_no_question_is_the_users(metadata: Any) -> None:
+    history = to_history(request([user("plan my trip"), asked(metadata), user("B", "u2")]))
+    assert history[-2:] == [
+        Message(role="tool", content="A or B?", tool_call_id="c1", name="ask_user"),
+        Message(role="user", content="B"),
+    ]
+
+
 def test_a_steering_message_is_the_users_between_steps() -> None:
     parts = [
         {"type": "step-start"},
