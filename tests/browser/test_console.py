@@ -119,6 +119,13 @@ def test_the_console_says_what_each_run_waits_for_and_how_it_ended(
     assert ask["askedView"]["said"].startswith("answered: Ada Lovelace")
     assert ask["askedView"]["inputs"] == 0
 
+    # A thread that went on without answering: the question no longer waits either.
+    passed_over = report["passedOver"]
+    assert passed_over["questionRow"]["title"] == "ask user tea or coffee?"
+    assert " · not answered · " in passed_over["questionRow"]["sub"]
+    assert passed_over["nextRow"]["title"] == "never mind, plain hi"
+    assert "follows" in passed_over["nextRow"]["classes"]
+
     assert report["served"] == "the reference loop · model loopgate-scripted"
     _clean(report)
 

@@ -145,6 +145,22 @@ async function states(browser, { gateway }) {
   report.ask.askedView.said = await text(page, "#stream .ask .said");
   report.ask.askedView.inputs = await page.$$eval("#stream .ask input", (nodes) => nodes.length);
 
+  // A question passed over: the thread's next run sends a whole conversation that ends with
+  // a new user message, not the answer (as clients that keep their own history may).
+  const thread = `passed-over-${Date.now()}`;
+  const start = async (input) => {
+    const body = JSON.stringify({ input, thread_id: thread });
+    const created = await (await post(`${gateway}/v1/runs`, body)).json();
+    await (await fetch(`${gateway}/v1/runs/${created.id}/events`)).text(); // to the run's end
+    return created.id;
+  };
+  const question = await start("ask user tea or coffee?");
+  const moved = await start([{ role: "user", content: "never mind, plain hi" }]);
+  report.passedOver = {
+    questionRow: await rowInState(page, question, "not answered"),
+    nextRow: await rowInState(page, moved, "completed"),
+  };
+
   report.listed = await page.$$eval("#run-list li", (rows) => rows.map((r) => r.dataset.runId));
   report.served = await text(page, "#served");
   report.problems = problems;
