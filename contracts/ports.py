@@ -58,6 +58,9 @@ class RunInfo(msgspec.Struct, kw_only=True):
     metadata: dict[str, Any] = msgspec.field(default_factory=dict)
     # The messages the run was started with (a prompt becomes one user message).
     input: list[Message] = msgspec.field(default_factory=list)
+    # What a running run is paused on: "approval" while a permission request of it has no
+    # answer yet (known to the instance that runs it); None otherwise.
+    awaiting: Literal["approval"] | None = None
 
 
 class ThreadInfo(msgspec.Struct, kw_only=True):

@@ -30,13 +30,14 @@ class NativeAdapter:
         return render_events(messages)
 
     def routes(self, service: RunService, limits: EndpointLimits) -> list[BaseRoute]:
-        from loopgate.adapters.native import events, ingest, runs, threads
+        from loopgate.adapters.native import events, ingest, loop, runs, threads
 
         return [
             *runs.routes(service, limits),
             *threads.routes(service, limits),
             *events.routes(self, service, limits),
             *ingest.routes(service, limits),
+            *loop.routes(service),
         ]
 
 

@@ -57,6 +57,9 @@ def json_response(body: Any, status: int = 200, headers: dict[str, str] | None =
 
 def run_json(info: RunInfo) -> dict[str, Any]:
     body: dict[str, Any] = msgspec.to_builtins(info)
+    # Only while there is something to wait for: the run bodies clients know stay as they were.
+    if body.get("awaiting") is None:
+        body.pop("awaiting", None)
     body["links"] = {
         "self": f"/v1/runs/{info.id}",
         "events": f"/v1/runs/{info.id}/events",

@@ -90,6 +90,8 @@ class Run:
         # handed that event. Neither these nor observers may raise.
         self.on_finish: list[Callable[[Run], None]] = []
         self.ingested_bytes = 0
+        # Permission requests of this run no client has answered yet (the loop's broker counts).
+        self.asking = 0
         # A view of a run another instance owns (a shared journal): its events come from the
         # journal as they are committed there, and commands go to its owner.
         self.remote = False
@@ -201,6 +203,7 @@ class Run:
             subscribers=len(self.subscribers),
             metadata=r.metadata,
             input=r.input,
+            awaiting="approval" if self.asking and not ended else None,
         )
 
     def notify(self) -> None:

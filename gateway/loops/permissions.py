@@ -90,10 +90,13 @@ class PermissionBroker:
                 PERMISSION_REQUEST,
                 {"requestId": request_id, "toolCall": call, "options": offered},
             )
+            # Listings say the run waits for an answer (RunInfo.awaiting), not that it runs.
+            self.run.asking += 1
             try:
                 with anyio.move_on_after(self.timeout_s):
                     await pending.answered.wait()
             finally:
+                self.run.asking -= 1
                 del self.pending[request_id]
             if pending.decision:
                 decision, by = pending.decision, "client"

@@ -70,6 +70,93 @@ def test_the_console_starts_cancels_approves_and_answers(browser_artifacts: Path
     _clean(report)
 
 
+def test_the_console_says_what_each_run_waits_for_and_how_it_ended(
+    browser_artifacts: Path,
+) -> None:
+    """The states of issue 28: waiting for approval (run view and row), a cancel that leaves no
+    tool call "running…", an answered ask_user and its follow-up in one thread, rows titled by
+    the prompt, and the loop and model that serve."""
+    # Paced, so that the slow tool's card is on the page before the cancel.
+    with running_gateway(scripted_delay_s=0.02) as (base, _):
+        report = run_browser({"states": {"gateway": base}}, browser_artifacts, script=DRIVER)[
+            "states"
+        ]
+        runs = {run["id"]: run for run in httpx.get(f"{base}/v1/runs").json()["runs"]}
+
+    approval = report["approval"]
+    # Rows are titled by the prompt; the run id is the secondary line.
+    assert approval["waiting"]["title"] == "write note groceries"
+    assert approval["waiting"]["id"] == approval["runId"]
+    assert approval["row"]["title"] == "write note groceries"
+    assert approval["row"]["sub"].startswith(f"{approval['runId']} · waiting for approval")
+    assert "running" not in approval["row"]["sub"]
+    assert approval["rowAfter"]["sub"].startswith(f"{approval['runId']} · completed")
+
+    cancel = report["cancel"]
+    assert "running…" in cancel["before"]
+    [card] = cancel["cards"]
+    assert "running…" not in card and "cancelled" in card
+    assert runs[cancel["runId"]]["status"] == "cancelled"
+
+    # The hub's truth: the question's run ended waiting_user, and the answer is the thread's
+    # next run, whose input ends with the answer as the asked call's result.
+    ask = report["ask"]
+    asked, answered = runs[ask["runId"]], runs[ask["nextRunId"]]
+    assert asked["status"] == "waiting_user"
+    assert answered["thread_id"] == asked["thread_id"]
+    assert answered["input"][-1]["role"] == "tool"
+    assert answered["input"][-1]["content"] == "Ada Lovelace"
+    # The console: the question's run is answered, the follow-up sits under it in its thread.
+    assert ask["askedRow"]["title"] == "ask user what their name is"
+    assert " · answered · " in ask["askedRow"]["sub"]
+    assert ask["nextRow"]["title"] == "answer: Ada Lovelace"
+    assert "follows" in ask["nextRow"]["classes"]
+    listed = report["listed"]
+    assert listed.index(ask["nextRunId"]) == listed.index(ask["runId"]) + 1
+    assert [item["runId"] for item in ask["thread"]] == [ask["runId"], ask["nextRunId"]]
+    assert ask["thread"][1]["current"] == "true"
+    assert ask["threadHead"] == f"thread {asked['thread_id']} · 2 runs"
+    assert ask["askedView"]["said"].startswith("answered: Ada Lovelace")
+    assert ask["askedView"]["inputs"] == 0
+
+    # A thread that went on without answering: the question no longer waits either.
+    passed_over = report["passedOver"]
+    assert passed_over["questionRow"]["title"] == "ask user tea or coffee?"
+    assert " · not answered · " in passed_over["questionRow"]["sub"]
+    assert passed_over["nextRow"]["title"] == "never mind, plain hi"
+    assert "follows" in passed_over["nextRow"]["classes"]
+
+    assert report["served"] == "the reference loop · model loopgate-scripted"
+    _clean(report)
+
+
+def test_the_console_names_a_plugged_loop_and_an_openai_compatible_model(
+    browser_artifacts: Path,
+) -> None:
+    plugged = {"loop": "tests.loops.sample_loop:sample"}
+    # Never asked: the console only reads which model the gateway is set up with.
+    openai = {
+        "provider": "openai",
+        "openai_base_url": "http://127.0.0.1:1/v1",
+        "openai_model": "qwen2.5-7b-instruct",
+    }
+    with running_gateway(**plugged) as (loop_base, _), running_gateway(**openai) as (model_base, _):
+        config = {"served": {"gateways": [loop_base, model_base], "prompt": "tool"}}
+        report = run_browser(config, browser_artifacts, script=DRIVER)["served"]
+        assert httpx.get(f"{loop_base}/v1/loop").json() == {
+            "name": "python:tests.loops.sample_loop:sample",
+            "model": None,
+        }
+
+    assert report["served"] == [
+        "loop python:tests.loops.sample_loop:sample",
+        "the reference loop · model qwen2.5-7b-instruct",
+    ]
+    # A plugged loop names its model in its runs' stage_start: the run's view shows it.
+    assert "model sample" in report["runMeta"]
+    _clean(report)
+
+
 def test_a_100k_delta_run_is_drawn_as_fast_as_it_arrives(browser_artifacts: Path) -> None:
     with running_gateway(max_events_per_run=BIG_RUN_DELTAS + 10) as (base, _):
         config = {"bigRun": {"gateway": base, "deltas": BIG_RUN_DELTAS}}
@@ -95,7 +182,8 @@ def test_a_list_of_1000_runs_stays_responsive(browser_artifacts: Path) -> None:
     assert report["first"]["renderMs"] < 2000, report
     assert report["refresh"]["renderMs"] < 500, report
     assert report["selectMs"] < 5000, report
-    assert report["title"] == report["oldest"]
+    assert report["shownId"] == report["oldest"]
+    assert report["title"] == "(pushed by an external loop)"
     _clean(report)
 
 

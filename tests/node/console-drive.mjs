@@ -5,6 +5,10 @@
 //   node console-drive.mjs '{"chromium": PATH, "artifacts": DIR, "timeoutMs": N, SCENARIO: {...}}'
 //
 // flows:    {gateway}: answer, cancel, approval, ask_user, each in the console of `gateway`.
+// states:   {gateway}: what the console says of a run waiting for approval, a run cancelled
+//           in a tool call, an answered ask_user and its follow-up (rows, titles, thread view).
+// served:   {gateways, prompt}: the loop and model each gateway's console names; a run of
+//           `prompt` started on the first, and the model its run view names.
 // bigRun:   {gateway, deltas}: an ingest run of `deltas` text deltas pushed while the console
 //           watches it.
 // manyRuns: {gateway, runs}: the console opened on a gateway holding `runs` finished runs.
@@ -69,6 +73,117 @@ async function flows(browser, { gateway }) {
   report.listed = await page.$$eval("#run-list li", (rows) => rows.map((row) => row.dataset.runId));
   report.problems = problems;
   await closePage("console-flows");
+  return report;
+}
+
+const row = (id) => `#run-list li[data-run-id="${id}"]`;
+
+// Waits until the row of run `id` is in state `state` (its class: the state's words, dashed).
+async function rowInState(page, id, state) {
+  await page.waitForFunction(
+    ([selector, want]) => document.querySelector(selector)?.classList.contains(want),
+    [row(id), state.replace(/ /g, "-")],
+  );
+  const shown = (part) => text(page, `${row(id)} ${part}`);
+  const classes = await page.$eval(row(id), (node) => [...node.classList]);
+  return { title: await shown(".prompt"), sub: await shown(".sub"), classes };
+}
+
+async function runState(page, state) {
+  await page.waitForFunction((want) => document.getElementById("run-state").textContent === want, state);
+  const shown = (id) => text(page, `#run-${id}`);
+  return { state, title: await shown("title"), id: await shown("id"), meta: await shown("meta") };
+}
+
+async function states(browser, { gateway }) {
+  const { page, problems } = await openPage(browser, `${gateway}/`, "console-states");
+  const report = {};
+
+  const approved = await startRun(page, "write note groceries");
+  const allow = '#stream [data-kind="permission_request"] button[data-decision="allow_once"]';
+  await page.waitForSelector(allow);
+  report.approval = {
+    runId: approved,
+    waiting: await runState(page, "waiting for approval"),
+    row: await rowInState(page, approved, "waiting for approval"),
+  };
+  await page.click(allow);
+  await waitForCompletion(page);
+  report.approval.after = await runState(page, "completed");
+  report.approval.rowAfter = await rowInState(page, approved, "completed");
+
+  const cancelled = await startRun(page, "slow tool");
+  const card = "#stream .tool-call";
+  await page.waitForSelector(card);
+  report.cancel = { runId: cancelled, before: await text(page, card) };
+  await page.click("#cancel");
+  await waitForCompletion(page);
+  report.cancel.state = await runState(page, "cancelled");
+  report.cancel.cards = await page.$$eval(card, (nodes) => nodes.map((node) => node.innerText));
+
+  const asked = await startRun(page, "ask user what their name is");
+  const answer = '#stream [data-kind="ask_user"] input';
+  await page.waitForSelector(answer);
+  report.ask = { runId: asked, waiting: await runState(page, "waiting_user") };
+  await page.fill(answer, "Ada Lovelace");
+  await page.press(answer, "Enter");
+  await page.waitForFunction((id) => window.loopgateConsole.runId !== id, asked);
+  const next = await page.evaluate(() => window.loopgateConsole.runId);
+  await waitForCompletion(page);
+  report.ask.nextRunId = next;
+  report.ask.next = await runState(page, "completed");
+  report.ask.askedRow = await rowInState(page, asked, "answered");
+  report.ask.nextRow = await rowInState(page, next, "completed");
+  report.ask.thread = await page.$$eval("#thread li", (items) =>
+    items.map((item) => ({ runId: item.dataset.runId, current: item.getAttribute("aria-current") })),
+  );
+  report.ask.threadHead = await text(page, "#thread .thread-head");
+  // Back to the question's run, from the thread view: it no longer waits.
+  await page.click(`#thread li[data-run-id="${asked}"]`);
+  report.ask.askedView = await runState(page, "answered");
+  await page.waitForSelector("#stream .ask .said");
+  report.ask.askedView.said = await text(page, "#stream .ask .said");
+  report.ask.askedView.inputs = await page.$$eval("#stream .ask input", (nodes) => nodes.length);
+
+  // A question passed over: the thread's next run sends a whole conversation that ends with
+  // a new user message, not the answer (as clients that keep their own history may).
+  const thread = `passed-over-${Date.now()}`;
+  const start = async (input) => {
+    const body = JSON.stringify({ input, thread_id: thread });
+    const created = await (await post(`${gateway}/v1/runs`, body)).json();
+    await (await fetch(`${gateway}/v1/runs/${created.id}/events`)).text(); // to the run's end
+    return created.id;
+  };
+  const question = await start("ask user tea or coffee?");
+  const moved = await start([{ role: "user", content: "never mind, plain hi" }]);
+  report.passedOver = {
+    questionRow: await rowInState(page, question, "not answered"),
+    nextRow: await rowInState(page, moved, "completed"),
+  };
+
+  report.listed = await page.$$eval("#run-list li", (rows) => rows.map((r) => r.dataset.runId));
+  report.served = await text(page, "#served");
+  report.problems = problems;
+  await closePage("console-states");
+  return report;
+}
+
+async function served(browser, { gateways, prompt }) {
+  const report = { served: [] };
+  for (const [i, gateway] of gateways.entries()) {
+    const name = `console-served-${i}`;
+    const { page, problems } = await openPage(browser, `${gateway}/`, name);
+    await page.waitForFunction(() => document.getElementById("served").textContent !== "");
+    report.served.push(await text(page, "#served"));
+    if (i === 0) {
+      await startRun(page, prompt);
+      await waitForCompletion(page);
+      await page.waitForFunction(() => document.getElementById("run-meta").textContent.includes("model"));
+      report.runMeta = await text(page, "#run-meta");
+    }
+    report.problems = [...(report.problems ?? []), ...problems];
+    await closePage(name);
+  }
   return report;
 }
 
@@ -139,10 +254,11 @@ async function manyRuns(browser, { gateway, runs }) {
   await page.click(`#run-list li[data-run-id="${oldest}"]`);
   await page.waitForSelector("#stream .ev.completion");
   const selectMs = Date.now() - clickedAt;
+  const shownId = await text(page, "#run-id");
   const title = await text(page, "#run-title");
   const order = await page.$$eval("#run-list li", (rows) => rows.map((row) => row.dataset.runId));
   await closePage("console-many-runs");
-  return { created: ids.length, listedMs, first, refresh, selectMs, title, oldest, orderReversed: order.join() === [...ids].reverse().join(), problems };
+  return { created: ids.length, listedMs, first, refresh, selectMs, shownId, title, oldest, orderReversed: order.join() === [...ids].reverse().join(), problems };
 }
 
 // What the console drew of each run: the kind of every drawn block, and its text.
@@ -163,4 +279,4 @@ async function watch(browser, { gateway, runs }) {
   return { drawn, problems };
 }
 
-await runScenarios(config, { flows, bigRun, manyRuns, watch });
+await runScenarios(config, { flows, states, served, bigRun, manyRuns, watch });

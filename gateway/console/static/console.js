@@ -4,13 +4,15 @@
 // (unknown kinds included) with the timestamps the timeline is drawn from.
 
 import { SocketAgent } from "./agent.js";
+import { RunList, stateClass, stateOf, timeOf, titleOf } from "./runs.js";
 import { RunView } from "./stream.js";
+import { ThreadView } from "./thread.js";
 import { Timeline } from "./timeline.js";
 
 const $ = (id) => document.getElementById(id);
 const POLL_MS = 2000;
 const LIST_LIMIT = 1000;
-const PROMPT_CHARS = 120;
+const THREAD_LIMIT = 100;
 // Console runs outlive their socket: a dropped connection is resumed, not a cancel.
 const DETACHED = { loopgate: { detached: true } };
 const TOKEN_KEY = "loopgate.token";
@@ -87,91 +89,6 @@ class Gateway {
   }
 }
 
-// --- the run list ---------------------------------------------------------------------------------
-
-function promptOf(run) {
-  const first = (run.input ?? []).find((m) => m.role === "user" && m.content);
-  const text = first?.content ?? (run.source === "ingest" ? "(pushed by an external loop)" : "(no prompt)");
-  return text.length > PROMPT_CHARS ? `${text.slice(0, PROMPT_CHARS)}…` : text;
-}
-
-function timeOf(ns) {
-  return new Date(ns / 1e6).toLocaleTimeString();
-}
-
-class RunList {
-  constructor(root, count, onSelect) {
-    this.root = root;
-    this.count = count;
-    this.rows = new Map(); // run id → {node, signature}
-    this.selected = null;
-    this.stats = { runs: 0, renderMs: 0, renders: 0 };
-    root.addEventListener("click", (event) => {
-      const row = event.target.closest("li");
-      if (row) onSelect(row.dataset.runId);
-    });
-  }
-
-  update(runs) {
-    const began = performance.now();
-    const seen = new Set();
-    let previous = null;
-    for (const run of runs) {
-      seen.add(run.id);
-      let row = this.rows.get(run.id);
-      if (!row) {
-        row = { node: this.create(run), signature: "" };
-        this.rows.set(run.id, row);
-      }
-      const signature = `${run.state}|${run.status}|${run.last_seq}`;
-      if (row.signature !== signature) {
-        row.signature = signature;
-        row.node.className = run.state === "running" ? "running" : (run.status ?? "");
-        row.node.querySelector(".sub").textContent =
-          `${run.id} · ${run.state === "running" ? "running" : run.status} · ${run.last_seq} events`;
-      }
-      // Newest first: move a row only when it is out of place.
-      const want = previous ? previous.nextSibling : this.root.firstChild;
-      if (want !== row.node) this.root.insertBefore(row.node, want);
-      previous = row.node;
-    }
-    for (const [id, row] of this.rows) {
-      if (!seen.has(id)) {
-        row.node.remove();
-        this.rows.delete(id);
-      }
-    }
-    this.count.textContent = `${runs.length} run${runs.length === 1 ? "" : "s"}`;
-    this.stats.runs = runs.length;
-    this.stats.renders += 1;
-    this.stats.renderMs = performance.now() - began;
-  }
-
-  create(run) {
-    const node = document.createElement("li");
-    node.dataset.runId = run.id;
-    node.setAttribute("aria-selected", String(run.id === this.selected));
-    const dot = document.createElement("span");
-    dot.className = "dot";
-    const prompt = document.createElement("span");
-    prompt.className = "prompt";
-    prompt.textContent = promptOf(run);
-    const when = document.createElement("span");
-    when.className = "when";
-    when.textContent = timeOf(run.created_at);
-    const sub = document.createElement("span");
-    sub.className = "sub";
-    node.append(dot, prompt, when, sub);
-    return node;
-  }
-
-  select(id) {
-    this.rows.get(this.selected)?.node.setAttribute("aria-selected", "false");
-    this.selected = id;
-    this.rows.get(id)?.node.setAttribute("aria-selected", "true");
-  }
-}
-
 // --- AG-UI messages from a run's input (to answer a question with the conversation) ----------------
 
 function aguiMessages(input) {
@@ -195,12 +112,25 @@ class Console {
   constructor() {
     this.gateway = new Gateway();
     this.list = new RunList($("run-list"), $("run-count"), (id) => this.select(id));
+    this.thread = new ThreadView($("thread"), (id) => this.select(id));
     this.runId = null;
     this.run = null; // the selected run's description (GET /v1/runs/{id})
     this.source = null;
     this.view = null;
     this.wire();
+    this.served();
     this.poll();
+  }
+
+  // Which loop serves the gateway's runs, and on which model (GET /v1/loop).
+  async served() {
+    try {
+      const { name, model } = await this.gateway.json("/v1/loop");
+      const loop = name === "reference" ? "the reference loop" : `loop ${name ?? "(unnamed)"}`;
+      $("served").textContent = model ? `${loop} · model ${model}` : loop;
+    } catch (error) {
+      $("served").textContent = "";
+    }
   }
 
   wire() {
@@ -242,6 +172,7 @@ class Console {
     } catch (error) {
       status(`cannot list runs: ${error.message}`);
     }
+    if (this.runId) await this.describe(this.runId);
   }
 
   agent(threadId, messages) {
@@ -302,8 +233,12 @@ class Console {
     this.runId = id;
     this.list.select(id);
     $("run").hidden = false;
-    $("run-title").textContent = id;
+    const listed = this.list.described.get(id);
+    $("run-title").textContent = listed?.title ?? "";
+    $("run-id").textContent = id;
+    $("run-state").textContent = "";
     $("run-meta").textContent = "";
+    this.thread.clear();
     $("trace").hidden = true;
     $("stream").replaceChildren();
     this.setLive(true);
@@ -313,11 +248,16 @@ class Console {
       approve: (requestId, decision) => this.approve(this.run, requestId, decision),
       answer: (interruptId, text) => this.answer(this.run, interruptId, text),
     };
-    const view = new RunView($("stream"), new Timeline($("timeline")), actions, () => {
+    const ended = () => {
       this.setLive(false);
-      this.describe(id);
       this.refresh();
-    });
+    };
+    const changed = () => {
+      this.showMeta();
+      // A question for the user: the list says so now, not at its next poll.
+      if (view.asking.size) this.refresh();
+    };
+    const view = new RunView($("stream"), new Timeline($("timeline")), actions, ended, changed);
     this.view = view;
     const source = new EventSource(this.gateway.url(`/v1/runs/${encodeURIComponent(id)}/events`));
     // Unnamed events: every LoopEvent is a "message", whatever its kind.
@@ -330,21 +270,48 @@ class Console {
     await this.describe(id);
   }
 
+  // The selected run, its thread's runs, and what it shows of them.
   async describe(id) {
     try {
-      const run = await this.gateway.json(`/v1/runs/${encodeURIComponent(id)}`);
+      const path = `/v1/runs/${encodeURIComponent(id)}`;
+      const run = await this.gateway.json(path);
+      const query = `thread_id=${encodeURIComponent(run.thread_id)}&limit=${THREAD_LIMIT}`;
+      const { runs } = await this.gateway.json(`/v1/runs?${query}`);
       if (id !== this.runId) return;
       this.run = run;
-      const state = run.state === "running" ? "running" : run.status;
-      $("run-meta").textContent =
-        `${state} · thread ${run.thread_id} · ${run.source} · started ${timeOf(run.created_at)} · ${promptOf(run)}`;
+      this.thread.show(run.thread_id, runs ?? [run], id);
+      const row = this.thread.row(id);
+      $("run-title").textContent = row?.title ?? titleOf(run, false);
+      if (row?.next && run.status === "waiting_user") this.view.answered(row.next);
       const traceId = run.metadata?.trace_id;
       $("trace").hidden = !traceId;
       if (traceId) $("trace-id").textContent = traceId;
       if (run.state !== "running") this.setLive(false);
+      this.showMeta();
     } catch (error) {
       $("run-meta").textContent = error.message;
     }
+  }
+
+  // The run's state: what its stream says while it is watched (a question out, its end),
+  // else what the gateway says, and "answered" once its thread's next run has answered it.
+  stateNow() {
+    const { run, view } = this;
+    const row = this.thread.row(run.id);
+    const described = row?.state ?? stateOf(run, null);
+    if (view.ended) return run.state === "running" ? view.status : described;
+    if (view.asking.size) return "waiting for approval";
+    return described === "waiting for approval" ? "running" : described;
+  }
+
+  showMeta() {
+    const { run, view } = this;
+    if (!run?.created_at) return; // not described yet
+    const model = view.model ? ` · model ${view.model}` : "";
+    const state = this.stateNow();
+    $("run-state").textContent = state;
+    $("run-state").className = `state ${stateClass(state)}`;
+    $("run-meta").textContent = `${run.source} run · started ${timeOf(run.created_at)}${model}`;
   }
 
   setLive(live) {

@@ -2,6 +2,8 @@
 // per animation frame: a run of 100k deltas costs one text-node append per frame, not one DOM
 // change per delta.
 
+import { answerOf } from "./runs.js";
+
 const LOOP_KINDS = new Set([
   "stage_start", "llm_request", "llm_response", "content_delta", "reasoning_delta",
   "tool_call_start", "tool_call_result", "tool_error", "stage_complete", "budget_exhausted",
@@ -52,18 +54,25 @@ function raw(kind, data) {
 }
 
 export class RunView {
-  // actions: {approve(requestId, decision), answer(interruptId, text)}; onEnd(envelope).
-  constructor(root, timeline, actions, onEnd) {
+  // actions: {approve(requestId, decision), answer(interruptId, text)}; onEnd(envelope);
+  // onChange(): what the run waits for, or its model, changed (``asking``, ``model``).
+  constructor(root, timeline, actions, onEnd, onChange = () => {}) {
     this.root = root;
     this.timeline = timeline;
     this.actions = actions;
     this.onEnd = onEnd;
+    this.onChange = onChange;
     this.queue = [];
     this.frame = 0;
     this.segment = null; // {kind, node: Text}
     this.calls = new Map(); // tool call id → {node, args}
     this.approvals = new Map(); // request id → node
+    this.asking = new Set(); // request ids of permission requests not answered yet
+    this.asks = []; // the ask_user cards: {node, form}
+    this.next = null; // the thread's run that followed this one, once known
+    this.model = null; // the latest stage_start's model
     this.ended = false;
+    this.status = null; // the terminal completion's
     // Read by the browser tests: when deltas reached the page and when they were drawn.
     this.stats = { events: 0, deltas: 0, firstDeltaDrawn: null, lastDeltaDrawn: null, lastReceived: null };
   }
@@ -119,6 +128,8 @@ export class RunView {
       if (node) out.append(node);
       if (isTerminal(envelope) && !this.ended) {
         this.ended = true;
+        this.status = typeof data.status === "string" ? data.status : "failed";
+        this.settle();
         this.onEnd(envelope);
       }
     }
@@ -137,6 +148,10 @@ export class RunView {
     if (!LOOP_KINDS.has(kind)) return raw(kind, data);
     switch (kind) {
       case "stage_start":
+        if (typeof data.model === "string" && data.model !== this.model) {
+          this.model = data.model;
+          this.onChange();
+        }
         return labelled(kind, "round", `round ${data.round ?? "?"} · ${data.model ?? ""}`);
       case "llm_request":
         return null; // drawn in the timeline
@@ -152,7 +167,7 @@ export class RunView {
         node.append(el("pre", "args", json(data.arguments ?? {})));
         const result = el("div", "result", "running…");
         node.append(result);
-        if (typeof data.id === "string") this.calls.set(data.id, { node, result, args: data.arguments });
+        if (typeof data.id === "string") this.calls.set(data.id, { node, result, args: data.arguments, open: true });
         return node;
       }
       case "tool_call_result":
@@ -163,6 +178,7 @@ export class RunView {
         const shown = el("pre", "", typeof body === "string" ? body : json(body));
         const took = typeof data.durationMs === "number" ? ` in ${data.durationMs} ms` : "";
         if (call) {
+          call.open = false;
           call.node.classList.toggle("failed", failed);
           call.result.replaceChildren(el("span", "k", failed ? `failed${took}` : `result${took}`), shown);
           return null;
@@ -184,6 +200,7 @@ export class RunView {
         return this.approval(data);
       case "permission_result": {
         const node = this.approvals.get(data.requestId);
+        if (this.asking.delete(data.requestId)) this.onChange();
         if (node) {
           node.querySelector("form")?.remove();
           node.append(el("div", "", `${data.decision} (by ${data.by ?? "client"})`));
@@ -214,7 +231,11 @@ export class RunView {
       form.append(button);
     }
     node.append(form);
-    if (typeof data.requestId === "string") this.approvals.set(data.requestId, node);
+    if (typeof data.requestId === "string") {
+      this.approvals.set(data.requestId, node);
+      this.asking.add(data.requestId);
+      this.onChange();
+    }
     return node;
   }
 
@@ -222,7 +243,10 @@ export class RunView {
     const status = data.status ?? "?";
     if (status === "executing") return null;
     const reason = data.reason ? ` · ${data.reason}` : "";
-    const node = labelled("completion", status === "completed" ? "completion" : "completion failed", `${status}${reason}`);
+    // Stopped (by a cancel, or to ask) is not failed.
+    const halted = ["cancelled", "waiting_user"].includes(status);
+    const tone = status === "completed" ? "" : halted ? " halted" : " failed";
+    const node = labelled("completion", `completion${tone}`, `${status}${reason}`);
     if (status !== "waiting_user" || data.reason === "client_tool") return node;
     const listed = Array.isArray(data.interrupts) ? data.interrupts.filter((i) => i && typeof i === "object") : [];
     const asks = listed.length
@@ -247,7 +271,43 @@ export class RunView {
       });
       card.append(form);
       wrapper.append(card);
+      this.asks.push({ node: card, form });
     }
+    if (this.next) this.answered(this.next);
     return wrapper;
+  }
+
+  // The run is over: what it left open ends with it. A tool call with no result was cut short
+  // (by a cancel, a limit, a failure) and an approval nobody gave can no longer be given.
+  settle() {
+    const why = this.status === "cancelled" ? "cancelled" : `ended (${this.status}) without a result`;
+    for (const call of this.calls.values()) {
+      if (!call.open) continue;
+      call.open = false;
+      call.node.classList.add("ended");
+      call.result.replaceChildren(el("span", "k", why));
+    }
+    for (const id of this.asking) {
+      const node = this.approvals.get(id);
+      node?.querySelector("form")?.remove();
+      node?.append(el("div", "", `not answered: the run ${this.status}`));
+    }
+    if (this.asking.size) {
+      this.asking.clear();
+      this.onChange();
+    }
+  }
+
+  // ``next``: the thread's run that followed this one; its questions were answered there (or
+  // passed over), so they are no longer asked here.
+  answered(next) {
+    this.next = next;
+    const answer = answerOf(next);
+    const said = answer === null ? "not answered" : `answered: ${answer}`;
+    for (const ask of this.asks) {
+      if (ask.done) continue;
+      ask.done = true;
+      ask.form.replaceWith(el("div", "said", `${said} → the next run, ${next.id}`));
+    }
   }
 }
