@@ -351,3 +351,21 @@ def test_the_native_api_keeps_its_problem_bodies(guarded_base: str) -> None:
         assert answer.status_code == status, (path, answer.text)
         assert answer.headers["content-type"] == "application/problem+json"
         assert answer.json()["status"] == status and answer.json()["detail"]
+
+
+def test_a_full_gateway_is_openais_rate_limit() -> None:
+    with running_gateway(max_active_runs=1) as (url, _):
+        busy = httpx.post(f"{url}/v1/runs", json={"input": "slow tool"}).json()["id"]
+        try:
+            client = OpenAI(base_url=f"{url}/v1", api_key="unused", max_retries=0)
+            with pytest.raises(openai.RateLimitError) as full:
+                client.chat.completions.create(
+                    model=MODEL, messages=[{"role": "user", "content": "plain hi"}]
+                )
+            assert (
+                full.value.code == "rate_limit_exceeded" and full.value.type == "rate_limit_error"
+            )
+            assert "active runs" in full.value.message
+            assert int(full.value.response.headers["retry-after"]) >= 1
+        finally:
+            httpx.post(f"{url}/v1/runs/{busy}/cancel")
