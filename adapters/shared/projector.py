@@ -134,11 +134,12 @@ _SKIPPABLE = ("on_stage_start", "on_llm_request", "on_llm_response", "on_round_e
 class RunProjector(Generic[W]):
     """One run, one client, one protocol: ``start``, ``feed``, ``close`` return messages.
 
-    Hooks append their messages to ``out``: a step makes one list for an event, however many
+    Hooks append their messages to ``out``: ``feed`` makes one list for an event, however many
     parts it opens and closes. State a subclass reads (the base alone writes it):
-    ``finished``, ``last`` (the newest envelope), ``segment``, ``rounds``/``in_round``,
-    ``calls`` (every call this stream knows) and ``pending`` (those not answered yet, in start
-    order), ``model``, ``usage``, ``budget``, ``budget_kind``, ``last_error``.
+    ``finished`` (``broken`` too: a hook raised), ``last`` (the newest envelope), ``segment``,
+    ``rounds``/``in_round``, ``calls`` (every call this stream knows) and ``pending`` (those
+    not answered yet, in start order), ``model``, ``usage``, ``budget``, ``budget_kind``,
+    ``last_error``.
     """
 
     # False for a protocol that shows every envelope as it is (JSON-RPC, native SSE): the base
