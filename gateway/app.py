@@ -14,8 +14,8 @@ from starlette.requests import Request
 from starlette.responses import JSONResponse, Response
 from starlette.routing import Route
 
-from loopgate.adapters.shared.problem import problem_response
 from loopgate.contracts.limits import EndpointLimits
+from loopgate.contracts.refusals import Reason, Refusal
 from loopgate.gateway.auth import HostGuard, OriginGuard, TokenAuth
 from loopgate.gateway.console import routes as console
 from loopgate.gateway.cors import BrowserAccess
@@ -24,6 +24,7 @@ from loopgate.gateway.journal import open_journal
 from loopgate.gateway.loop.types import ModelProvider
 from loopgate.gateway.loops.build import build_loop, guards_from
 from loopgate.gateway.loops.source import LoopSource
+from loopgate.gateway.refusals import Refusals
 from loopgate.gateway.registry import load_adapters
 from loopgate.gateway.settings import Settings
 from loopgate.gateway.sources.ingest import IngestSource
@@ -109,8 +110,15 @@ def create_app(
 
     async def http_problem(request: Request, exc: Exception) -> Response:
         assert isinstance(exc, HTTPException)
-        detail = {404: f"no endpoint at {request.url.path}", 405: "method not allowed here"}
-        return problem_response(exc.status_code, detail.get(exc.status_code, str(exc.detail)))
+        status, path = exc.status_code, request.url.path[:200]
+        described: dict[int, tuple[str, Reason]] = {
+            404: (f"no endpoint at {request.method} {path}", "no_endpoint"),
+            405: (f"{path} does not take {request.method}", "method_not_allowed"),
+        }
+        detail, reason = described.get(status, (str(exc.detail), "refused"))
+        headers = dict(exc.headers or {})
+        refusal = Refusal(status=status, detail=detail, reason=reason, headers=headers)
+        return refusals.response(request.scope, refusal)
 
     @asynccontextmanager
     async def lifespan(app: Starlette) -> AsyncIterator[None]:
@@ -124,20 +132,23 @@ def create_app(
                     await anyio.to_thread.run_sync(owned.shutdown)
 
     routes = [Route("/healthz", healthz), *(console.routes() if settings.console else [])]
-    for adapter in adapters.values():
-        routes.extend(adapter.routes(hub, limits))
+    served = [(adapter, adapter.routes(hub, limits)) for adapter in adapters.values()]
+    for _, adapter_routes in served:
+        routes.extend(adapter_routes)
+    # Who words the refusals made before any adapter sees the request (contracts/refusals.py).
+    refusals = Refusals(served)
     app = Starlette(
         routes=routes, lifespan=lifespan, exception_handlers={HTTPException: http_problem}
     )
     app.state.hub = hub
     app.state.settings = settings
     if settings.token:
-        app.add_middleware(TokenAuth, token=settings.token)
-    app.add_middleware(OriginGuard, limits=limits)
+        app.add_middleware(TokenAuth, token=settings.token, refusals=refusals)
+    app.add_middleware(OriginGuard, limits=limits, refusals=refusals)
     # Outside the token and Origin guards: a browser's preflight carries no token.
     app.add_middleware(BrowserAccess, allowed_origins=settings.allowed_origins)
     if settings.allowed_hosts or not settings.token:
         # Outermost: a request for another site's name gets nothing, not even a preflight.
         # With a token (a gateway on the network, reached by any name) it is off unless asked.
-        app.add_middleware(HostGuard, allowed=settings.allowed_hosts)
+        app.add_middleware(HostGuard, allowed=settings.allowed_hosts, refusals=refusals)
     return app

@@ -12,12 +12,27 @@ from urllib.parse import parse_qs
 
 from starlette.types import ASGIApp, Receive, Scope, Send
 
-from loopgate.adapters.shared.problem import problem_body, problem_response
+from loopgate.adapters.shared.problem import problem_body
 from loopgate.contracts.limits import EndpointLimits
+from loopgate.contracts.refusals import Refusal
 from loopgate.gateway.console.routes import is_console_path
+from loopgate.gateway.refusals import PROBLEMS, Refusals
 
 OPEN_PATHS = frozenset({"/healthz"})
 LOOPBACK_NAMES = frozenset({"localhost"})
+NO_TOKEN = Refusal(
+    status=401,
+    detail="no bearer token: send the gateway's token as 'Authorization: Bearer <token>'",
+    reason="no_credentials",
+    headers={"www-authenticate": "Bearer"},
+)
+WRONG_TOKEN = Refusal(
+    status=401,
+    detail="wrong bearer token: 'Authorization: Bearer <token>' must carry the gateway's token",
+    reason="wrong_credentials",
+    # RFC 6750: a token was sent, and it is not one this server takes.
+    headers={"www-authenticate": 'Bearer error="invalid_token"'},
+)
 
 
 class HostGuard:
@@ -31,9 +46,12 @@ class HostGuard:
     the server can send a denial response, a refused upgrade (403) otherwise.
     """
 
-    def __init__(self, app: ASGIApp, allowed: Iterable[str] = ()) -> None:
+    def __init__(
+        self, app: ASGIApp, allowed: Iterable[str] = (), refusals: Refusals = PROBLEMS
+    ) -> None:
         self.app = app
         self.allowed = frozenset(a.strip().lower().rstrip(".") for a in allowed if a.strip())
+        self.refusals = refusals
 
     async def __call__(self, scope: Scope, receive: Receive, send: Send) -> None:
         if scope["type"] not in ("http", "websocket"):
@@ -48,7 +66,8 @@ class HostGuard:
             "server can be allowed with --allowed-host"
         )
         if scope["type"] == "http":
-            await problem_response(421, detail)(scope, receive, send)
+            refusal = Refusal(status=421, detail=detail, reason="host_refused")
+            await self.refusals.response(scope, refusal)(scope, receive, send)
         elif "websocket.http.response" in scope.get("extensions", {}):
             await send(
                 {
@@ -90,28 +109,27 @@ def _hostname(host: str) -> str | None:
 
 
 class TokenAuth:
-    def __init__(self, app: ASGIApp, token: str) -> None:
+    def __init__(self, app: ASGIApp, token: str, refusals: Refusals = PROBLEMS) -> None:
         self.app = app
         self.token = token.encode()
+        self.refusals = refusals
 
     async def __call__(self, scope: Scope, receive: Receive, send: Send) -> None:
         if scope["type"] not in ("http", "websocket") or _open(scope):
             await self.app(scope, receive, send)
             return
-        if self._presented_ok(scope):
+        presented = self._presented(scope)
+        if presented:
             await self.app(scope, receive, send)
             return
         if scope["type"] == "websocket":
             await send({"type": "websocket.close", "code": 1008, "reason": "unauthorized"})
             return
-        response = problem_response(
-            401,
-            "missing or wrong bearer token (send 'Authorization: Bearer <token>')",
-            headers={"www-authenticate": "Bearer"},
-        )
-        await response(scope, receive, send)
+        refusal = NO_TOKEN if presented is None else WRONG_TOKEN
+        await self.refusals.response(scope, refusal)(scope, receive, send)
 
-    def _presented_ok(self, scope: Scope) -> bool:
+    def _presented(self, scope: Scope) -> bool | None:
+        """Whether the request carries the token; None when it carries none at all."""
         for name, value in scope["headers"]:
             if name == b"authorization" and value[:7].lower() == b"bearer ":
                 return hmac.compare_digest(value[7:].strip(), self.token)
@@ -120,7 +138,7 @@ class TokenAuth:
             query = parse_qs(scope.get("query_string", b"").decode())
             for candidate in query.get("token", []):
                 return hmac.compare_digest(candidate.encode(), self.token)
-        return False
+        return None
 
 
 def _open(scope: Scope) -> bool:
@@ -143,9 +161,10 @@ class OriginGuard:
 
     SAFE = frozenset({"GET", "HEAD", "OPTIONS"})
 
-    def __init__(self, app: ASGIApp, limits: EndpointLimits) -> None:
+    def __init__(self, app: ASGIApp, limits: EndpointLimits, refusals: Refusals = PROBLEMS) -> None:
         self.app = app
         self.limits = limits
+        self.refusals = refusals
 
     async def __call__(self, scope: Scope, receive: Receive, send: Send) -> None:
         if scope["type"] == "http" and scope["method"] not in self.SAFE:
@@ -153,11 +172,11 @@ class OriginGuard:
                 (v.decode("latin-1") for k, v in scope["headers"] if k == b"origin"), None
             )
             if not self.limits.origin_allowed(origin):
-                response = problem_response(
-                    403,
-                    f"cross-origin request from {origin} refused; allow the origin with "
-                    "--allowed-origin",
+                detail = (
+                    f"cross-origin request from {str(origin)[:200]} refused; allow the origin with "
+                    "--allowed-origin"
                 )
-                await response(scope, receive, send)
+                refusal = Refusal(status=403, detail=detail, reason="origin_refused")
+                await self.refusals.response(scope, refusal)(scope, receive, send)
                 return
         await self.app(scope, receive, send)

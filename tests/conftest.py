@@ -1,6 +1,13 @@
 """Suite-wide test settings."""
 
+import os
+
 from hypothesis import settings
+
+# Every projector of the suite is strict: a protocol hook that raises fails its test instead
+# of ending a client's stream with an error (adapters/shared/projector.py, RunProjector.strict).
+# An environment variable, so gateways the tests start as child processes are strict too.
+os.environ["LOOPGATE_STRICT_PROJECTORS"] = "1"
 
 # Property tests draw the same examples on every run, so a red CI run is the code's doing, not
 # a lucky draw; `pytest --hypothesis-profile=explore` looks for new failures with fresh ones.

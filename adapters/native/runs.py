@@ -46,9 +46,28 @@ class SteerBody(msgspec.Struct, forbid_unknown_fields=True):
     content: str
 
 
-class RespondBody(msgspec.Struct, forbid_unknown_fields=True):
-    request_id: str
+class RespondBody(msgspec.Struct, kw_only=True, forbid_unknown_fields=True):
+    """``requestId`` as the ``permission_request`` event (and JSON-RPC's ``run.respond``)
+    spell it; ``request_id``, this endpoint's first spelling, is still accepted."""
+
+    request_id: str | None = msgspec.field(default=None, name="requestId")
+    snake_request_id: str | None = msgspec.field(default=None, name="request_id")
     decision: Decision
+
+    def answered(self) -> str:
+        """The request's id under either spelling (one of them, or both alike)."""
+        camel, snake = self.request_id, self.snake_request_id
+        if camel is None:
+            if snake is None:
+                raise HttpProblem(
+                    422, "invalid request body: `requestId` is required (the permission_request's)"
+                )
+            return snake
+        if snake is not None and snake != camel:
+            raise HttpProblem(
+                422, "invalid request body: `requestId` and `request_id` name different requests"
+            )
+        return camel
 
 
 def json_response(body: Any, status: int = 200, headers: dict[str, str] | None = None) -> Response:
@@ -136,7 +155,7 @@ def routes(service: RunService, limits: EndpointLimits) -> list[BaseRoute]:
     async def respond(request: Request) -> Response:
         body: RespondBody = await body_of(request, RespondBody)
         run_id = request.path_params["run_id"]
-        return command_response(await service.respond(run_id, body.request_id, body.decision))
+        return command_response(await service.respond(run_id, body.answered(), body.decision))
 
     async def get_contract(request: Request) -> Response:
         return Response(contract_bytes(), media_type=JSON)

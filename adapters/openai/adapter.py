@@ -5,6 +5,7 @@ from __future__ import annotations
 from typing import Any
 
 import msgspec
+from starlette.responses import Response
 from starlette.routing import BaseRoute
 
 from loopgate.adapters.openai.projector import OpenAIProjector
@@ -13,6 +14,7 @@ from loopgate.adapters.shared import sse
 from loopgate.contracts.limits import EndpointLimits
 from loopgate.contracts.ports import RunService
 from loopgate.contracts.projector import ProjectorContext
+from loopgate.contracts.refusals import Refusal
 
 MEDIA_TYPE = sse.MEDIA_TYPE
 # The stream's last line: the one data line that is not JSON.
@@ -28,6 +30,9 @@ class OpenAIAdapter:
 
     name: str = "openai"
     media_type: str = MEDIA_TYPE
+    # contracts.refusals.ShapesRefusals: a path of OpenAI's API that loopgate does not serve
+    # (/v1/embeddings…) is refused in OpenAI's shape too, so the SDKs show why.
+    refusal_prefixes: tuple[str, ...] = ("/v1",)
 
     def __init__(self) -> None:
         self._encode = msgspec.json.Encoder().encode
@@ -78,6 +83,11 @@ class OpenAIAdapter:
         from loopgate.adapters.openai.endpoints import routes
 
         return routes(self, service, limits)
+
+    def refusal_response(self, refusal: Refusal) -> Response:
+        from loopgate.adapters.openai.errors import refusal_response
+
+        return refusal_response(refusal)
 
 
 ADAPTER = OpenAIAdapter()

@@ -26,6 +26,7 @@ from loopgate.adapters.openai.errors import (
     error_response,
     guarded,
     invalid_body,
+    refused,
 )
 from loopgate.adapters.openai.models import model_names
 from loopgate.adapters.openai.projector import CLIENT_TOOLS, CREATED, INCLUDE_USAGE, MODEL
@@ -109,7 +110,11 @@ def routes(adapter: OpenAIAdapter, service: RunService, limits: EndpointLimits) 
             await service.cancel(info.id)
 
         return StreamResponse(
-            produce, media_type=adapter.media_type, headers=headers, on_disconnect=cancel
+            produce,
+            media_type=adapter.media_type,
+            headers=headers,
+            on_disconnect=cancel,
+            refuse=refused,
         )
 
     return [

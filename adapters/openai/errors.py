@@ -1,10 +1,15 @@
-"""OpenAI's error shape for every error this adapter answers.
+"""OpenAI's error shape for every error this adapter answers, and the gateway's refusals.
 
 ``{"error": {"message", "type", "param", "code"}}`` with the status OpenAI uses: 400 for a body
 that is malformed or asks for something loopgate cannot do, 404 ``model_not_found``, 413 for a
 body over the limit, 429 when the gateway is full, 500 for a run that failed. The SDKs raise
 their own exception class for each status (``BadRequestError``, ``NotFoundError``…) with this
-``message``. Messages are our own words (contracts.client_errors), never an exception's text.
+``message`` (a problem+json body would leave them "Error code: 401" alone). Messages are our
+own words (contracts.client_errors), never an exception's text.
+
+The gateway's refusals (contracts/refusals.py) on OpenAI's paths take the codes OpenAI gives
+them: a wrong key ``invalid_api_key`` (a missing one no code, as OpenAI's), an unknown path
+``unknown_url``.
 """
 
 from __future__ import annotations
@@ -20,8 +25,9 @@ from starlette.responses import Response
 
 from loopgate.adapters.openai.request import InvalidRequest
 from loopgate.adapters.openai.wire import ApiError, ErrorBody
-from loopgate.adapters.shared.problem import problem_for
+from loopgate.adapters.shared.problem import HttpProblem, problem_for
 from loopgate.contracts.client_errors import describe_input_error
+from loopgate.contracts.refusals import Reason, Refusal
 
 log = logging.getLogger("loopgate.openai")
 JSON = "application/json"
@@ -30,6 +36,21 @@ INVALID_REQUEST = "invalid_request_error"
 SERVER_ERROR = "server_error"
 _TYPES = {429: "rate_limit_error"}
 _CODES = {413: "request_too_large", 429: "rate_limit_exceeded"}
+_REFUSALS: dict[Reason, tuple[str | None, str | None]] = {
+    # reason: (code, OpenAI-client words in place of the gateway's)
+    "no_credentials": (
+        None,
+        "You didn't provide an API key: set the client's API key to this gateway's token "
+        "(sent as 'Authorization: Bearer <token>').",
+    ),
+    "wrong_credentials": (
+        "invalid_api_key",
+        "Incorrect API key provided: the API key must be this gateway's token (the one "
+        "`loopgate serve` was given with --token or --token-file).",
+    ),
+    "no_endpoint": ("unknown_url", None),
+}
+_SERVED = "of OpenAI's API, this gateway serves POST /v1/chat/completions and GET /v1/models"
 # The path msgspec names (after describe_input_error): "… - at `messages[0].role`".
 _AT = re.compile(r" - at `([^`]*)`$")
 _MISSING = re.compile(r"^Object missing required field `([^`]*)`")
@@ -90,10 +111,30 @@ def from_exception(exc: Exception) -> OpenAIError | None:
     return OpenAIError(
         status,
         problem.detail,
-        type=_TYPES.get(status, INVALID_REQUEST if status < 500 else SERVER_ERROR),
+        type=error_type(status),
         code=_CODES.get(status),
         headers=problem.headers,
     )
+
+
+def error_type(status: int) -> str:
+    return _TYPES.get(status, INVALID_REQUEST if status < 500 else SERVER_ERROR)
+
+
+def refusal_response(refusal: Refusal) -> Response:
+    """One of the gateway's refusals in OpenAI's shape."""
+    code, words = _REFUSALS.get(refusal.reason, (None, None))
+    if refusal.reason == "no_endpoint":
+        words = f"{refusal.detail} ({_SERVED})"
+    body = ErrorBody(message=words or refusal.detail, type=error_type(refusal.status), code=code)
+    return error_response(refusal.status, body, refusal.headers)
+
+
+def refused(problem: HttpProblem) -> Response:
+    """A problem met before a stream opened (``StreamResponse``'s ``refuse``), OpenAI's way."""
+    error = from_exception(problem)
+    assert error is not None  # a problem is always one of ours
+    return error_response(error.status, error.body, error.headers)
 
 
 def guarded(endpoint: Endpoint) -> Endpoint:

@@ -20,7 +20,10 @@ A projector turns one run's envelopes into one protocol's messages and does no I
   protocol's call start (``announce_call``) with the result's id and tool name — then answered,
   so no client gets a result for a call it does not know. A result that names no tool cannot be
   announced and degrades. A stream that continues one the client already had passes the calls
-  it saw in ``ProjectorContext.options[SEEN_CALLS]`` (see :func:`seen_calls`): those are known.
+  it saw in ``ProjectorContext.options[SEEN_CALLS]`` (see :func:`seen_calls`): those are known;
+- **a hook that raises** is a bug in the protocol, not a payload to degrade: strict (the test
+  suite, ``LOOPGATE_STRICT_PROJECTORS=1``) it propagates; otherwise it is logged once and the
+  client's stream ends with the protocol's terminal error (``_failed``).
 
 Hooks append messages to the list they are given (one list per event, however many parts it
 opens and closes); an event hook returns False to decline, and the event then goes to
@@ -30,6 +33,10 @@ the output is deterministic and goldens are byte-stable.
 
 from __future__ import annotations
 
+import contextlib
+import logging
+import os
+import traceback
 from collections.abc import Callable, Iterable
 from typing import Any, ClassVar, Generic, Literal, NamedTuple, TypeVar, cast
 
@@ -60,6 +67,12 @@ TOOL_RESULTS = ("tool_call_result", "tool_error")
 
 # ProjectorContext.options key: the tool calls the client saw before this stream (seen_calls).
 SEEN_CALLS = "seenCalls"
+# Set to 1, a hook that raises propagates out of feed and close (RunProjector.strict).
+STRICT_ENV = "LOOPGATE_STRICT_PROJECTORS"
+# Why a stream ended early when a hook raised: the reason its terminal message gives.
+FAILED_REASON = "internal_error"
+
+log = logging.getLogger("loopgate.projector")
 
 
 class Segment(msgspec.Struct, frozen=True, gc=False):
@@ -111,7 +124,7 @@ class Usage(msgspec.Struct, gc=False):
         return added
 
 
-_Step = Callable[["RunProjector[Any]", Envelope], "list[Any] | None"]
+_Step = Callable[["RunProjector[Any]", Envelope, "list[Any]"], bool]
 
 # Every kind the base knows (the others go to on_unknown).
 _KNOWN = (*load_contract().event_kinds, PERMISSION_REQUEST, PERMISSION_RESULT)
@@ -121,16 +134,21 @@ _SKIPPABLE = ("on_stage_start", "on_llm_request", "on_llm_response", "on_round_e
 class RunProjector(Generic[W]):
     """One run, one client, one protocol: ``start``, ``feed``, ``close`` return messages.
 
-    Hooks append their messages to ``out``: a step makes one list for an event, however many
+    Hooks append their messages to ``out``: ``feed`` makes one list for an event, however many
     parts it opens and closes. State a subclass reads (the base alone writes it):
-    ``finished``, ``last`` (the newest envelope), ``segment``, ``rounds``/``in_round``,
-    ``calls`` (every call this stream knows) and ``pending`` (those not answered yet, in start
-    order), ``model``, ``usage``, ``budget``, ``budget_kind``, ``last_error``.
+    ``finished`` (``broken`` too: a hook raised), ``last`` (the newest envelope), ``segment``,
+    ``rounds``/``in_round``, ``calls`` (every call this stream knows) and ``pending`` (those
+    not answered yet, in start order), ``model``, ``usage``, ``budget``, ``budget_kind``,
+    ``last_error``.
     """
 
     # False for a protocol that shows every envelope as it is (JSON-RPC, native SSE): the base
     # then only watches for the terminal completion, and tracks no part at no cost per event.
     tracks_parts: ClassVar[bool] = True
+    # A hook that raises propagates (instead of ending this client's stream with the
+    # protocol's terminal error and one log line): on for every projector when the
+    # environment has LOOPGATE_STRICT_PROJECTORS=1, as the test suite does.
+    strict: ClassVar[bool] = False
     # Kind → step, for this class (see the end of the class body).
     _steps: ClassVar[dict[str, _Step | None]]
     # The event hooks this protocol overrides: the others would decline, so they are not called
@@ -152,9 +170,13 @@ class RunProjector(Generic[W]):
         self._dispatch = cls._steps
         self._hooked = cls._shows
         self._tracks = cls.tracks_parts
+        self._strict = cls.strict or os.environ.get(STRICT_ENV) == "1"
         self.context = context
         self.run_id = context.run_id
         self.finished = False
+        # Ending: finish has begun. Broken: a hook raised (and it was logged).
+        self._ending = False
+        self.broken = False
         self.last: Envelope | None = None
         self.segment: Segment | None = None
         self.rounds = 0
@@ -188,28 +210,37 @@ class RunProjector(Generic[W]):
             return []
         self.last = envelope
         kind = envelope.kind
-        try:
-            segment = self.segment
-            if segment is not None and segment.kind == kind:
-                # A delta continuing its segment: most of any stream, served without dispatch.
-                delta = envelope.data["delta"]
-                if type(delta) is str:
+        data = envelope.data
+        segment = self.segment
+        if segment is not None and segment.kind == kind:
+            # A delta continuing its segment: most of any stream, served without dispatch.
+            try:
+                delta = data.get("delta")
+            except AttributeError:  # a payload that is not an object: it degrades, below
+                delta = None
+            if type(delta) is str:
+                try:
                     return self.on_delta(segment, delta, envelope)
-            steps = self._dispatch
-            step = steps.get(kind)
-            if step is not None:
-                shown: list[W] | None = step(self, envelope)
-                if shown is not None:
-                    return shown
-            elif kind not in steps:
-                unknown: list[W] = []
-                self.on_unknown(unknown, envelope)
-                return unknown
-        except (AttributeError, KeyError, TypeError, ValueError):
-            # A payload nobody foresaw (not an object, say): the event degrades, the run goes on.
-            pass
+                except Exception as exc:
+                    return self._failed(exc, envelope, [])
         out: list[W] = []
-        self.passthrough(out, envelope)
+        try:
+            # The steps read the payload as an object; one that is not (an envelope built in
+            # Python: the decoders refuse it) degrades with the rest.
+            if type(data) is dict:
+                steps = self._dispatch
+                step = steps.get(kind)
+                if step is not None:
+                    if step(self, envelope, out):
+                        return out
+                elif kind not in steps:
+                    self.on_unknown(out, envelope)
+                    return out
+            # A kind the base has no part in, or a payload whose key field is unusable: the
+            # event goes to the protocol's passthrough, and the run goes on.
+            self.passthrough(out, envelope)
+        except Exception as exc:
+            return self._failed(exc, envelope, out)
         return out
 
     def close(self, reason: str | None = None) -> list[W]:
@@ -217,7 +248,10 @@ class RunProjector(Generic[W]):
         if self.finished:
             return []
         terminal: list[W] = []
-        self.on_truncated(terminal, reason or "truncated")
+        try:
+            self.on_truncated(terminal, reason or "truncated")
+        except Exception as exc:
+            return self._failed(exc, "while ending the stream", [])
         return self.finish(None, "failed", terminal)
 
     def finish(self, envelope: Envelope | None, status: str, terminal: list[W]) -> list[W]:
@@ -225,21 +259,73 @@ class RunProjector(Generic[W]):
         that ends it, if any) goes out through ``passthrough`` inside the open round;
         ``status`` is the run's status as the closing hooks see it."""
         out: list[W] = []
-        self.on_finish(out, status)
-        segment = self.segment
-        if segment is not None:
-            self.segment = None
-            self.close_segment(out, segment)
-        if envelope is not None:
-            self.passthrough(out, envelope)
-        for call in self.pending.values():
-            self.close_call(out, call, status)
-        self.pending.clear()
-        if self.in_round:
-            self.in_round = False
-            self.close_round(out, self.rounds)
+        try:
+            self._ending = True
+            self.on_finish(out, status)
+            segment = self.segment
+            if segment is not None:
+                self.close_segment(out, segment)
+                self.segment = None
+            if envelope is not None:
+                self.passthrough(out, envelope)
+            pending = self.pending
+            while pending:
+                call = next(iter(pending.values()))
+                self.close_call(out, call, status)
+                del pending[call.id]
+            if self.in_round:
+                self.close_round(out, self.rounds)
+                self.in_round = False
+        except Exception as exc:
+            return self._failed(exc, "while ending the stream", out)
         self.finished = True
         out += terminal
+        return out
+
+    def _failed(self, exc: Exception, during: Envelope | str, out: list[W]) -> list[W]:
+        """A hook raised: a bug in this protocol's projector, not in the run. In strict mode
+        (``strict``; the test suite's) it propagates. Otherwise it is logged, once, and the
+        stream ends here, rather than going on from a state the hook left half-made: the parts
+        the client was shown opening are closed (each whose close works), then the protocol's
+        terminal error. ``out`` is what the event showed before the hook raised."""
+        if self._strict:
+            raise exc
+        if not self.broken:
+            self.broken = True
+            where = traceback.extract_tb(exc.__traceback__)[-1] if exc.__traceback__ else None
+            # The exception's type and place, never its text: that may quote the payload.
+            log.error(
+                "%s raised %s%s %s of run %s; this client's stream of it is ended",
+                type(self).__name__,
+                type(exc).__name__,
+                f" at {where.filename}:{where.lineno} in {where.name}()" if where else "",
+                during if isinstance(during, str) else f"on {during.kind} (seq {during.seq})",
+                self.run_id,
+            )
+        self.finished = True
+        segment, calls, in_round, ending = (
+            self.segment,
+            list(self.pending.values()),
+            self.in_round,
+            self._ending,
+        )
+        self.segment, self.in_round, self._ending = None, False, True
+        self.pending.clear()
+
+        def attempt(hook: Callable[..., None], *args: Any) -> None:
+            # Logged once above; the client gets what the other hooks show.
+            with contextlib.suppress(Exception):
+                hook(out, *args)
+
+        if not ending:
+            attempt(self.on_finish, "failed")
+        if segment is not None:
+            attempt(self.close_segment, segment)
+        for call in calls:
+            attempt(self.close_call, call, "failed")
+        if in_round:
+            attempt(self.close_round, self.rounds)
+        attempt(self.on_truncated, FAILED_REASON)
         return out
 
     # --- hooks: messages for the parts the base opens and closes (appended to out) --------
@@ -354,108 +440,109 @@ class RunProjector(Generic[W]):
             sum(u.output_tokens or 0 for u in counts),
         )
 
-    # --- steps, one per kind (None: degrade to passthrough) -------------------------------
+    # --- steps, one per kind (False: degrade to passthrough) ------------------------------
     #
     # Every event takes these paths, so the opening and closing of parts is written out flat:
-    # a helper call costs as much as the work it would hide.
+    # a helper call costs as much as the work it would hide. A part is recorded open once the
+    # hook that opens it returned, and closed once the hook that closes it returned: when a
+    # hook raises, the state says what the client was shown, and the stream ends from there.
 
     def _inside_round(self, out: list[W], envelope: Envelope) -> None:
         """Close the open segment and open a round if none is: what a part of a round needs."""
         segment = self.segment
         if segment is not None:
-            self.segment = None
             self.close_segment(out, segment)
+            self.segment = None
         if not self.in_round:
+            self.open_round(out, self.rounds + 1, envelope)
             self.rounds += 1
             self.in_round = True
-            self.open_round(out, self.rounds, envelope)
 
-    def _open(self, envelope: Envelope) -> list[W] | None:
+    def _open(self, envelope: Envelope, out: list[W]) -> bool:
         """A delta that opens a segment (one that continues its segment never gets here)."""
         delta = envelope.data.get("delta")
         if type(delta) is not str:
-            return None
-        out: list[W] = []
+            return False
         segment = self.segment
         if segment is not None:  # the other kind's: a segment holds one kind of delta
-            self.segment = None
             self.close_segment(out, segment)
+            self.segment = None
         if not self.in_round:
+            self.open_round(out, self.rounds + 1, envelope)
             self.rounds += 1
             self.in_round = True
-            self.open_round(out, self.rounds, envelope)
         if envelope.kind == TEXT:
-            self.segment = segment = Segment(TEXT, self.message_prefix + str(envelope.seq))
+            segment = Segment(TEXT, self.message_prefix + str(envelope.seq))
         else:
-            self.segment = segment = Segment(REASONING, self._reasoning_prefix + str(envelope.seq))
+            segment = Segment(REASONING, self._reasoning_prefix + str(envelope.seq))
         self.open_segment(out, segment, delta, envelope)
-        return out
+        self.segment = segment
+        return True
 
-    def _tool_start(self, envelope: Envelope) -> list[W] | None:
+    def _tool_start(self, envelope: Envelope, out: list[W]) -> bool:
         data = envelope.data
         call_id, name = data.get("id"), data.get("name")
         if type(call_id) is not str or type(name) is not str:
-            return None
-        out: list[W] = []
+            return False
         if self.segment is not None or not self.in_round:
             self._inside_round(out, envelope)
         call = Call(call_id, name, data.get("arguments"), envelope.seq)
-        self.calls[call_id] = self.pending[call_id] = call
         self.on_tool_start(out, call, envelope)
-        return out
+        self.calls[call_id] = self.pending[call_id] = call
+        return True
 
-    def _tool_result(self, envelope: Envelope) -> list[W] | None:
+    def _tool_result(self, envelope: Envelope, out: list[W]) -> bool:
         data = envelope.data
         call_id = data.get("id")
         if type(call_id) is not str:
-            return None
-        call = self.pending.pop(call_id, None)
+            return False
+        call = self.pending.get(call_id)
         name = data.get("name")
         if call is None and (call_id in self.calls or type(name) is not str):
             # A second answer to one call, or an orphan that names no tool to announce.
-            return None
-        out: list[W] = []
+            return False
         if self.segment is not None or not self.in_round:
             self._inside_round(out, envelope)
         if call is None:
             assert isinstance(name, str)
-            self.calls[call_id] = call = Call(call_id, name, None, envelope.seq)
+            call = Call(call_id, name, None, envelope.seq)
             self.announce_call(out, call, envelope)
+            self.calls[call_id] = call
         self.on_tool_result(out, call, envelope, tool_failed(envelope.kind, data))
-        return out
+        self.pending.pop(call_id, None)
+        return True
 
-    def _stage_start(self, envelope: Envelope) -> list[W] | None:
+    def _stage_start(self, envelope: Envelope, out: list[W]) -> bool:
         model = envelope.data.get("model")
         if type(model) is str and model:
             self.model = model
-        out: list[W] = []
         segment = self.segment
         if segment is not None:
-            self.segment = None
             self.close_segment(out, segment)
+            self.segment = None
         if self.in_round:
             self.close_round(out, self.rounds)
+            self.in_round = False
+        self.open_round(out, self.rounds + 1, envelope)
         self.rounds += 1
         self.in_round = True
-        self.open_round(out, self.rounds, envelope)
         if "on_stage_start" not in self._hooked or not self.on_stage_start(out, envelope):
             self.passthrough(out, envelope)
-        return out
+        return True
 
-    def _llm_request(self, envelope: Envelope) -> list[W] | None:
+    def _llm_request(self, envelope: Envelope, out: list[W]) -> bool:
         model = envelope.data.get("model")
         if type(model) is str and model:
             self.model = model
-        out: list[W] = []
         if not self.in_round:
+            self.open_round(out, self.rounds + 1, envelope)
             self.rounds += 1
             self.in_round = True
-            self.open_round(out, self.rounds, envelope)
         if "on_llm_request" not in self._hooked or not self.on_llm_request(out, envelope):
             self.passthrough(out, envelope)
-        return out
+        return True
 
-    def _llm_response(self, envelope: Envelope) -> list[W] | None:
+    def _llm_response(self, envelope: Envelope, out: list[W]) -> bool:
         data = envelope.data
         model = data.get("model")
         key = model if type(model) is str and model else self.model
@@ -465,60 +552,55 @@ class RunProjector(Generic[W]):
         elif (usage := Usage()).add(data):
             self.usage[key] = usage
         # The model's turn is over: what it streamed is complete.
-        out: list[W] = []
         if self.segment is not None or not self.in_round:
             self._inside_round(out, envelope)
         if "on_llm_response" not in self._hooked or not self.on_llm_response(out, envelope):
             self.passthrough(out, envelope)
-        return out
+        return True
 
-    def _round_end(self, envelope: Envelope) -> list[W] | None:
-        out: list[W] = []
+    def _round_end(self, envelope: Envelope, out: list[W]) -> bool:
         segment = self.segment
         if segment is not None:
-            self.segment = None
             self.close_segment(out, segment)
+            self.segment = None
         if "on_round_end" not in self._hooked or not self.on_round_end(out, envelope):
             self.passthrough(out, envelope)
         if self.in_round:
-            self.in_round = False
             self.close_round(out, self.rounds)
-        return out
+            self.in_round = False
+        return True
 
-    def _completion(self, envelope: Envelope) -> list[W] | None:
+    def _completion(self, envelope: Envelope, out: list[W]) -> bool:
         data = envelope.data
         if data.get("status") == TERMINAL_EXCLUDED:
-            return self._round_end(envelope) if self._tracks else None
+            return self._round_end(envelope, out) if self._tracks else False
         status = completion_status(data)
         # Worked out before the parts close: a terminal may list the calls still in flight.
         terminal: list[W] = []
         self.on_terminal(terminal, status, envelope)
-        return self.finish(envelope, status, terminal)
+        out += self.finish(envelope, status, terminal)
+        return True
 
-    def _error(self, envelope: Envelope) -> list[W] | None:
+    def _error(self, envelope: Envelope, out: list[W]) -> bool:
         message = envelope.data.get("message")
         if type(message) is str and message:
             self.last_error = message
-        out: list[W] = []
-        return out if self.on_error(out, envelope) else None
+        return self.on_error(out, envelope)
 
-    def _budget(self, envelope: Envelope) -> list[W] | None:
+    def _budget(self, envelope: Envelope, out: list[W]) -> bool:
         self.budget = envelope.data
         kind = budget_kind(envelope.data)  # "kind", or "budget" as seed 001's engine spells it
         if kind is not None:
             self.budget_kind = kind
-        out: list[W] = []
-        return out if self.on_budget(out, envelope) else None
+        return self.on_budget(out, envelope)
 
-    def _permission_request(self, envelope: Envelope) -> list[W] | None:
+    def _permission_request(self, envelope: Envelope, out: list[W]) -> bool:
         view = view_of(PermissionRequestView, envelope.data)
-        out: list[W] = []
-        return out if self.on_permission_request(out, view, envelope) else None
+        return self.on_permission_request(out, view, envelope)
 
-    def _permission_result(self, envelope: Envelope) -> list[W] | None:
+    def _permission_result(self, envelope: Envelope, out: list[W]) -> bool:
         view = view_of(PermissionResultView, envelope.data)
-        out: list[W] = []
-        return out if self.on_permission_result(out, view, envelope) else None
+        return self.on_permission_result(out, view, envelope)
 
     # Kind → step; None for a kind the base has no part in (it goes to passthrough). Plain
     # dicts, treated as immutable: the lookup is on every event's path.

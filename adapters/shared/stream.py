@@ -17,7 +17,7 @@ from starlette.responses import Response
 from starlette.types import Receive, Scope, Send
 
 from loopgate.adapters.shared import sse
-from loopgate.adapters.shared.problem import problem_for, problem_response
+from loopgate.adapters.shared.problem import HttpProblem, from_problem, problem_for
 
 log = logging.getLogger("loopgate.http")
 Write = Callable[[bytes], Awaitable[None]]
@@ -30,8 +30,9 @@ FINAL_WRITE_S = 1.0
 
 class StreamResponse(Response):
     """Streams what ``produce`` writes. Whatever fails before ``opened()`` (a missing run, a
-    full run) is answered with a problem response instead; ``on_disconnect`` runs when the
-    client leaves before the end."""
+    full run) is answered with ``refuse(problem)`` instead (default: the problem response of
+    RFC 9457; a protocol with an error shape of its own passes its own); ``on_disconnect`` runs
+    when the client leaves before the end."""
 
     def __init__(
         self,
@@ -40,9 +41,11 @@ class StreamResponse(Response):
         media_type: str = sse.MEDIA_TYPE,
         headers: Mapping[str, str] | None = None,
         on_disconnect: Callable[[], Awaitable[None]] | None = None,
+        refuse: Callable[[HttpProblem], Response] = from_problem,
     ) -> None:
         self.produce = produce
         self.on_disconnect = on_disconnect
+        self.refuse = refuse
         self.status_code = 200
         self.media_type = media_type
         self.background = None
@@ -86,8 +89,7 @@ class StreamResponse(Response):
             if problem is None or started:
                 log.error("event stream %s failed", scope.get("path"), exc_info=cause)
                 return
-            response = problem_response(problem.status, problem.detail, headers=problem.headers)
-            await response(scope, receive, send)
+            await self.refuse(problem)(scope, receive, send)
             return
         if disconnected:
             if self.on_disconnect is not None:

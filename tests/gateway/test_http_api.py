@@ -350,7 +350,10 @@ def test_errors_have_problem_bodies() -> None:
         assert_problem(httpx.get(f"{base}/v1/runs/nope"), 404, "no run with id 'nope'")
         assert_problem(httpx.get(f"{base}/v1/runs/nope/events"), 404, "nope")
         assert_problem(httpx.post(f"{base}/v1/runs/nope/cancel"), 404)
-        assert_problem(httpx.get(f"{base}/v1/nothing"), 404, "no endpoint")
+        assert_problem(httpx.get(f"{base}/nothing"), 404, "no endpoint")
+        # Under the native API's own paths too (the rest of /v1 is OpenAI's: tests/openai).
+        assert_problem(httpx.get(f"{base}/v1/runs/nope/nothing"), 404, "no endpoint")
+        assert_problem(httpx.get(f"{base}/v1/threads/t/nothing/more"), 404, "no endpoint")
         assert_problem(httpx.get(f"{base}/v1/runs?limit=0"), 400, "limit")
         run_a = start(base, {"input": "a b c d"})["id"]
         start(base, {"source": "ingest"})

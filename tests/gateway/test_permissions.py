@@ -98,7 +98,10 @@ async def test_bad_answers_are_refused(tmp_path: Path) -> None:
         await hub.cancel(info.id)
 
 
-def test_respond_over_http() -> None:
+def test_respond_over_http_takes_the_events_spelling_and_the_old_one() -> None:
+    """``requestId`` as the event spells it; ``request_id`` still answers (two requests in this
+    run: the first answered one way, the second the other)."""
+    spellings = iter(["requestId", "request_id"])
     with running_gateway() as (base, _):
         run = httpx.post(f"{base}/v1/runs", json={"input": "time and 5*5", "approval": "always"})
         run_id = run.json()["id"]
@@ -116,11 +119,26 @@ def test_respond_over_http() -> None:
                     request_id = envelope["data"]["requestId"]
                     answer = client.post(
                         f"/v1/runs/{run_id}/respond",
-                        json={"request_id": request_id, "decision": "allow_once"},
+                        json={next(spellings): request_id, "decision": "allow_once"},
                     )
                     assert answer.status_code == 202, answer.text
-        bad = httpx.post(
-            f"{base}/v1/runs/{run_id}/respond", json={"request_id": "x", "decision": "yes"}
-        )
-        assert bad.status_code == 422 and "decision" in bad.json()["detail"]
-        assert envelopes(events)[-1]["data"]["status"] == "completed"
+                    assert answer.json()["accepted"] is True
+        assert next(spellings, None) is None  # both spellings answered a request
+        seen = envelopes(events)
+        decided = [e["data"] for e in seen if e["kind"] == "permission_result"]
+        assert [(d["decision"], d["by"]) for d in decided] == [("allow_once", "client")] * 2
+        assert seen[-1]["data"]["status"] == "completed"
+
+        url = f"{base}/v1/runs/{run_id}/respond"
+        for body, says in [
+            ({"requestId": "x", "decision": "yes"}, "decision"),
+            ({"decision": "allow_once"}, "`requestId` is required"),
+            ({"requestId": "a", "request_id": "b", "decision": "allow_once"}, "different"),
+            ({"request": "a", "decision": "allow_once"}, "unknown field `request`"),
+        ]:
+            bad = httpx.post(url, json=body)
+            assert bad.status_code == 422 and says in bad.json()["detail"], bad.text
+            assert bad.headers["content-type"] == "application/problem+json"
+        # Both spellings alike are one answer (to a request no longer pending here).
+        same = httpx.post(url, json={"requestId": "p", "request_id": "p", "decision": "allow_once"})
+        assert same.status_code == 200 and same.json()["accepted"] is False

@@ -1,6 +1,6 @@
 // Drives a live loopgate server's /v1/chat/completions with the official `openai` npm client.
 //
-//   node openai-client.mjs http://127.0.0.1:PORT
+//   node openai-client.mjs http://127.0.0.1:PORT [TOKEN]
 //
 // Runs every scenario and prints one JSON object: {scenario: summary}. A scenario that throws
 // records what it threw ({crashed}); the Python side (tests/openai/test_node_client.py)
@@ -9,8 +9,10 @@
 import OpenAI from "openai";
 
 const base = process.argv[2];
+// The gateway's token, when it has one: the SDK sends its API key as the bearer token.
+const apiKey = process.argv[3] ?? "unused";
 // No retries: a request that fails must fail once, where the test can see it.
-const client = new OpenAI({ baseURL: `${base}/v1`, apiKey: "unused", maxRetries: 0 });
+const client = new OpenAI({ baseURL: `${base}/v1`, apiKey, maxRetries: 0 });
 const MODEL = "loopgate-scripted";
 const BOOKING = {
   type: "function",
@@ -161,6 +163,25 @@ const scenarios = {
   async badBody() {
     try {
       await client.chat.completions.create({ model: MODEL, messages: [{ role: "wizard", content: "hi" }] });
+      return { threw: false };
+    } catch (error) {
+      return caught(error);
+    }
+  },
+
+  async wrongKey() {
+    const wrong = new OpenAI({ baseURL: `${base}/v1`, apiKey: "wrong-key", maxRetries: 0 });
+    try {
+      await wrong.chat.completions.create({ model: MODEL, messages: [{ role: "user", content: "hi" }] });
+      return { threw: false };
+    } catch (error) {
+      return caught(error);
+    }
+  },
+
+  async unknownRoute() {
+    try {
+      await client.embeddings.create({ model: MODEL, input: "hi" });
       return { threw: false };
     } catch (error) {
       return caught(error);

@@ -10,12 +10,15 @@ import pytest
 from tests.agui.node_client import NODE_DIR, run_script
 from tests.gateway.harness import running_gateway
 
+TOKEN = "node-s3cret"
+
 
 @pytest.fixture(scope="module")
 def seen() -> Iterator[dict[str, Any]]:
     assert (NODE_DIR / "node_modules" / "openai").is_dir(), "run `npm ci` in tests/node"
-    with running_gateway(scripted_delay_s=0.002) as (base, _):
-        yield run_script("openai-client.mjs", base)
+    # With a token, as a gateway on the network runs: every scenario's client sends it.
+    with running_gateway(scripted_delay_s=0.002, token=TOKEN) as (base, _):
+        yield run_script("openai-client.mjs", base, TOKEN)
 
 
 def ran(seen: dict[str, Any], name: str) -> dict[str, Any]:
@@ -90,3 +93,18 @@ def test_a_failed_stream_raises_an_api_error(seen: dict[str, Any]) -> None:
     failed = ran(seen, "failedStream")
     assert failed["isAPIError"] and failed["message"] == "the scripted model lost its connection"
     assert failed["error"]["code"] == "provider_error" and failed["text"]
+
+
+def test_a_wrong_key_is_an_authentication_error_that_says_so(seen: dict[str, Any]) -> None:
+    wrong = ran(seen, "wrongKey")
+    assert wrong["class"] == "AuthenticationError" and wrong["status"] == 401
+    assert wrong["error"]["code"] == "invalid_api_key"
+    assert wrong["error"]["type"] == "invalid_request_error"
+    assert wrong["message"].startswith("401 Incorrect API key provided:")
+    assert "wrong-key" not in wrong["message"]
+
+
+def test_a_path_loopgate_does_not_serve_is_openais_unknown_url(seen: dict[str, Any]) -> None:
+    unknown = ran(seen, "unknownRoute")
+    assert unknown["class"] == "NotFoundError" and unknown["error"]["code"] == "unknown_url"
+    assert "no endpoint at POST /v1/embeddings" in unknown["message"]

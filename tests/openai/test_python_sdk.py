@@ -265,3 +265,107 @@ def test_the_bearer_token_is_what_the_sdk_sends() -> None:
         bad = OpenAI(base_url=f"{url}/v1", api_key="wrong", max_retries=0)
         with pytest.raises(openai.AuthenticationError):
             bad.models.list()
+
+
+@pytest.fixture(scope="module")
+def guarded_base() -> Iterator[str]:
+    """A gateway with a token: what one on the network runs."""
+    with running_gateway(token="s3cret") as (url, _):
+        yield url
+
+
+def _without_key(request: httpx.Request) -> None:
+    del request.headers["authorization"]
+
+
+def test_a_wrong_or_missing_key_is_an_authentication_error_that_says_so(
+    guarded_base: str,
+) -> None:
+    wrong = OpenAI(base_url=f"{guarded_base}/v1", api_key="wrong", max_retries=0)
+    user: Any = [{"role": "user", "content": "hi"}]
+    calls = [
+        lambda: wrong.models.list(),
+        lambda: wrong.models.retrieve(MODEL),
+        lambda: wrong.chat.completions.create(model=MODEL, messages=user),
+        lambda: wrong.chat.completions.create(model=MODEL, messages=user, stream=True),
+        lambda: wrong.embeddings.create(model=MODEL, input="x"),  # a path loopgate lacks
+    ]
+    for call in calls:
+        with pytest.raises(openai.AuthenticationError) as refused:
+            call()
+        error = refused.value
+        assert error.status_code == 401 and error.code == "invalid_api_key"
+        assert error.type == "invalid_request_error" and error.param is None
+        assert str(error).startswith("Error code: 401 - Incorrect API key provided:")
+        assert "gateway's token" in error.message and "wrong" not in error.message
+        assert error.response.headers["www-authenticate"] == 'Bearer error="invalid_token"'
+
+    keyless = OpenAI(
+        base_url=f"{guarded_base}/v1",
+        api_key="unsent",
+        max_retries=0,
+        http_client=httpx.Client(event_hooks={"request": [_without_key]}),
+    )
+    with pytest.raises(openai.AuthenticationError) as missing:
+        keyless.models.list()
+    assert missing.value.code is None and missing.value.type == "invalid_request_error"
+    assert "You didn't provide an API key" in missing.value.message
+
+
+def test_the_gateways_other_refusals_on_openai_paths_are_openais_shape(guarded_base: str) -> None:
+    client = OpenAI(base_url=f"{guarded_base}/v1", api_key="s3cret", max_retries=0)
+    user: Any = [{"role": "user", "content": "hi"}]
+    with pytest.raises(openai.NotFoundError) as unknown:
+        client.embeddings.create(model=MODEL, input="x")
+    assert unknown.value.code == "unknown_url" and unknown.value.type == "invalid_request_error"
+    assert "no endpoint at POST /v1/embeddings" in unknown.value.message
+    assert "POST /v1/chat/completions" in unknown.value.message
+    with pytest.raises(openai.APIStatusError) as method:
+        client.chat.completions.list()  # stored completions: GET, which loopgate does not serve
+    assert method.value.status_code == 405 and method.value.response.headers["allow"] == "POST"
+    assert "/v1/chat/completions does not take GET" in method.value.message
+    # A browser page of another site (the SDK in a page, dangerouslyAllowBrowser).
+    page = OpenAI(
+        base_url=f"{guarded_base}/v1",
+        api_key="s3cret",
+        max_retries=0,
+        default_headers={"origin": "https://elsewhere.example"},
+    )
+    with pytest.raises(openai.PermissionDeniedError) as origin:
+        page.chat.completions.create(model=MODEL, messages=user)
+    assert "cross-origin request from https://elsewhere.example refused" in origin.value.message
+    assert origin.value.type == "invalid_request_error"
+
+
+def test_the_native_api_keeps_its_problem_bodies(guarded_base: str) -> None:
+    token = {"authorization": "Bearer s3cret"}
+    for path, headers, status in [
+        ("/v1/runs", {}, 401),
+        ("/v1/runs", {"authorization": "Bearer wrong"}, 401),
+        ("/v1/runs/run_x/nothing", token, 404),
+        ("/v1/contract", {**token, "origin": "https://elsewhere.example"}, 403),
+        ("/nothing", token, 404),
+    ]:
+        method = "POST" if "origin" in headers else "GET"
+        answer = httpx.request(method, f"{guarded_base}{path}", headers=headers)
+        assert answer.status_code == status, (path, answer.text)
+        assert answer.headers["content-type"] == "application/problem+json"
+        assert answer.json()["status"] == status and answer.json()["detail"]
+
+
+def test_a_full_gateway_is_openais_rate_limit() -> None:
+    with running_gateway(max_active_runs=1) as (url, _):
+        busy = httpx.post(f"{url}/v1/runs", json={"input": "slow tool"}).json()["id"]
+        try:
+            client = OpenAI(base_url=f"{url}/v1", api_key="unused", max_retries=0)
+            with pytest.raises(openai.RateLimitError) as full:
+                client.chat.completions.create(
+                    model=MODEL, messages=[{"role": "user", "content": "plain hi"}]
+                )
+            assert (
+                full.value.code == "rate_limit_exceeded" and full.value.type == "rate_limit_error"
+            )
+            assert "active runs" in full.value.message
+            assert int(full.value.response.headers["retry-after"]) >= 1
+        finally:
+            httpx.post(f"{url}/v1/runs/{busy}/cancel")
