@@ -24,7 +24,13 @@ from loopgate.adapters.mcp.tools import ListArgs, RunArgs, RunIdArgs
 from loopgate.adapters.shared.follow import RESUMING, follow
 from loopgate.adapters.shared.threads import ThreadBusy, thread_start
 from loopgate.contracts.client_errors import client_message
-from loopgate.contracts.ports import RunInfo, RunService, ServiceUnavailable, StartRun
+from loopgate.contracts.ports import (
+    RunExists,
+    RunInfo,
+    RunService,
+    ServiceUnavailable,
+    StartRun,
+)
 from loopgate.contracts.projector import ProjectorContext
 
 log = logging.getLogger("loopgate.mcp")
@@ -98,16 +104,23 @@ class Calls:
         *,
         trace: Trace = NO_TRACE,
         metadata: dict[str, Any] | None = None,
+        run_id: str | None = None,
     ) -> dict[str, Any]:
         request = StartRun(
             input=args.prompt,
             thread_id=args.thread_id,
+            run_id=run_id,
             metadata=metadata or {},
             traceparent=trace.traceparent,
             tracestate=trace.tracestate,
         )
         request = await thread_start(self.service, request)
-        info = await self.service.start(request)
+        try:
+            info = await self.service.start(request)
+        except RunExists:
+            # A client that reuses a request id in its session (which the protocol forbids)
+            # still gets its run, one a cancellation cannot name.
+            info = await self.service.start(msgspec.structs.replace(request, run_id=None))
         projector = McpProjector(ProjectorContext(run_id=info.id, thread_id=info.thread_id))
         answer = await self._follow(info.id, projector, progress)
         return result_body(answer)

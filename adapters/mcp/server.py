@@ -31,6 +31,7 @@ from loopgate.adapters.mcp.calls import (
     trace_of,
 )
 from loopgate.adapters.mcp.projector import Progress, progress_params
+from loopgate.adapters.mcp.sessions import run_id_for, session_of
 from loopgate.adapters.mcp.tools import (
     CANCEL_RUN,
     GET_RUN,
@@ -104,6 +105,7 @@ def build_server(service: RunService, version: str) -> Server[Any]:
                     _progress_sender(ctx),
                     trace=trace_of(_meta(ctx), _http_headers(ctx)),
                     metadata=_client_metadata(ctx),
+                    run_id=_run_id(ctx),
                 )
             elif name == GET_RUN:
                 body = await calls.get_run(args)
@@ -171,6 +173,16 @@ def build_server(service: RunService, version: str) -> Server[Any]:
     # traces every run already (docs/telemetry.md).
     server.middleware = []
     return server
+
+
+def _run_id(ctx: _Context) -> str | None:
+    """The id a ``run`` called in an HTTP session starts its run with, so that a
+    cancellation of the call reaches the run from any instance (:mod:`.sessions`)."""
+    headers = _http_headers(ctx)
+    session = session_of(headers) if headers is not None else None
+    if session is None or ctx.request_id is None:
+        return None
+    return run_id_for(session, ctx.request_id)
 
 
 def _meta(ctx: _Context) -> Mapping[str, Any] | None:
