@@ -36,6 +36,8 @@ from loopgate.contracts.projector import ProjectorContext
 log = logging.getLogger("loopgate.mcp")
 
 SendProgress = Callable[[Progress], Awaitable[None]]
+# Returns once the client has handled the notifications sent to it so far (or cannot say).
+Delivered = Callable[[], Awaitable[None]]
 CONSUMER = "mcp"
 # How long a call that went away waits for its run's cancel to be taken.
 CANCEL_TIMEOUT_S = 5.0
@@ -105,7 +107,11 @@ class Calls:
         trace: Trace = NO_TRACE,
         metadata: dict[str, Any] | None = None,
         run_id: str | None = None,
+        delivered: Delivered | None = None,
     ) -> dict[str, Any]:
+        """``delivered`` is awaited between the last progress notification and the result:
+        clients that handle a response at once and a notification a tick later (the
+        TypeScript SDK) would otherwise drop the progress that reached them with it."""
         request = StartRun(
             input=args.prompt,
             thread_id=args.thread_id,
@@ -123,6 +129,8 @@ class Calls:
             info = await self.service.start(msgspec.structs.replace(request, run_id=None))
         projector = McpProjector(ProjectorContext(run_id=info.id, thread_id=info.thread_id))
         answer = await self._follow(info.id, projector, progress)
+        if progress is not None and delivered is not None:
+            await delivered()
         return result_body(answer)
 
     async def _follow(

@@ -274,6 +274,9 @@ def test_piped_requests_are_all_answered_before_it_exits() -> None:
     assert "3000 bytes; the limit is 2000" in errors[-1]["message"]
     progress = [m["params"] for m in out if m.get("method") == "notifications/progress"]
     assert progress and {p["progressToken"] for p in progress} == {"p"}
+    # The ping that follows a call's progress, which a client whose input ended cannot
+    # answer, failed at once: no timeout ran out, and the SDK cancelled nothing of its own.
+    assert [m for m in out if m.get("method") == "notifications/cancelled"] == []
     last = out[-1]
     assert last["id"] == 1
     assert last["result"]["content"] == [

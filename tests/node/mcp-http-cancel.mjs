@@ -3,7 +3,9 @@
 // Usage: node mcp-http-cancel.mjs CALL_URL [CANCEL_URL]
 // CANCEL_URL (another gateway of the same fleet) gets every request after the call's own: the
 // SDK then POSTs the cancellation there. Prints a JSON summary {ok, runId, errors, clientErrors}
-// once the abort has been sent; the caller checks the run's end. Exit code 1 on any failure.
+// once the cancellation has been answered, then holds the connection (the SDK keeps the
+// aborted call's stream open) until its stdin ends, so that the caller sees what the
+// cancellation did, not what a hang-up would. Exit code 1 on any failure.
 import { Client } from "@modelcontextprotocol/sdk/client/index.js";
 import { StreamableHTTPClientTransport } from "@modelcontextprotocol/sdk/client/streamableHttp.js";
 
@@ -60,5 +62,7 @@ if (status !== 202) errors.push(`notifications/cancelled was answered ${status},
 const { tools } = await client.listTools();
 if (!tools.some((tool) => tool.name === "run")) errors.push("tools/list after the cancel");
 console.log(JSON.stringify({ ok: errors.length === 0, runId, outcome, errors, clientErrors }));
+process.stdin.resume();
+await new Promise((resolve) => process.stdin.on("end", resolve));
 await client.close();
 process.exit(errors.length ? 1 : 0);

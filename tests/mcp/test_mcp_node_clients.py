@@ -1,0 +1,104 @@
+"""The official MCP TypeScript SDK (@modelcontextprotocol/sdk) as the client: on stdio with
+``loopgate mcp`` as its child, and on ``/mcp`` of a real gateway. The scripts in tests/node do
+the work and print a JSON summary. Needs ``npm ci`` in tests/node."""
+
+from __future__ import annotations
+
+import json
+import shutil
+import subprocess
+import sys
+import tempfile
+from collections.abc import AsyncIterator, Iterator
+from contextlib import asynccontextmanager
+from typing import Any
+
+import anyio
+import pytest
+
+from tests.gateway.harness import REPO, running_gateway
+from tests.mcp.support import envelopes, projected, run_end
+
+pytestmark = pytest.mark.anyio
+NODE_DIR = REPO / "tests" / "node"
+NODE_TIMEOUT_S = 60
+SDK = NODE_DIR / "node_modules" / "@modelcontextprotocol" / "sdk"
+
+
+def node_command(script: str, *args: str) -> list[str]:
+    found = shutil.which("node")
+    assert found, "node (>= 20) is required for the real-client tests"
+    assert SDK.is_dir(), f"@modelcontextprotocol/sdk is not installed: run `npm ci` in {NODE_DIR}"
+    return [found, script, *args]
+
+
+@asynccontextmanager
+async def holding(script: str, *args: str) -> AsyncIterator[dict[str, Any]]:
+    """A tests/node script that prints its summary and holds its connections until its stdin
+    ends (when the block does); the summary."""
+    command = node_command(script, *args)
+    async with await anyio.open_process(command, cwd=NODE_DIR) as proc:
+        assert proc.stdout is not None and proc.stdin is not None
+        out = b""
+        with anyio.fail_after(NODE_TIMEOUT_S):
+            async for chunk in proc.stdout:
+                out += chunk
+                if b"\n" in out:
+                    break
+        assert out, f"no summary (rc={proc.returncode})"
+        yield json.loads(out)
+        await proc.stdin.aclose()
+        with anyio.fail_after(NODE_TIMEOUT_S):
+            assert await proc.wait() == 0
+
+
+def node(script: str, *args: str, timeout: float = 60) -> dict[str, Any]:
+    """Run a tests/node script; its JSON summary."""
+    proc = subprocess.run(
+        node_command(script, *args), cwd=NODE_DIR, capture_output=True, timeout=timeout, check=False
+    )
+    assert proc.stdout, f"no summary (rc={proc.returncode}): {proc.stderr.decode()[-3000:]}"
+    summary: dict[str, Any] = json.loads(proc.stdout)
+    return summary
+
+
+def test_progress_sent_right_before_the_result_all_reach_the_stdio_client() -> None:
+    """A run without pacing emits its events in one burst, and its result follows at once:
+    the SDK handles a response as it reads it and a notification a tick later, so progress
+    read in the same chunk as the result found its token gone. Every one must arrive."""
+    config = {
+        "command": sys.executable,
+        "args": ["-m", "loopgate", "mcp"],
+        "env": {
+            "PYTHONPATH": str(REPO),
+            "LOOPGATE_SCRIPTED_DELAY_S": "0",
+            "LOOPGATE_WORKSPACE": tempfile.mkdtemp(prefix="loopgate-mcp-"),
+        },
+        "cwd": str(REPO),
+        "calls": 10,
+        "prompt": "plain hello",
+    }
+    summary = node("mcp-stdio-progress.mjs", json.dumps(config))
+    assert summary["ok"], (summary["errors"], summary["clientErrors"][:3])
+    assert len(summary["runs"]) == 10
+    for run in summary["runs"]:
+        messages, answer = projected(envelopes(run["log"]))
+        assert run["messages"] == messages
+        assert run["progress"] == list(range(1, len(messages) + 1))
+        assert run["text"] == answer.text
+
+
+@pytest.fixture(scope="module")
+def gateway() -> Iterator[str]:
+    # The run a test cancels waits in the scripted model's 30-second `sleep` tool.
+    with running_gateway(scripted_delay_s=0.01) as (base, _):
+        yield base
+
+
+async def test_aborting_a_call_over_http_cancels_its_run(gateway: str) -> None:
+    """``callTool`` with an AbortSignal: the SDK POSTs notifications/cancelled on its own."""
+    async with holding("mcp-http-cancel.mjs", f"{gateway}/mcp") as summary:
+        assert summary["ok"], summary["errors"]
+        end, took = await run_end(gateway, summary["runId"], within=10)
+    assert end.data["status"] == "cancelled"
+    print(f"run ended {took:.3f} s after the client's cancellation was answered")
