@@ -9,14 +9,17 @@ import shutil
 import subprocess
 import sys
 import tempfile
+import uuid
 from collections.abc import AsyncIterator, Iterator
 from contextlib import asynccontextmanager
 from typing import Any
 
 import anyio
+import httpx
 import pytest
 
-from tests.gateway.harness import REPO, running_gateway
+from tests.fakes.redis_server import redis_server
+from tests.gateway.harness import REPO, gateway_process, running_gateway
 from tests.mcp.support import envelopes, projected, run_end
 
 pytestmark = pytest.mark.anyio
@@ -102,3 +105,22 @@ async def test_aborting_a_call_over_http_cancels_its_run(gateway: str) -> None:
         end, took = await run_end(gateway, summary["runId"], within=10)
     assert end.data["status"] == "cancelled"
     print(f"run ended {took:.3f} s after the client's cancellation was answered")
+
+
+async def test_a_cancellation_posted_to_another_instance_cancels_the_run() -> None:
+    """Two gateways on one Redis behind a load balancer without sticky sessions: the call
+    goes to one, its cancellation (and all that follows) to the other."""
+    journal = f"--journal={{}}?prefix=t{uuid.uuid4().hex[:12]}"
+    with (
+        redis_server() as redis,
+        gateway_process(journal.format(redis), "--scripted-delay", "0.01") as (holder, _),
+        gateway_process(journal.format(redis), "--scripted-delay", "0.01") as (other, _),
+    ):
+        async with holding("mcp-http-cancel.mjs", f"{holder}/mcp", f"{other}/mcp") as summary:
+            assert summary["ok"], summary["errors"]
+            end, took = await run_end(other, summary["runId"], within=10)
+            assert end.data["status"] == "cancelled"
+            print(f"run ended {took:.3f} s after the other instance answered the cancellation")
+        async with httpx.AsyncClient() as http:
+            record = (await http.get(f"{holder}/v1/runs/{summary['runId']}")).json()
+        assert record["status"] == "cancelled"
