@@ -25,6 +25,7 @@ from starlette.routing import BaseRoute, Route
 from starlette.types import Message, Receive, Scope, Send
 
 from loopgate.adapters.mcp.sessions import (
+    NOTHING,
     SESSION_HEADER,
     new_session_id,
     peek,
@@ -54,6 +55,9 @@ class McpEndpoint:
     ) -> None:
         self._build = build
         self.service = service
+        # The scope of each ``run`` call this process serves, by the run's id: a cancellation
+        # that reaches this process ends its call here at once (sessions.run_id_for).
+        self._calls: dict[str, anyio.CancelScope] = {}
         self._server: Server[Any] | None = None
         self._lock = anyio.Lock()
         self.limits = limits
@@ -68,13 +72,19 @@ class McpEndpoint:
     async def __call__(self, scope: Scope, receive: Receive, send: Send) -> None:
         server = self._server if self._server is not None else await self._loaded()
         body, receive = await buffered(receive, self.limits.max_body_bytes)
-        if body is not None:
-            message = peek(body)
-            session = session_of(Headers(scope=scope))
-            if session is None and message.method == "initialize":
+        message = peek(body) if body is not None else NOTHING
+        session = session_of(Headers(scope=scope))
+        if session is None:
+            if message.method == "initialize":
                 send = with_header(send, SESSION_HEADER, new_session_id())
-            elif session is not None and message.cancels is not None:
-                await self._cancel(run_id_for(session, message.cancels))
+        elif message.cancels is not None:
+            await self._cancel(run_id_for(session, message.cancels))
+        elif message.runs is not None:
+            await self._call(server, run_id_for(session, message.runs), scope, receive, send)
+            return
+        await self._serve(server, scope, receive, send)
+
+    async def _serve(self, server: Server[Any], scope: Scope, receive: Receive, send: Send) -> None:
         sdk = await imported("mcp.server.streamable_http_manager")
         manager = sdk.StreamableHTTPSessionManager(
             app=server,
@@ -84,10 +94,34 @@ class McpEndpoint:
         async with manager.run():
             await manager.handle_request(scope, receive, send)
 
+    async def _call(
+        self, server: Server[Any], run_id: str, scope: Scope, receive: Receive, send: Send
+    ) -> None:
+        """A ``run`` call, which its client may cancel: then the call's stream ends there,
+        with no more messages for the call and no answer (the spec: a cancelled request is
+        not answered; the SDK clients have forgotten it), and its run is cancelled (the
+        handler's cancellation does that, as when a client hangs up)."""
+        if run_id in self._calls:  # an id the client used twice: only the first is named
+            await self._serve(server, scope, receive, send)
+            return
+        response = Response(send)
+        with anyio.CancelScope() as call:
+            self._calls[run_id] = call
+            try:
+                await self._serve(server, scope, receive, response.send)
+            finally:
+                del self._calls[run_id]
+        if call.cancelled_caught:
+            await response.end()
+
     async def _cancel(self, run_id: str) -> None:
-        """The client cancelled the call that started ``run_id``: cancel the run, wherever
-        it runs. A call that started no run (another tool, or one that has ended) is no
-        error: the spec has the receiver ignore a cancellation it cannot apply."""
+        """The client cancelled the call that started ``run_id``: end the call if this
+        process serves it, and cancel the run, wherever it runs. A call that started no run
+        (another tool, or one that has ended) is no error: the spec has the receiver ignore a
+        cancellation it cannot apply."""
+        call = self._calls.get(run_id)
+        if call is not None:
+            call.cancel()
         with anyio.move_on_after(CANCEL_TIMEOUT_S):
             try:
                 await self.service.cancel(run_id)
@@ -123,6 +157,30 @@ async def buffered(receive: Receive, limit: int) -> tuple[bytes | None, Receive]
 
     whole = not more and first is None and size <= limit
     return (body if whole else None), replayed
+
+
+class Response:
+    """An HTTP response as it goes out, so that one cut short can be ended properly."""
+
+    def __init__(self, send: Send) -> None:
+        self._send = send
+        self.started = False
+        self.ended = False
+
+    async def send(self, message: Message) -> None:
+        if message["type"] == "http.response.start":
+            self.started = True
+        elif message["type"] == "http.response.body" and not message.get("more_body", False):
+            self.ended = True
+        await self._send(message)
+
+    async def end(self) -> None:
+        """End the response where it is: an SSE stream with no more events."""
+        if not self.started:
+            headers = [(b"content-type", b"text/event-stream"), (b"cache-control", b"no-cache")]
+            await self.send({"type": "http.response.start", "status": 200, "headers": headers})
+        if not self.ended:
+            await self.send({"type": "http.response.body", "body": b"", "more_body": False})
 
 
 def with_header(send: Send, name: str, value: str) -> Send:

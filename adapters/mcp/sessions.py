@@ -18,6 +18,8 @@ from typing import Any
 
 import msgspec
 
+from loopgate.adapters.mcp.tools import RUN
+
 SESSION_HEADER = "mcp-session-id"
 CANCELLED = "notifications/cancelled"
 RequestId = str | int
@@ -35,24 +37,31 @@ def run_id_for(session_id: str, request_id: RequestId) -> str:
     return "run_" + hashlib.sha256(key).hexdigest()[:32]
 
 
-class _CancelParams(msgspec.Struct, rename="camel"):
-    request_id: RequestId | None = None
+class _Params(msgspec.Struct, rename="camel"):
+    name: Any = None  # tools/call's tool
+    request_id: Any = None  # notifications/cancelled's call
 
 
 class _Message(msgspec.Struct):
     """The part of a POSTed message ``/mcp`` looks at before the SDK reads it."""
 
-    method: str | None = None
-    params: _CancelParams | None = None
+    method: Any = None
+    id: Any = None
+    params: _Params | None = None
 
 
 class Peeked(msgspec.Struct, frozen=True):
     method: str | None
-    cancels: RequestId | None  # the call a ``notifications/cancelled`` names
+    runs: RequestId | None = None  # the id of a ``tools/call`` of ``run``
+    cancels: RequestId | None = None  # the call a ``notifications/cancelled`` names
 
 
-NOTHING = Peeked(None, None)
+NOTHING = Peeked(None)
 _decode = msgspec.json.Decoder(_Message).decode
+
+
+def _request_id(value: Any) -> RequestId | None:
+    return value if isinstance(value, str | int) and not isinstance(value, bool) else None
 
 
 def peek(body: bytes) -> Peeked:
@@ -61,10 +70,13 @@ def peek(body: bytes) -> Peeked:
         message = _decode(body)
     except (msgspec.DecodeError, RecursionError):
         return NOTHING
-    cancels = message.params.request_id if message.params is not None else None
-    if message.method != CANCELLED or isinstance(cancels, bool):
-        cancels = None
-    return Peeked(message.method, cancels)
+    method = message.method if isinstance(message.method, str) else None
+    params = message.params or _Params()
+    if method == CANCELLED:
+        return Peeked(method, cancels=_request_id(params.request_id))
+    if method == "tools/call" and params.name == RUN:
+        return Peeked(method, runs=_request_id(message.id))
+    return Peeked(method)
 
 
 def session_of(headers: Any) -> str | None:
