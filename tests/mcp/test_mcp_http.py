@@ -125,6 +125,27 @@ async def test_cancelling_a_call_cancels_its_run(gateway: str) -> None:
         assert not result.is_error and "plain hello" in text(result)
 
 
+async def test_cancelling_a_call_of_the_2026_protocol_cancels_its_run(gateway: str) -> None:
+    """At 2026-07-28 the SDK cancels a call over HTTP by closing its stream (no session)."""
+    async with Client(streamable_http_client(f"{gateway}/mcp"), mode="auto") as client:
+        progressed = Progressed()
+        async with anyio.create_task_group() as tg:
+            tg.start_soon(
+                partial(
+                    client.call_tool,
+                    "run",
+                    {"prompt": "slow tool, then cancel the call"},
+                    progress_callback=progressed,
+                )
+            )
+            await progressed.until("calling tool sleep")
+            tg.cancel_scope.cancel()
+        run_id = progressed.messages[0].split()[1]
+        end, took = await run_end(gateway, run_id, within=10)
+        assert end.data["status"] == "cancelled"
+        print(f"run cancelled {took:.3f} s after the call was")
+
+
 async def test_a_client_that_hangs_up_cancels_its_run(gateway: str) -> None:
     body = {
         "jsonrpc": "2.0",
