@@ -25,6 +25,7 @@ from tests.mcp.support import envelopes, projected, run_end
 pytestmark = pytest.mark.anyio
 NODE_DIR = REPO / "tests" / "node"
 NODE_TIMEOUT_S = 60
+BURSTS = 10  # runs per test of progress bursts
 SDK = NODE_DIR / "node_modules" / "@modelcontextprotocol" / "sdk"
 
 
@@ -78,12 +79,16 @@ def test_progress_sent_right_before_the_result_all_reach_the_stdio_client() -> N
             "LOOPGATE_WORKSPACE": tempfile.mkdtemp(prefix="loopgate-mcp-"),
         },
         "cwd": str(REPO),
-        "calls": 10,
+        "calls": BURSTS,
         "prompt": "plain hello",
     }
-    summary = node("mcp-stdio-progress.mjs", json.dumps(config))
+    check_every_progress_arrived(node("mcp-progress-burst.mjs", json.dumps(config)))
+
+
+def check_every_progress_arrived(summary: dict[str, Any]) -> None:
+    """Each run's progress, as the client's callback saw it, is its event log's projection."""
     assert summary["ok"], (summary["errors"], summary["clientErrors"][:3])
-    assert len(summary["runs"]) == 10
+    assert len(summary["runs"]) == BURSTS
     for run in summary["runs"]:
         messages, answer = projected(envelopes(run["log"]))
         assert run["messages"] == messages
@@ -127,3 +132,11 @@ async def test_a_cancellation_posted_to_another_instance_cancels_the_run() -> No
         async with httpx.AsyncClient() as http:
             record = (await http.get(f"{holder}/v1/runs/{summary['runId']}")).json()
         assert record["status"] == "cancelled"
+
+
+def test_progress_sent_right_before_the_result_all_reach_the_http_client() -> None:
+    """The same burst over streamable HTTP, where the server cannot ping (stateless): the
+    SDK reads one SSE event at a time, each handled before the next is read."""
+    with running_gateway(scripted_delay_s=0.0) as (base, _):
+        config = {"url": f"{base}/mcp", "calls": BURSTS, "prompt": "plain hello"}
+        check_every_progress_arrived(node("mcp-progress-burst.mjs", json.dumps(config)))

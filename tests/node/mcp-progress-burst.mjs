@@ -1,24 +1,28 @@
-// The official MCP TypeScript SDK's stdio client starts `loopgate mcp` and calls `run` with an
-// onprogress callback, several times; each run (the scripted model, no pacing) emits its
-// events in one burst right before its result. Usage: node mcp-stdio-progress.mjs CONFIG_JSON
-// where CONFIG_JSON is {command, args, env, cwd, calls, prompt}. Prints a JSON summary
+// The official MCP TypeScript SDK's client calls `run` with an onprogress callback, several
+// times; each run (the scripted model, no pacing) emits its events in one burst right before
+// its result. On stdio it starts `loopgate mcp` itself; over streamable HTTP it connects to a
+// gateway's URL. Usage: node mcp-progress-burst.mjs CONFIG_JSON where CONFIG_JSON is
+// {command, args, env, cwd, calls, prompt} or {url, calls, prompt}. Prints a JSON summary
 // {ok, runs: [{runId, progress: [...], messages: [...], log}], errors, clientErrors}; `log` is
 // the run's event log (resources/read), for the caller to project. Exit code 1 on any failure.
 import { Client } from "@modelcontextprotocol/sdk/client/index.js";
 import { StdioClientTransport } from "@modelcontextprotocol/sdk/client/stdio.js";
+import { StreamableHTTPClientTransport } from "@modelcontextprotocol/sdk/client/streamableHttp.js";
 
 const config = JSON.parse(process.argv[2]);
 const errors = [];
 const clientErrors = [];
 
-const transport = new StdioClientTransport({
-  command: config.command,
-  args: config.args,
-  env: config.env,
-  cwd: config.cwd,
-  stderr: "inherit",
-});
-const client = new Client({ name: "mcp-stdio-progress", version: "1.0.0" });
+const transport = config.url
+  ? new StreamableHTTPClientTransport(new URL(config.url))
+  : new StdioClientTransport({
+      command: config.command,
+      args: config.args,
+      env: config.env,
+      cwd: config.cwd,
+      stderr: "inherit",
+    });
+const client = new Client({ name: "mcp-progress-burst", version: "1.0.0" });
 client.onerror = (error) => clientErrors.push(String(error?.message ?? error));
 await client.connect(transport);
 
