@@ -121,12 +121,15 @@ class Calls:
             tracestate=trace.tracestate,
         )
         request = await thread_start(self.service, request)
-        try:
-            info = await self.service.start(request)
-        except RunExists:
-            # A client that reuses a request id in its session (which the protocol forbids)
-            # still gets its run, one a cancellation cannot name.
-            info = await self.service.start(msgspec.structs.replace(request, run_id=None))
+        # Shielded: a call cancelled while its run starts is cancelled once it has the run,
+        # in _follow, which then cancels the run too.
+        with anyio.CancelScope(shield=True):
+            try:
+                info = await self.service.start(request)
+            except RunExists:
+                # A client that reuses a request id in its session (which the protocol
+                # forbids) still gets its run, one a cancellation cannot name.
+                info = await self.service.start(msgspec.structs.replace(request, run_id=None))
         projector = McpProjector(ProjectorContext(run_id=info.id, thread_id=info.thread_id))
         answer = await self._follow(info.id, projector, progress)
         if progress is not None and delivered is not None:
