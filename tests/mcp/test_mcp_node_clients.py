@@ -19,8 +19,9 @@ import httpx
 import pytest
 
 from tests.fakes.redis_server import redis_server
-from tests.gateway.harness import REPO, gateway_process, running_gateway
+from tests.gateway.harness import REPO, running_gateway
 from tests.mcp.support import envelopes, projected, run_end
+from tests.redis.test_instances import instances
 
 pytestmark = pytest.mark.anyio
 NODE_DIR = REPO / "tests" / "node"
@@ -118,20 +119,20 @@ async def test_aborting_a_call_over_http_cancels_its_run(gateway: str) -> None:
 async def test_a_cancellation_posted_to_another_instance_cancels_the_run() -> None:
     """Two gateways on one Redis behind a load balancer without sticky sessions: the call
     goes to one, its cancellation (and all that follows) to the other."""
-    journal = f"--journal={{}}?prefix=t{uuid.uuid4().hex[:12]}"
-    with (
-        redis_server() as redis,
-        gateway_process(journal.format(redis), "--scripted-delay", "0.01") as (holder, _),
-        gateway_process(journal.format(redis), "--scripted-delay", "0.01") as (other, _),
-    ):
-        async with holding("mcp-http-cancel.mjs", f"{holder}/mcp", f"{other}/mcp") as summary:
-            assert summary["ok"], summary["errors"]
-            end, took = await run_end(other, summary["runId"], within=10)
-            assert end.data["status"] == "cancelled"
-            print(f"run ended {took:.3f} s after the other instance answered the cancellation")
-        async with httpx.AsyncClient() as http:
-            record = (await http.get(f"{holder}/v1/runs/{summary['runId']}")).json()
-        assert record["status"] == "cancelled"
+    with redis_server() as redis:
+        sep = "&" if "?" in redis else "?"
+        with instances(f"{redis}{sep}prefix=t{uuid.uuid4().hex[:12]}", 2) as fleet:
+            (holder, _), (other, _) = fleet
+            async with holding("mcp-http-cancel.mjs", f"{holder}/mcp", f"{other}/mcp") as summary:
+                assert summary["ok"], summary["errors"]
+                end, took = await run_end(other, summary["runId"], within=10)
+                assert end.data["status"] == "cancelled"
+                print(f"run ended {took:.3f} s after the other instance took the cancellation")
+            async with httpx.AsyncClient() as http:
+                record = (await http.get(f"{holder}/v1/runs/{summary['runId']}")).json()
+            assert record["status"] == "cancelled"
+            # What the holder's stream still carried for the aborted call (docs/mcp.md).
+            print("the client's errors:", summary["clientErrors"])
 
 
 def test_progress_sent_right_before_the_result_all_reach_the_http_client() -> None:
