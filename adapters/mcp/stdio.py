@@ -24,6 +24,7 @@ from mcp.server.lowlevel import Server
 from mcp.shared.message import SessionMessage
 from pydantic import ValidationError
 
+from loopgate.adapters.mcp.sessions import CANCELLED
 from loopgate.adapters.shared.jsonrpc import ParseFailure, parse
 from loopgate.adapters.shared.lines import LineTooLong, read_lines
 from loopgate.contracts.limits import EndpointLimits
@@ -62,6 +63,13 @@ INPUT_ENDED = "the client's input has ended; it can answer nothing more"
 def error_line(code: int, message: str, request_id: RequestId | None = None) -> SessionMessage:
     error = types.ErrorData(code=code, message=message)
     return SessionMessage(types.JSONRPCError(jsonrpc="2.0", id=request_id, error=error))
+
+
+def cancels(message: Any) -> Any:
+    """The request a ``notifications/cancelled`` names; None for any other message."""
+    if isinstance(message, types.JSONRPCNotification) and message.method == CANCELLED:
+        return (message.params or {}).get("requestId")
+    return None
 
 
 class Refused(NamedTuple):
@@ -131,12 +139,9 @@ async def serve_lines(
                 message = item.message
                 if isinstance(message, types.JSONRPCRequest):
                     in_flight.add(message.id)
-                elif (
-                    isinstance(message, types.JSONRPCNotification)
-                    and message.method == "notifications/cancelled"
-                ):
+                elif (cancelled := cancels(message)) is not None:
                     # A cancelled request is never answered: nothing to wait for.
-                    in_flight.done((message.params or {}).get("requestId"))
+                    in_flight.done(cancelled)
                 elif isinstance(message, types.JSONRPCResponse | types.JSONRPCError):
                     asked.discard(message.id)
                 await to_server.send(item)
@@ -155,6 +160,8 @@ async def serve_lines(
                         tg.start_soon(unanswerable, message.id)
                         continue
                     asked.add(message.id)
+                elif (cancelled := cancels(message)) is not None:
+                    asked.discard(cancelled)  # the server gave up on it (a ping timed out)
                 data = message.model_dump_json(by_alias=True, exclude_unset=True).encode()
                 try:
                     await write(data + b"\n")
