@@ -57,10 +57,11 @@ async def holding(script: str, *args: str) -> AsyncIterator[dict[str, Any]]:
             assert await proc.wait() == 0
 
 
-def node(script: str, *args: str, timeout: float = 60) -> dict[str, Any]:
+def node(script: str, *args: str) -> dict[str, Any]:
     """Run a tests/node script; its JSON summary."""
+    command = node_command(script, *args)
     proc = subprocess.run(
-        node_command(script, *args), cwd=NODE_DIR, capture_output=True, timeout=timeout, check=False
+        command, cwd=NODE_DIR, capture_output=True, timeout=NODE_TIMEOUT_S, check=False
     )
     assert proc.stdout, f"no summary (rc={proc.returncode}): {proc.stderr.decode()[-3000:]}"
     summary: dict[str, Any] = json.loads(proc.stdout)
@@ -74,6 +75,7 @@ def test_progress_sent_right_before_the_result_all_reach_the_stdio_client() -> N
     config = {
         "command": sys.executable,
         "args": ["-m", "loopgate", "mcp"],
+        # The SDK passes the child only HOME, PATH and a few more: the rest is given here.
         "env": {
             "PYTHONPATH": str(REPO),
             "LOOPGATE_SCRIPTED_DELAY_S": "0",
