@@ -5,7 +5,8 @@
 // SDK then POSTs the cancellation there. Prints a JSON summary {ok, runId, errors, clientErrors}
 // once the cancellation has been answered, then holds the connection (the SDK keeps the
 // aborted call's stream open) until its stdin ends, so that the caller sees what the
-// cancellation did, not what a hang-up would. Exit code 1 on any failure.
+// cancellation did, not what a hang-up would; then one more line, {clientErrors}: all the
+// client reported by then. Exit code 1 on any failure.
 import { Client } from "@modelcontextprotocol/sdk/client/index.js";
 import { StreamableHTTPClientTransport } from "@modelcontextprotocol/sdk/client/streamableHttp.js";
 
@@ -64,5 +65,6 @@ if (!tools.some((tool) => tool.name === "run")) errors.push("tools/list after th
 console.log(JSON.stringify({ ok: errors.length === 0, runId, outcome, errors, clientErrors }));
 process.stdin.resume();
 await new Promise((resolve) => process.stdin.on("end", resolve));
+console.log(JSON.stringify({ clientErrors }));
 await client.close();
 process.exit(errors.length ? 1 : 0);
