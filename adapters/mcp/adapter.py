@@ -41,7 +41,7 @@ class McpAdapter:
 
             return build_server(service, __version__)
 
-        return routes(build, limits)
+        return routes(build, service, limits)
 
     async def serve_stdio(
         self, service: RunService, options: StdioOptions, read: ReadBytes, write: WriteBytes

@@ -24,12 +24,20 @@ from loopgate.adapters.mcp.tools import ListArgs, RunArgs, RunIdArgs
 from loopgate.adapters.shared.follow import RESUMING, follow
 from loopgate.adapters.shared.threads import ThreadBusy, thread_start
 from loopgate.contracts.client_errors import client_message
-from loopgate.contracts.ports import RunInfo, RunService, ServiceUnavailable, StartRun
+from loopgate.contracts.ports import (
+    RunExists,
+    RunInfo,
+    RunService,
+    ServiceUnavailable,
+    StartRun,
+)
 from loopgate.contracts.projector import ProjectorContext
 
 log = logging.getLogger("loopgate.mcp")
 
 SendProgress = Callable[[Progress], Awaitable[None]]
+# Returns once the client has handled the notifications sent to it so far (or cannot say).
+Delivered = Callable[[], Awaitable[None]]
 CONSUMER = "mcp"
 # How long a call that went away waits for its run's cancel to be taken.
 CANCEL_TIMEOUT_S = 5.0
@@ -98,18 +106,34 @@ class Calls:
         *,
         trace: Trace = NO_TRACE,
         metadata: dict[str, Any] | None = None,
+        run_id: str | None = None,
+        delivered: Delivered | None = None,
     ) -> dict[str, Any]:
+        """``delivered`` is awaited between the last progress notification and the result:
+        clients that handle a response at once and a notification a tick later (the
+        TypeScript SDK) would otherwise drop the progress that reached them with it."""
         request = StartRun(
             input=args.prompt,
             thread_id=args.thread_id,
+            run_id=run_id,
             metadata=metadata or {},
             traceparent=trace.traceparent,
             tracestate=trace.tracestate,
         )
         request = await thread_start(self.service, request)
-        info = await self.service.start(request)
+        # Shielded: a call cancelled while its run starts is cancelled once it has the run,
+        # in _follow, which then cancels the run too.
+        with anyio.CancelScope(shield=True):
+            try:
+                info = await self.service.start(request)
+            except RunExists:
+                # A client that reuses a request id in its session (which the protocol
+                # forbids) still gets its run, one a cancellation cannot name.
+                info = await self.service.start(msgspec.structs.replace(request, run_id=None))
         projector = McpProjector(ProjectorContext(run_id=info.id, thread_id=info.thread_id))
         answer = await self._follow(info.id, projector, progress)
+        if progress is not None and delivered is not None:
+            await delivered()
         return result_body(answer)
 
     async def _follow(

@@ -6,7 +6,8 @@ request and a client that reconnects loses nothing. A ``tools/call`` of ``run`` 
 an SSE stream: its progress notifications, then its result. What a stateless server cannot
 do, this one does not need: it sends clients no requests of its own, and a standalone GET
 stream would carry nothing (GET and DELETE are 405). A client that hangs up on a ``run``
-cancels its run.
+cancels its run; so does a ``notifications/cancelled`` for it, POSTed on its own to any
+instance, in the session :mod:`adapters.mcp.sessions` gives each client.
 
 The gateway's middleware guards the path like every other: the bearer token, the Host check
 (DNS rebinding) and the Origin check of every POST, which the MCP transport asks of servers.
@@ -14,20 +15,34 @@ The gateway's middleware guards the path like every other: the bearer token, the
 
 from __future__ import annotations
 
+import logging
 from collections.abc import Callable
 from typing import TYPE_CHECKING, Any
 
 import anyio
+from starlette.datastructures import Headers, MutableHeaders
 from starlette.routing import BaseRoute, Route
-from starlette.types import Receive, Scope, Send
+from starlette.types import Message, Receive, Scope, Send
 
+from loopgate.adapters.mcp.sessions import (
+    NOTHING,
+    SESSION_HEADER,
+    new_session_id,
+    peek,
+    run_id_for,
+    session_of,
+)
 from loopgate.adapters.shared.lazy import imported
 from loopgate.contracts.limits import EndpointLimits
+from loopgate.contracts.ports import RunNotFound, RunService
 
 if TYPE_CHECKING:
     from mcp.server.lowlevel import Server
 
 PATH = "/mcp"
+# How long a cancellation waits for the run's owner to take it (it may be another instance).
+CANCEL_TIMEOUT_S = 5.0
+log = logging.getLogger("loopgate.mcp")
 
 
 class McpEndpoint:
@@ -35,8 +50,14 @@ class McpEndpoint:
     stateless one holds nothing worth keeping). The SDK and the server are loaded by the
     first request (adapters.shared.lazy)."""
 
-    def __init__(self, build: Callable[[], Server[Any]], limits: EndpointLimits) -> None:
+    def __init__(
+        self, build: Callable[[], Server[Any]], service: RunService, limits: EndpointLimits
+    ) -> None:
         self._build = build
+        self.service = service
+        # The scope of each ``run`` call this process serves, by the run's id: a cancellation
+        # that reaches this process ends its call here at once (sessions.run_id_for).
+        self._calls: dict[str, anyio.CancelScope] = {}
         self._server: Server[Any] | None = None
         self._lock = anyio.Lock()
         self.limits = limits
@@ -50,6 +71,20 @@ class McpEndpoint:
 
     async def __call__(self, scope: Scope, receive: Receive, send: Send) -> None:
         server = self._server if self._server is not None else await self._loaded()
+        body, receive = await buffered(receive, self.limits.max_body_bytes)
+        message = peek(body) if body is not None else NOTHING
+        session = session_of(Headers(scope=scope))
+        if session is None:
+            if message.method == "initialize":
+                send = with_header(send, SESSION_HEADER, new_session_id())
+        elif message.cancels is not None:
+            await self._cancel(run_id_for(session, message.cancels))
+        elif message.runs is not None:
+            await self._call(server, run_id_for(session, message.runs), scope, receive, send)
+            return
+        await self._serve(server, scope, receive, send)
+
+    async def _serve(self, server: Server[Any], scope: Scope, receive: Receive, send: Send) -> None:
         sdk = await imported("mcp.server.streamable_http_manager")
         manager = sdk.StreamableHTTPSessionManager(
             app=server,
@@ -59,9 +94,110 @@ class McpEndpoint:
         async with manager.run():
             await manager.handle_request(scope, receive, send)
 
+    async def _call(
+        self, server: Server[Any], run_id: str, scope: Scope, receive: Receive, send: Send
+    ) -> None:
+        """A ``run`` call, which its client may cancel: then the call's stream ends there,
+        with no more messages for the call and no answer (the spec: a cancelled request is
+        not answered; the SDK clients have forgotten it), and its run is cancelled (the
+        handler's cancellation does that, as when a client hangs up)."""
+        if run_id in self._calls:  # an id the client used twice: only the first is named
+            await self._serve(server, scope, receive, send)
+            return
+        response = Response(send)
+        with anyio.CancelScope() as call:
+            self._calls[run_id] = call
+            try:
+                await self._serve(server, scope, receive, response.send)
+            finally:
+                del self._calls[run_id]
+        if call.cancelled_caught:
+            await response.end()
 
-def routes(build: Callable[[], Server[Any]], limits: EndpointLimits) -> list[BaseRoute]:
+    async def _cancel(self, run_id: str) -> None:
+        """The client cancelled the call that started ``run_id``: end the call if this
+        process serves it, and cancel the run, wherever it runs. A call that started no run
+        (another tool, or one that has ended) is no error: the spec has the receiver ignore a
+        cancellation it cannot apply."""
+        call = self._calls.get(run_id)
+        if call is not None:
+            call.cancel()
+        with anyio.move_on_after(CANCEL_TIMEOUT_S):
+            try:
+                await self.service.cancel(run_id)
+            except RunNotFound:
+                pass
+            except Exception:
+                log.warning("could not cancel run %s for its MCP client", run_id, exc_info=True)
+
+
+async def buffered(receive: Receive, limit: int) -> tuple[bytes | None, Receive]:
+    """The request's body (None past ``limit`` bytes, left for the SDK to refuse), and a
+    ``receive`` that hands it on as if nobody had read it."""
+    chunks: list[bytes] = []
+    size = 0
+    first: Message | None = None
+    more = True
+    while more and size <= limit:
+        message = await receive()
+        if message["type"] != "http.request":
+            first = message
+            break
+        chunk = message.get("body", b"")
+        chunks.append(chunk)
+        size += len(chunk)
+        more = message.get("more_body", False)
+    body = b"".join(chunks)
+    replay: list[Message] = [{"type": "http.request", "body": body, "more_body": more}]
+    if first is not None:
+        replay.append(first)
+
+    async def replayed() -> Message:
+        return replay.pop(0) if replay else await receive()
+
+    whole = not more and first is None and size <= limit
+    return (body if whole else None), replayed
+
+
+class Response:
+    """An HTTP response as it goes out, so that one cut short can be ended properly."""
+
+    def __init__(self, send: Send) -> None:
+        self._send = send
+        self.started = False
+        self.ended = False
+
+    async def send(self, message: Message) -> None:
+        if message["type"] == "http.response.start":
+            self.started = True
+        elif message["type"] == "http.response.body" and not message.get("more_body", False):
+            self.ended = True
+        await self._send(message)
+
+    async def end(self) -> None:
+        """End the response where it is: an SSE stream with no more events."""
+        if not self.started:
+            headers = [(b"content-type", b"text/event-stream"), (b"cache-control", b"no-cache")]
+            await self.send({"type": "http.response.start", "status": 200, "headers": headers})
+        if not self.ended:
+            await self.send({"type": "http.response.body", "body": b"", "more_body": False})
+
+
+def with_header(send: Send, name: str, value: str) -> Send:
+    """``send`` with one more header on a successful response."""
+
+    async def sending(message: Message) -> None:
+        if message["type"] == "http.response.start" and message["status"] == 200:
+            MutableHeaders(scope=message).append(name, value)
+        await send(message)
+
+    return sending
+
+
+def routes(
+    build: Callable[[], Server[Any]], service: RunService, limits: EndpointLimits
+) -> list[BaseRoute]:
     """``build`` makes the MCP server, on the first request."""
     # POST only: GET (a stream for messages the server sends unprompted) and DELETE (a
     # session's end) are 405, as the transport allows a server that has neither.
-    return [Route(PATH, McpEndpoint(build, limits), methods=["POST"])]
+    return [Route(PATH, McpEndpoint(build, service, limits), methods=["POST"])]

@@ -13,8 +13,10 @@ from __future__ import annotations
 
 import logging
 from collections.abc import Mapping
+from contextlib import suppress
 from typing import Any
 
+import anyio
 from mcp import types
 from mcp.server.context import ServerRequestContext
 from mcp.server.lowlevel import Server
@@ -24,6 +26,7 @@ from loopgate.adapters.mcp import resources
 from loopgate.adapters.mcp.calls import (
     INTERNAL,
     Calls,
+    Delivered,
     SendProgress,
     Trace,
     refusal,
@@ -31,6 +34,7 @@ from loopgate.adapters.mcp.calls import (
     trace_of,
 )
 from loopgate.adapters.mcp.projector import Progress, progress_params
+from loopgate.adapters.mcp.sessions import run_id_for, session_of
 from loopgate.adapters.mcp.tools import (
     CANCEL_RUN,
     GET_RUN,
@@ -52,6 +56,9 @@ INSTRUCTIONS = (
     "runs; each run's event log is the resource loopgate://runs/{run_id}/events."
 )
 UNEXPECTED = "internal error; the gateway's log has the details"
+# How long a call's result waits for the client's answer to the ping that follows its
+# progress (a client answers at once; one that never does costs each result this long).
+PING_TIMEOUT_S = 5.0
 _Context = ServerRequestContext[Any, Any]
 
 
@@ -104,6 +111,8 @@ def build_server(service: RunService, version: str) -> Server[Any]:
                     _progress_sender(ctx),
                     trace=trace_of(_meta(ctx), _http_headers(ctx)),
                     metadata=_client_metadata(ctx),
+                    run_id=_run_id(ctx),
+                    delivered=_delivered(ctx),
                 )
             elif name == GET_RUN:
                 body = await calls.get_run(args)
@@ -173,6 +182,16 @@ def build_server(service: RunService, version: str) -> Server[Any]:
     return server
 
 
+def _run_id(ctx: _Context) -> str | None:
+    """The id a ``run`` called in an HTTP session starts its run with, so that a
+    cancellation of the call reaches the run from any instance (:mod:`.sessions`)."""
+    headers = _http_headers(ctx)
+    session = session_of(headers) if headers is not None else None
+    if session is None or ctx.request_id is None:
+        return None
+    return run_id_for(session, ctx.request_id)
+
+
 def _meta(ctx: _Context) -> Mapping[str, Any] | None:
     meta = ctx.params.get("_meta") if ctx.params else None
     return meta if isinstance(meta, Mapping) else None
@@ -193,6 +212,23 @@ def _progress_sender(ctx: _Context) -> SendProgress | None:
         )
 
     return send
+
+
+def _delivered(ctx: _Context) -> Delivered | None:
+    """A ping to the client, answered once it has handled what came before it: a client
+    reads messages in order, so its pong says every progress notification was handled.
+    None where the server cannot send requests (stateless HTTP: each SSE event is handled
+    before the next is read, so nothing needs waiting for there)."""
+    session = ctx.session
+    if not session.can_send_request:
+        return None
+
+    async def delivered() -> None:
+        # An error (a refusal, or the client's input ended) is as good an answer.
+        with anyio.move_on_after(PING_TIMEOUT_S), suppress(MCPError):
+            await session.send_ping()
+
+    return delivered
 
 
 def _failure(exc: Exception, method: str, uri: str | None = None) -> MCPError:

@@ -8,11 +8,14 @@ answered -32600), a line that is not JSON or not a message is answered (-32700 /
 the SDK only logs it), and the end of the input is the end of the requests, not of their
 answers: the calls in flight are answered first, so ``loopgate mcp < requests.jsonl`` prints
 every answer (a client cancels what it no longer wants with ``notifications/cancelled``).
+A request of the server's own (a ping) that the client can no longer answer, its input having
+ended, fails at once instead of waiting for an answer that cannot come.
 """
 
 from __future__ import annotations
 
 import logging
+from contextlib import suppress
 from typing import Any, NamedTuple
 
 import anyio
@@ -21,6 +24,7 @@ from mcp.server.lowlevel import Server
 from mcp.shared.message import SessionMessage
 from pydantic import ValidationError
 
+from loopgate.adapters.mcp.sessions import CANCELLED
 from loopgate.adapters.shared.jsonrpc import ParseFailure, parse
 from loopgate.adapters.shared.lines import LineTooLong, read_lines
 from loopgate.contracts.limits import EndpointLimits
@@ -53,9 +57,19 @@ class InFlight:
         await self._idle.wait()
 
 
+INPUT_ENDED = "the client's input has ended; it can answer nothing more"
+
+
 def error_line(code: int, message: str, request_id: RequestId | None = None) -> SessionMessage:
     error = types.ErrorData(code=code, message=message)
     return SessionMessage(types.JSONRPCError(jsonrpc="2.0", id=request_id, error=error))
+
+
+def cancels(message: Any) -> Any:
+    """The request a ``notifications/cancelled`` names; None for any other message."""
+    if isinstance(message, types.JSONRPCNotification) and message.method == CANCELLED:
+        return (message.params or {}).get("requestId")
+    return None
 
 
 class Refused(NamedTuple):
@@ -96,6 +110,14 @@ async def serve_lines(
     server_writes, from_server = anyio.create_memory_object_stream[SessionMessage](0)
     answers = server_writes.clone()  # the reader's own answers to lines it refuses
     in_flight = InFlight()
+    asked: set[RequestId] = set()  # the server's requests the client has not answered
+    ended = anyio.Event()
+
+    async def unanswerable(request_id: RequestId) -> None:
+        """Tell the server that its request will get no answer."""
+        # Closed: the server has stopped reading, and waits for nothing.
+        with suppress(anyio.ClosedResourceError, anyio.BrokenResourceError):
+            await to_server.send(error_line(types.CONNECTION_CLOSED, INPUT_ENDED, request_id))
 
     async def reader() -> None:
         async with to_server, answers:
@@ -117,19 +139,29 @@ async def serve_lines(
                 message = item.message
                 if isinstance(message, types.JSONRPCRequest):
                     in_flight.add(message.id)
-                elif (
-                    isinstance(message, types.JSONRPCNotification)
-                    and message.method == "notifications/cancelled"
-                ):
+                elif (cancelled := cancels(message)) is not None:
                     # A cancelled request is never answered: nothing to wait for.
-                    in_flight.done((message.params or {}).get("requestId"))
+                    in_flight.done(cancelled)
+                elif isinstance(message, types.JSONRPCResponse | types.JSONRPCError):
+                    asked.discard(message.id)
                 await to_server.send(item)
+            ended.set()
+            for request_id in list(asked):
+                await unanswerable(request_id)
             await in_flight.idle()
 
     async def writer() -> None:
         async with from_server:
             async for item in from_server:
                 message = item.message
+                if isinstance(message, types.JSONRPCRequest):
+                    if ended.is_set():
+                        # Not from this loop: the server's reader may be waiting on it.
+                        tg.start_soon(unanswerable, message.id)
+                        continue
+                    asked.add(message.id)
+                elif (cancelled := cancels(message)) is not None:
+                    asked.discard(cancelled)  # the server gave up on it (a ping timed out)
                 data = message.model_dump_json(by_alias=True, exclude_unset=True).encode()
                 try:
                     await write(data + b"\n")

@@ -11,6 +11,7 @@ from pathlib import Path
 from typing import Any
 
 import anyio
+import httpx
 import msgspec
 from mcp import ClientSession, StdioServerParameters, types
 from mcp.client.stdio import stdio_client
@@ -151,3 +152,21 @@ def structured(result: types.CallToolResult) -> dict[str, Any]:
     assert isinstance(result.structured_content, dict)
     assert msgspec.json.decode(text(result)) == result.structured_content
     return result.structured_content
+
+
+async def run_end(base: str, run_id: str, within: float) -> tuple[Envelope, float]:
+    """The run's terminal event, from the native SSE stream (which ends with it), and how
+    long after the call it came; fails if that takes longer than ``within`` seconds."""
+    started = anyio.current_time()
+    last: Envelope | None = None
+    with anyio.fail_after(within):
+        async with (
+            httpx.AsyncClient(timeout=within) as http,
+            http.stream("GET", f"{base}/v1/runs/{run_id}/events") as response,
+        ):
+            assert response.status_code == 200, await response.aread()
+            async for line in response.aiter_lines():
+                if line.startswith("data: "):
+                    last = decode_envelope(line[6:].encode())
+    assert last is not None and last.kind == "completion", last
+    return last, anyio.current_time() - started

@@ -5,6 +5,7 @@ from __future__ import annotations
 
 import json
 from collections.abc import Iterator
+from functools import partial
 
 import anyio
 import httpx
@@ -21,6 +22,7 @@ from tests.mcp.support import (
     http_session,
     loopgate_meta,
     read_events,
+    run_end,
     stdio_session,
     structured,
     text,
@@ -98,6 +100,52 @@ async def test_cancel_run_on_a_slow_run(gateway: str) -> None:
         await check_live_run_is_its_projection(session, result, progressed)
 
 
+async def test_cancelling_a_call_cancels_its_run(gateway: str) -> None:
+    """The SDK's ClientSession cancels a call when its caller's scope is cancelled: it POSTs
+    notifications/cancelled on its own and keeps the call's stream open."""
+    async with http_session(f"{gateway}/mcp") as session:
+        progressed = Progressed()
+        async with anyio.create_task_group() as tg:
+            tg.start_soon(
+                partial(
+                    session.call_tool,
+                    "run",
+                    {"prompt": "slow tool, then cancel the call"},
+                    progress_callback=progressed,
+                )
+            )
+            await progressed.until("calling tool sleep")
+            tg.cancel_scope.cancel()
+        run_id = progressed.messages[0].split()[1]
+        end, took = await run_end(gateway, run_id, within=10)
+        assert end.data["status"] == "cancelled"
+        print(f"run cancelled {took:.3f} s after the call was")
+        # The session goes on, and its next call is answered as ever.
+        result = await session.call_tool("run", {"prompt": "plain hello"})
+        assert not result.is_error and "plain hello" in text(result)
+
+
+async def test_cancelling_a_call_of_the_2026_protocol_cancels_its_run(gateway: str) -> None:
+    """At 2026-07-28 the SDK cancels a call over HTTP by closing its stream (no session)."""
+    async with Client(streamable_http_client(f"{gateway}/mcp"), mode="auto") as client:
+        progressed = Progressed()
+        async with anyio.create_task_group() as tg:
+            tg.start_soon(
+                partial(
+                    client.call_tool,
+                    "run",
+                    {"prompt": "slow tool, then cancel the call"},
+                    progress_callback=progressed,
+                )
+            )
+            await progressed.until("calling tool sleep")
+            tg.cancel_scope.cancel()
+        run_id = progressed.messages[0].split()[1]
+        end, took = await run_end(gateway, run_id, within=10)
+        assert end.data["status"] == "cancelled"
+        print(f"run cancelled {took:.3f} s after the call was")
+
+
 async def test_a_client_that_hangs_up_cancels_its_run(gateway: str) -> None:
     body = {
         "jsonrpc": "2.0",
@@ -148,7 +196,17 @@ def test_the_endpoint_is_stateless_and_guarded(gateway: str) -> None:
     url = f"{gateway}/mcp"
     answered = httpx.post(url, json=INITIALIZE, headers=ACCEPT)
     assert answered.status_code == 200
-    assert "mcp-session-id" not in answered.headers
+    # A session id for the client to send back (its cancellations need one), kept nowhere:
+    # any instance takes it, and every other request is served with or without one.
+    session = answered.headers["mcp-session-id"]
+    again = httpx.post(url, json=INITIALIZE, headers=ACCEPT)
+    assert len(session) >= 32 and again.headers["mcp-session-id"] != session
+    listed = httpx.post(
+        url,
+        json={"jsonrpc": "2.0", "id": 1, "method": "tools/list"},
+        headers={**ACCEPT, "mcp-session-id": "a-session-no-instance-has-seen"},
+    )
+    assert listed.status_code == 200 and "mcp-session-id" not in listed.headers
     for method in ("GET", "DELETE"):  # no stream to open, no session to end
         refused = httpx.request(method, url, headers={"accept": "text/event-stream"})
         assert refused.status_code == 405, method

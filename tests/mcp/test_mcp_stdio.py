@@ -6,6 +6,7 @@ from __future__ import annotations
 import json
 import subprocess
 import sys
+from typing import Any
 
 import anyio
 import pytest
@@ -274,9 +275,59 @@ def test_piped_requests_are_all_answered_before_it_exits() -> None:
     assert "3000 bytes; the limit is 2000" in errors[-1]["message"]
     progress = [m["params"] for m in out if m.get("method") == "notifications/progress"]
     assert progress and {p["progressToken"] for p in progress} == {"p"}
+    # The ping that follows a call's progress, which a client whose input ended cannot
+    # answer, failed at once: no timeout ran out, and the SDK cancelled nothing of its own.
+    assert [m for m in out if m.get("method") == "notifications/cancelled"] == []
     last = out[-1]
     assert last["id"] == 1
     assert last["result"]["content"] == [
         {"type": "text", "text": "The result of 17 * 23 + 7 is 398."}
     ]
     assert b"Traceback" not in done.stderr
+
+
+async def test_a_client_that_never_answers_the_ping_still_gets_its_result() -> None:
+    """The ping between a call's progress and its result waits a bounded time: then the
+    server gives it up (notifications/cancelled) and answers the call."""
+    lines = [
+        {
+            "jsonrpc": "2.0",
+            "id": 0,
+            "method": "initialize",
+            "params": {
+                "protocolVersion": "2025-11-25",
+                "capabilities": {},
+                "clientInfo": {"name": "deaf", "version": "1"},
+            },
+        },
+        {"jsonrpc": "2.0", "method": "notifications/initialized"},
+        {
+            "jsonrpc": "2.0",
+            "id": 1,
+            "method": "tools/call",
+            "params": {
+                "name": "run",
+                "arguments": {"prompt": "plain hello"},
+                "_meta": {"progressToken": "p"},
+            },
+        },
+    ]
+    command = [sys.executable, "-m", "loopgate", "mcp", "--scripted-delay", "0"]
+    out: list[dict[str, Any]] = []
+    async with await anyio.open_process(command, cwd=REPO) as proc:
+        assert proc.stdin is not None and proc.stdout is not None
+        await proc.stdin.send(b"".join(json.dumps(line).encode() + b"\n" for line in lines))
+        buffer = b""
+        with anyio.fail_after(30):
+            while not out or out[-1].get("id") != 1 or "method" in out[-1]:
+                buffer += await proc.stdout.receive()
+                *complete, buffer = buffer.split(b"\n")
+                out.extend(json.loads(line) for line in complete if line)
+        await proc.stdin.aclose()  # the input ends: the process does too
+        with anyio.fail_after(30):
+            assert await proc.wait() == 0
+    [ping] = [m for m in out if m.get("method") == "ping"]
+    [given_up] = [m for m in out if m.get("method") == "notifications/cancelled"]
+    assert given_up["params"]["requestId"] == ping["id"]
+    assert out.index(ping) < out.index(given_up) < len(out) - 1
+    assert out[-1]["result"]["isError"] is False
