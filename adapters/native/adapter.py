@@ -30,7 +30,7 @@ class NativeAdapter:
         return render_events(messages)
 
     def routes(self, service: RunService, limits: EndpointLimits) -> list[BaseRoute]:
-        from loopgate.adapters.native import events, ingest, runs, threads
+        from . import events, ingest, runs, threads
 
         return [
             *runs.routes(service, limits),

@@ -33,7 +33,9 @@ from loopgate.gateway.hub.run import Run
 from loopgate.gateway.journal.base import EVENT_OVERHEAD_BYTES, Journal, RunRecord
 
 if TYPE_CHECKING:
-    from loopgate.gateway.hub.hub import Hub
+    # Relative here and where it imports this module: opened at its own path, as
+    # editors do, the other file's class is this one (docs/plugins.md).
+    from .hub import Hub
 
 log = logging.getLogger("loopgate.hub")
 _encode = msgspec.json.Encoder().encode
