@@ -5,8 +5,8 @@
 FROM python:3.11-slim AS build
 WORKDIR /src
 # Only what the wheel is made of (.dockerignore keeps everything else out of the context).
-# loopgate/ holds symlinks to the three folders and the recordings; COPY keeps them as links.
-COPY pyproject.toml README.md LICENSE ./
+# setup.py maps the folders to loopgate.gateway, … (loopgate/'s symlinks are not followed).
+COPY pyproject.toml setup.py README.md LICENSE ./
 COPY loopgate ./loopgate
 COPY gateway ./gateway
 COPY adapters ./adapters

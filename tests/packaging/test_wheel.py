@@ -152,7 +152,7 @@ def test_the_venv_gains_one_package_holding_the_whole_checkout(installed: Instal
     assert "loopgate" in top
     assert not top & {*FOLDERS, "conformance", "recordings", "tests", "build"}, top
     package = installed.site_packages / "loopgate"
-    # The build followed loopgate/'s symlinks: real folders, every file of the three in each.
+    # setup.py's mapping (not loopgate/'s symlinks): real folders, every file of the three.
     for folder in FOLDERS:
         assert not (package / folder).is_symlink()
         assert files_under(package / folder) == files_under(REPO / folder), folder
@@ -255,6 +255,7 @@ def test_the_dockerfile_builds_from_a_slim_python_and_runs_as_a_user() -> None:
     ("path", "sent"),
     [
         ("pyproject.toml", True),
+        ("setup.py", True),
         ("gateway/app.py", True),
         ("loopgate/gateway", True),
         ("conformance/streams/parallel-tools.jsonl", True),
