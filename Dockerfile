@@ -15,8 +15,10 @@ COPY conformance/streams ./conformance/streams
 RUN python -m pip wheel --no-cache-dir --no-deps --wheel-dir /wheels .
 
 FROM python:3.11-slim
-# The wheel arrives through a mount, so it is in no layer of the image.
-RUN --mount=type=bind,from=build,source=/wheels,target=/wheels python -m pip install --no-cache-dir --disable-pip-version-check /wheels/loopgate_server-*.whl
+# The wheel arrives through a mount, so it is in no layer of the image. With the Redis extra,
+# so that --journal redis:// (several instances sharing runs, docs/scale.md) runs from the image:
+# pip takes loopgate-server[redis] from the wheel named before it, never from an index.
+RUN --mount=type=bind,from=build,source=/wheels,target=/wheels python -m pip install --no-cache-dir --disable-pip-version-check /wheels/loopgate_server-*.whl 'loopgate-server[redis]'
 # A numeric user, so Kubernetes' runAsNonRoot can tell it is not root; /data is its own.
 RUN useradd --system --uid 10001 --user-group --no-log-init --home-dir /data --shell /usr/sbin/nologin loopgate \
     && mkdir -p /data \
