@@ -20,10 +20,10 @@ from __future__ import annotations
 
 import json
 import os
+import re
 import subprocess
 import sys
 import tarfile
-import textwrap
 import zipfile
 from pathlib import Path
 
@@ -34,27 +34,12 @@ from tests.packaging.test_wheel import FOLDERS, REPO, VERSION, files_under, fres
 LINKS = (*FOLDERS, "recordings")  # loopgate/<name>: a symlink in a checkout that has them
 MYPY = REPO / ".venv" / "bin" / "mypy"
 PYRIGHT = REPO / "tests" / "node" / "node_modules" / ".bin" / "pyright"
-# What a plugin author writes: the last line is wrong (Settings.port is an int), which a
-# checker can tell only if it found loopgate.gateway.settings.
-PLUGIN = textwrap.dedent(
-    '''\
-    """A plugin of loopgate's, type-checked against an editable install."""
-
-    from loopgate.contracts.envelope import LoopEvent
-    from loopgate.gateway.settings import RECORDINGS, Settings
-
-
-    def greeting(settings: Settings) -> LoopEvent:
-        return LoopEvent("content_delta", {"delta": f"hello from {settings.host}"})
-
-
-    def recordings() -> list[str]:
-        return sorted(path.stem for path in RECORDINGS.glob("*.jsonl"))
-
-
-    port: str = Settings().port
-    '''
-)
+DOC = REPO / "docs" / "plugins.md"
+# docs/plugins.md's plugin module, with a last line added that is wrong (Settings.port is an
+# int), which a checker can tell only if it found loopgate.gateway.settings.
+SHOWN = re.search(r"A plugin module such as\n\n```python\n(.*?)```", DOC.read_text(), re.S)
+assert SHOWN is not None, "docs/plugins.md shows no plugin module"
+PLUGIN = SHOWN.group(1) + "\n\nport: str = Settings().port\n"
 MISTAKE_LINE = PLUGIN.splitlines().index("port: str = Settings().port") + 1
 
 # Fresh venvs, builds and installs with dependencies from the package index: ~60 s in all.
@@ -166,7 +151,7 @@ def check_plugin(plugin: Path, venv: Path, env: dict[str, str]) -> tuple[list[st
             "--no-incremental",
             "--show-error-codes",
             "--no-error-summary",
-            "plugin.py",
+            "my_plugin.py",
         ],
         cwd=plugin,
         env=env,
@@ -178,7 +163,7 @@ def check_plugin(plugin: Path, venv: Path, env: dict[str, str]) -> tuple[list[st
         if ": error: " in line
     ]
     pyright = run(
-        [str(PYRIGHT), "--pythonpath", python, "--outputjson", "plugin.py"], cwd=plugin, env=env
+        [str(PYRIGHT), "--pythonpath", python, "--outputjson", "my_plugin.py"], cwd=plugin, env=env
     )
     report = json.loads(pyright.stdout)
     from_pyright = [
@@ -192,7 +177,7 @@ def check_plugin(plugin: Path, venv: Path, env: dict[str, str]) -> tuple[list[st
 def plugin_project(root: Path) -> Path:
     plugin = root / "my-plugin"
     plugin.mkdir()
-    (plugin / "plugin.py").write_text(PLUGIN)
+    (plugin / "my_plugin.py").write_text(PLUGIN)
     return plugin
 
 
@@ -216,8 +201,8 @@ def test_a_strict_editable_install_is_resolved_by_mypy_and_pyright(
         [
             str(venv / "bin" / "python"),
             "-c",
-            "import plugin; print(plugin.greeting(plugin.Settings()).data['delta']);"
-            " print(*plugin.recordings())",
+            "import my_plugin as p; print(p.greeting(p.Settings()).data['delta']);"
+            " print(*p.recordings())",
         ],
         cwd=plugin,
         env=env,
@@ -225,7 +210,7 @@ def test_a_strict_editable_install_is_resolved_by_mypy_and_pyright(
     assert ran.returncode == 0, ran.stderr
     greeting, recordings = ran.stdout.splitlines()
     assert greeting == "hello from 127.0.0.1"
-    # {"replay": NAME} finds the recordings through the install, links or none.
+    # {"replay": NAME} finds the recordings through the link tree, the checkout having none.
     assert recordings.split() == sorted(
         p.stem for p in (checkout / "conformance" / "streams").glob("*.jsonl")
     )
