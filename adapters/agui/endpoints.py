@@ -38,8 +38,8 @@ from loopgate.contracts.client_errors import describe_input_error
 from loopgate.contracts.limits import EndpointLimits
 from loopgate.contracts.ports import RunService
 
-# Relative here and where it imports this module: opened at its own path, as
-# editors do, the other file's class is this one (docs/plugins.md).
+# Relative, as is adapter.py's import of this module: a file opened at its own path, as editors
+# open it, then meets its own class here, not a copy under loopgate.… (docs/plugins.md).
 from .adapter import AguiAdapter
 
 log = logging.getLogger("loopgate.agui")

@@ -46,8 +46,8 @@ from loopgate.contracts.limits import EndpointLimits
 from loopgate.contracts.ports import RunInfo, RunService, StartRun
 from loopgate.contracts.projector import ProjectorContext
 
-# Relative here and where it imports this module: opened at its own path, as
-# editors do, the other file's class is this one (docs/plugins.md).
+# Relative, as is adapter.py's import of this module: a file opened at its own path, as editors
+# open it, then meets its own class here, not a copy under loopgate.… (docs/plugins.md).
 from .adapter import OpenAIAdapter
 
 CONSUMER = "openai"

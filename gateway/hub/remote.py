@@ -33,8 +33,8 @@ from loopgate.gateway.hub.run import Run
 from loopgate.gateway.journal.base import EVENT_OVERHEAD_BYTES, Journal, RunRecord
 
 if TYPE_CHECKING:
-    # Relative here and where it imports this module: opened at its own path, as
-    # editors do, the other file's class is this one (docs/plugins.md).
+    # Relative, as is hub.py's import of this module: a file opened at its own path, as editors
+    # open it, then meets its own class here, not a copy under loopgate.… (docs/plugins.md).
     from .hub import Hub
 
 log = logging.getLogger("loopgate.hub")
