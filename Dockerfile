@@ -5,8 +5,8 @@
 FROM python:3.11-slim AS build
 WORKDIR /src
 # Only what the wheel is made of (.dockerignore keeps everything else out of the context).
-# loopgate/ holds symlinks to the three folders and the recordings; COPY keeps them as links.
-COPY pyproject.toml README.md LICENSE ./
+# setup.py maps the folders to loopgate.gateway, … (loopgate/'s symlinks are not followed).
+COPY pyproject.toml setup.py README.md LICENSE ./
 COPY loopgate ./loopgate
 COPY gateway ./gateway
 COPY adapters ./adapters
@@ -15,8 +15,10 @@ COPY conformance/streams ./conformance/streams
 RUN python -m pip wheel --no-cache-dir --no-deps --wheel-dir /wheels .
 
 FROM python:3.11-slim
-# The wheel arrives through a mount, so it is in no layer of the image.
-RUN --mount=type=bind,from=build,source=/wheels,target=/wheels python -m pip install --no-cache-dir --disable-pip-version-check /wheels/loopgate_server-*.whl
+# The wheel arrives through a mount, so it is in no layer of the image. With the Redis extra,
+# so that --journal redis:// (several instances sharing runs, docs/scale.md) runs from the image:
+# pip takes loopgate-server[redis] from the wheel named before it, never from an index.
+RUN --mount=type=bind,from=build,source=/wheels,target=/wheels python -m pip install --no-cache-dir --disable-pip-version-check /wheels/loopgate_server-*.whl 'loopgate-server[redis]'
 # A numeric user, so Kubernetes' runAsNonRoot can tell it is not root; /data is its own.
 RUN useradd --system --uid 10001 --user-group --no-log-init --home-dir /data --shell /usr/sbin/nologin loopgate \
     && mkdir -p /data \

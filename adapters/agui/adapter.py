@@ -40,7 +40,7 @@ class AguiAdapter:
         return self._encode(message)
 
     def routes(self, service: RunService, limits: EndpointLimits) -> list[BaseRoute]:
-        from loopgate.adapters.agui.endpoints import routes
+        from .endpoints import routes
 
         return routes(self, service, limits)
 

@@ -14,7 +14,6 @@ from starlette.responses import Response
 from starlette.routing import BaseRoute, Route, WebSocketRoute
 from starlette.websockets import WebSocket, WebSocketDisconnect
 
-from loopgate.adapters.agui.adapter import AguiAdapter
 from loopgate.adapters.agui.events import Custom, RunError
 from loopgate.adapters.agui.input import ResumeFrame, RunAgentInput, detached
 from loopgate.adapters.agui.projector import AguiProjector
@@ -38,6 +37,10 @@ from loopgate.contracts import json_input
 from loopgate.contracts.client_errors import describe_input_error
 from loopgate.contracts.limits import EndpointLimits
 from loopgate.contracts.ports import RunService
+
+# Relative, as is adapter.py's import of this module: a file opened at its own path, as editors
+# open it, then meets its own class here, not a copy under loopgate.… (docs/plugins.md).
+from .adapter import AguiAdapter
 
 log = logging.getLogger("loopgate.agui")
 CONSUMER = "agui"

@@ -24,7 +24,7 @@ class NativeAdapter:
     name = "native"
     # contracts.refusals.ShapesRefusals: its own paths under OpenAI's /v1 keep problem bodies,
     # known endpoints or not.
-    refusal_prefixes: tuple[str, ...] = ("/v1/runs", "/v1/threads", "/v1/contract")
+    refusal_prefixes: tuple[str, ...] = ("/v1/runs", "/v1/threads", "/v1/contract", "/v1/loop")
 
     def projector(self, context: ProjectorContext) -> NativeProjector:
         return NativeProjector(context)
@@ -36,7 +36,7 @@ class NativeAdapter:
         return render_events(messages)
 
     def routes(self, service: RunService, limits: EndpointLimits) -> list[BaseRoute]:
-        from loopgate.adapters.native import events, ingest, loop, runs, threads
+        from . import events, ingest, loop, runs, threads
 
         return [
             *runs.routes(service, limits),

@@ -13,7 +13,6 @@ from starlette.requests import Request
 from starlette.responses import Response
 from starlette.routing import BaseRoute, Route
 
-from loopgate.adapters.native.adapter import NativeAdapter
 from loopgate.adapters.native.projector import NativeFrames, read_batch
 from loopgate.adapters.shared import sse
 from loopgate.adapters.shared.follow import follow, stream_policy
@@ -23,6 +22,10 @@ from loopgate.adapters.shared.stream import StreamResponse, Write
 from loopgate.contracts.limits import EndpointLimits
 from loopgate.contracts.ports import RunNotFound, RunService
 from loopgate.contracts.projector import ProjectorContext
+
+# Relative, as is adapter.py's import of this module: a file opened at its own path, as editors
+# open it, then meets its own class here, not a copy under loopgate.… (docs/plugins.md).
+from .adapter import NativeAdapter
 
 # The hub's consumer name for these subscriptions (telemetry): the transport they read through.
 CONSUMER = "sse"

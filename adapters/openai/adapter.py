@@ -80,7 +80,7 @@ class OpenAIAdapter:
         return b"".join(frames)
 
     def routes(self, service: RunService, limits: EndpointLimits) -> list[BaseRoute]:
-        from loopgate.adapters.openai.endpoints import routes
+        from .endpoints import routes
 
         return routes(self, service, limits)
 

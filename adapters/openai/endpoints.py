@@ -16,7 +16,6 @@ from starlette.requests import Request
 from starlette.responses import Response
 from starlette.routing import BaseRoute, Route
 
-from loopgate.adapters.openai.adapter import OpenAIAdapter
 from loopgate.adapters.openai.completion import fold
 from loopgate.adapters.openai.errors import (
     INVALID_REQUEST,
@@ -47,6 +46,10 @@ from loopgate.contracts import json_input
 from loopgate.contracts.limits import EndpointLimits
 from loopgate.contracts.ports import RunInfo, RunService, StartRun
 from loopgate.contracts.projector import ProjectorContext
+
+# Relative, as is adapter.py's import of this module: a file opened at its own path, as editors
+# open it, then meets its own class here, not a copy under loopgate.… (docs/plugins.md).
+from .adapter import OpenAIAdapter
 
 CONSUMER = "openai"
 # The run's id, where the SDKs read a response's request id (``_request_id``).

@@ -52,7 +52,7 @@ class VercelAdapter:
         )
 
     def routes(self, service: RunService, limits: EndpointLimits) -> list[BaseRoute]:
-        from loopgate.adapters.vercel.endpoints import routes
+        from .endpoints import routes
 
         return routes(self, service, limits)
 

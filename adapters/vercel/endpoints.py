@@ -22,7 +22,6 @@ from loopgate.adapters.shared.body import decode_json, read_body
 from loopgate.adapters.shared.endpoint import guarded
 from loopgate.adapters.shared.follow import FollowPolicy, follow, stream_policy
 from loopgate.adapters.shared.stream import StreamResponse, Write
-from loopgate.adapters.vercel.adapter import STREAM_HEADERS, VercelAdapter
 from loopgate.adapters.vercel.chunks import Chunk
 from loopgate.adapters.vercel.projector import CLIENT_TOOLS, MESSAGE_ID
 from loopgate.adapters.vercel.request import (
@@ -36,6 +35,10 @@ from loopgate.adapters.vercel.request import (
 from loopgate.contracts.limits import EndpointLimits
 from loopgate.contracts.ports import RunInfo, RunService, StartRun
 from loopgate.contracts.projector import ProjectorContext
+
+# Relative, as is adapter.py's import of this module: a file opened at its own path, as editors
+# open it, then meets its own class here, not a copy under loopgate.… (docs/plugins.md).
+from .adapter import STREAM_HEADERS, VercelAdapter
 
 CONSUMER = "vercel"
 PROTOCOL = "vercel"

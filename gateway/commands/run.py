@@ -277,6 +277,7 @@ class _Session:
         await self.sink(kind, data)
 
     async def run(self, prompt: str) -> int:
+        code = EXIT_CODES["cancelled"]  # should the task group be cancelled before the turns end
         async with anyio.create_task_group() as tg:
             await tg.start(self._cancel_on_signals)
             if self.spinner is not None:

@@ -36,11 +36,12 @@ from loopgate.contracts.ports import (
     ThreadExists,
     ThreadInfo,
 )
-from loopgate.gateway.hub.remote import Remote
 from loopgate.gateway.hub.run import Producer, Run, RunSubscription, new_record
 from loopgate.gateway.journal.base import EVENT_OVERHEAD_BYTES, Journal, RunRecord
 from loopgate.gateway.settings import Settings
 from loopgate.gateway.sources.ingest import IngestProducer
+
+from .remote import Remote
 
 log = logging.getLogger("loopgate.hub")
 

@@ -33,7 +33,9 @@ from loopgate.gateway.hub.run import Run
 from loopgate.gateway.journal.base import EVENT_OVERHEAD_BYTES, Journal, RunRecord
 
 if TYPE_CHECKING:
-    from loopgate.gateway.hub.hub import Hub
+    # Relative, as is hub.py's import of this module: a file opened at its own path, as editors
+    # open it, then meets its own class here, not a copy under loopgate.… (docs/plugins.md).
+    from .hub import Hub
 
 log = logging.getLogger("loopgate.hub")
 _encode = msgspec.json.Encoder().encode

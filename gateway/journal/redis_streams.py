@@ -31,7 +31,7 @@ import uuid
 from collections.abc import Awaitable, Callable, Coroutine
 from contextlib import suppress
 from functools import partial
-from typing import Any, ParamSpec, TypeVar
+from typing import Any, TypeVar, cast
 
 import anyio
 import msgspec
@@ -59,8 +59,7 @@ _decode_thread = msgspec.json.Decoder(ThreadInfo).decode
 _decode_data = msgspec.json.Decoder(dict[str, Any]).decode
 
 T = TypeVar("T", int, float)
-P = ParamSpec("P")
-R = TypeVar("R")
+Method = TypeVar("Method", bound=Callable[..., Coroutine[Any, Any, Any]])
 UNAVAILABLE = "the shared journal (Redis) does not answer; retry shortly"
 # An event queued for its run's next commit (seq, ts, kind, encoded data), by run.
 Row = tuple[int, int, str, bytes]
@@ -153,21 +152,21 @@ class NotReplicated(Exception):
         self.wanted = wanted
 
 
-def _reaching(
-    method: Callable[P, Coroutine[Any, Any, R]],
-) -> Callable[P, Coroutine[Any, Any, R]]:
+def _reaching(method: Method) -> Method:
     """A read or command of a request: Redis out of reach is the port's Unavailable (a 503
     with Retry-After over HTTP, a retry-later error elsewhere), not an internal error."""
 
     @functools.wraps(method)
-    async def reaching(*args: P.args, **kwargs: P.kwargs) -> R:
+    async def reaching(*args: Any, **kwargs: Any) -> Any:
         try:
             return await method(*args, **kwargs)
         except (RedisError, OSError):
             log.warning("journal: Redis did not answer a request's %s", method.__name__)
             raise Unavailable(UNAVAILABLE, retry_after=1) from None
 
-    return reaching
+    # The method's own type: an async def, which pyright holds to the Journal protocol's
+    # (a types.CoroutineType), where a Callable[P, Coroutine] would not do.
+    return cast(Method, reaching)
 
 
 class RedisJournal:
@@ -361,10 +360,11 @@ class RedisJournal:
                     generation = self._filling
                     self._filling += 1
                     retry = False
+                written = None
                 try:
                     # Sent whole whoever stopped waiting: the events are in the hub's memory.
                     with anyio.CancelScope(shield=True):
-                        marks, lost = await self._write(runs, rows, threads, retry)
+                        written = await self._write(runs, rows, threads, retry)
                 except (RedisError, OSError, NotReplicated) as exc:
                     if isinstance(exc, NotReplicated):
                         log.warning("journal commit not yet on %d replicas; retrying", exc.wanted)
@@ -374,6 +374,9 @@ class RedisJournal:
                     await anyio.sleep(delay)
                     delay = min(delay * 2, RETRY_MAX_S)
                     continue
+                # A shield that nothing cancels swallows nothing: the write ended or raised.
+                assert written is not None
+                marks, lost = written
                 self._failed = None
                 self._committed = generation
                 if self.on_commit is not None and marks:

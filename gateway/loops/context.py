@@ -60,13 +60,15 @@ class GatewayRunContext:
     @property
     def messages(self) -> list[dict[str, Any]]:
         if self._messages is None:
-            self._messages = msgspec.to_builtins(self._request.messages)
+            messages: list[dict[str, Any]] = msgspec.to_builtins(self._request.messages)
+            self._messages = messages
         return self._messages
 
     @property
     def tools(self) -> list[dict[str, Any]]:
         if self._tools is None:
-            self._tools = msgspec.to_builtins(self._request.tools)
+            tools: list[dict[str, Any]] = msgspec.to_builtins(self._request.tools)
+            self._tools = tools
         return self._tools
 
     @property

@@ -144,7 +144,8 @@ def _tool_call(raw: Mapping[str, Any]) -> dict[str, Any]:
 def _options(options: Sequence[str] | None) -> list[Decision]:
     if options is None:
         return list(ASKABLE)
-    offered = [known for o in options for known in ASKABLE if o == known]  # the client's order
+    # In the client's order.
+    offered: list[Decision] = [known for o in options for known in ASKABLE if o == known]
     if not offered or not any(o.startswith("allow") for o in offered):
         raise ClientError(f"permission options must include an allow decision from {ASKABLE}")
     return offered

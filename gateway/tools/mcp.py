@@ -258,8 +258,9 @@ class McpTools(ToolMetaLookup):
         if client is None or self._lost:
             return self._not_connected()
         timeout = self.options.call_timeout_s
+        result: mcp_types.CallToolResult | None = None  # stays None when the call times out
         try:
-            with anyio.move_on_after(timeout) as scope:
+            with anyio.move_on_after(timeout):
                 result = await client.call_tool(call.name, call.arguments)
         except MCPError as exc:
             if exc.code == mcp_types.CONNECTION_CLOSED:
@@ -273,7 +274,7 @@ class McpTools(ToolMetaLookup):
         except Exception:
             log.exception("%s: tools/call %s failed", self.source, call.name)
             return ToolResult(success=False, error=f"{call.name} failed with an internal error")
-        if scope.cancelled_caught:
+        if result is None:
             return self._timed_out(call, timeout)
         return _tool_result(call.name, result)
 

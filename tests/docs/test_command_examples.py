@@ -102,6 +102,11 @@ _INSTALLS_INTO_VENV = (
     "a fresh venv)"
 )
 _NO_DOCKER = "no Docker daemon where the suite runs (docs/deploy.md says so)"
+_PLUGIN_PROJECT = (
+    "a plugin author's project next to a checkout, with a venv of its own: "
+    "tests/packaging/test_without_symlinks.py makes one and runs these there (here the venv "
+    "would be the suite's own .venv)"
+)
 _ACPX = (
     "needs acpx, which the line before installs globally; tests/acp/test_acp_node_client.py "
     "drives `loopgate acp` with the ACP SDK's own client instead"
@@ -148,6 +153,21 @@ NOT_RUN: dict[tuple[str, str], str] = {
         _INSTALLS_INTO_VENV
     ),
     ("docs/deploy.md", "docker build -t loopgate ."): _NO_DOCKER,
+    ("docs/plugins.md", "cd my-plugin"): _PLUGIN_PROJECT,
+    ("docs/plugins.md", "python -m venv .venv"): _PLUGIN_PROJECT,
+    (
+        "docs/plugins.md",
+        ".venv/bin/pip install -e ../loopgate --config-settings editable_mode=strict",
+    ): _PLUGIN_PROJECT,
+    ("docs/plugins.md", ".venv/bin/pip install mypy && .venv/bin/mypy --strict my_plugin.py"): (
+        _PLUGIN_PROJECT
+    ),
+    ("docs/plugins.md", "npx pyright --pythonpath .venv/bin/python my_plugin.py"): (
+        _PLUGIN_PROJECT
+    ),
+    ("docs/plugins.md", "tests/node/node_modules/.bin/pyright --pythonpath .venv/bin/python"): (
+        "./scripts/test runs it before the suite (20-25 s)"
+    ),
     ("docs/deploy.md", 'docker run --rm loopgate run "one tool: 2 + 3"'): _NO_DOCKER,
     (
         "docs/deploy.md",

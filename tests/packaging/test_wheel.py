@@ -21,6 +21,7 @@ import subprocess
 import sys
 import time
 import tomllib
+import uuid
 from dataclasses import dataclass
 from pathlib import Path
 from typing import Any
@@ -28,6 +29,7 @@ from typing import Any
 import httpx
 import pytest
 
+from tests.fakes.redis_server import redis_server
 from tests.gateway.harness import free_port
 from tests.gateway.sse_client import envelopes, read_stream
 from tests.packaging.dockerfile import DockerIgnore, Stage, copy_context, exec_form, parse
@@ -152,7 +154,7 @@ def test_the_venv_gains_one_package_holding_the_whole_checkout(installed: Instal
     assert "loopgate" in top
     assert not top & {*FOLDERS, "conformance", "recordings", "tests", "build"}, top
     package = installed.site_packages / "loopgate"
-    # The build followed loopgate/'s symlinks: real folders, every file of the three in each.
+    # setup.py's mapping (not loopgate/'s symlinks): real folders, every file of the three.
     for folder in FOLDERS:
         assert not (package / folder).is_symlink()
         assert files_under(package / folder) == files_under(REPO / folder), folder
@@ -255,6 +257,7 @@ def test_the_dockerfile_builds_from_a_slim_python_and_runs_as_a_user() -> None:
     ("path", "sent"),
     [
         ("pyproject.toml", True),
+        ("setup.py", True),
         ("gateway/app.py", True),
         ("loopgate/gateway", True),
         ("conformance/streams/parallel-tools.jsonl", True),
@@ -346,6 +349,40 @@ def test_the_images_other_commands_run_with_its_settings_and_no_token(
     result = subprocess.run(argv, cwd=tmp_path, env=env, capture_output=True, text=True, timeout=60)
     assert result.returncode == 0, result.stderr
     assert "The result of 2 + 3 is 5." in result.stdout
+
+
+def test_the_images_instances_share_runs_through_redis(
+    installed: Installed, tmp_path: Path
+) -> None:
+    """docs/scale.md from the image: its install line brings the Redis extra, so two
+    containers given one Redis as their journal serve each other's runs."""
+    check = "import redis.utils; print(redis.utils.HIREDIS_AVAILABLE)"
+    hiredis = installed.run("python", "-c", check)  # the extra's C parser, not only redis-py
+    assert (hiredis.returncode, hiredis.stdout.strip()) == (0, "True"), hiredis.stderr
+    image = STAGES[-1]
+    secret = tmp_path / "loopgate_token"
+    secret.write_text(TOKEN)
+    bearer = {"authorization": f"Bearer {TOKEN}"}
+    with redis_server() as url:
+        sep = "&" if "?" in url else "?"
+        journal = f"{url}{sep}prefix=pkg{uuid.uuid4().hex[:12]}"  # a Redis others may share
+        envs = []
+        for name in ("a", "b"):
+            (tmp_path / name).mkdir()
+            env = container_env(installed, image, tmp_path / name, free_port())
+            envs.append({**env, "LOOPGATE_JOURNAL": journal, "LOOPGATE_TOKEN_FILE": str(secret)})
+        command = image.command()
+        with (
+            served(command, env=envs[0], cwd=tmp_path / "a") as first,
+            served(command, env=envs[1], cwd=tmp_path / "b") as second,
+        ):
+            first.wait_for(READY)
+            second.wait_for(READY)
+            a, b = (f"http://127.0.0.1:{env['LOOPGATE_PORT']}" for env in envs)
+            events = start_and_stream(a, {"input": "one tool: 2 + 3"}, bearer)
+            assert_one_tool_answer(events)
+            from_b = read_stream(b, events[0]["run_id"], headers=bearer, timeout=30)
+            assert envelopes(from_b) == events
 
 
 def healthcheck(
