@@ -39,5 +39,10 @@ class NativeAdapter:
             *ingest.routes(service, limits),
         ]
 
+    def openapi(self) -> dict[str, Any]:
+        from loopgate.adapters.native.openapi import describe
+
+        return describe()
+
 
 ADAPTER = NativeAdapter()

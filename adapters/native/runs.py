@@ -28,6 +28,8 @@ from loopgate.contracts.ports import CommandResult, RunInfo, RunService, StartRu
 
 JSON = "application/json"
 _RUN_ID = re.compile(r"[A-Za-z0-9_.:-]{1,128}")
+# ``?limit=`` of the list endpoints (runs, threads): its default and its largest value.
+LIMIT_DEFAULT, LIMIT_MAX = 100, 1000
 
 
 class StartBody(msgspec.Struct, kw_only=True, forbid_unknown_fields=True):
@@ -55,18 +57,36 @@ def json_response(body: Any, status: int = 200, headers: dict[str, str] | None =
     return Response(msgspec.json.encode(body), status, headers=headers, media_type=JSON)
 
 
-def run_json(info: RunInfo) -> dict[str, Any]:
-    body: dict[str, Any] = msgspec.to_builtins(info)
-    body["links"] = {
-        "self": f"/v1/runs/{info.id}",
-        "events": f"/v1/runs/{info.id}/events",
-    }
-    return body
+class RunLinks(msgspec.Struct):
+    self: str
+    events: str
+
+
+class RunView(RunInfo, kw_only=True):
+    """A run: ``state`` is running or finished, ``status`` its terminal completion's status once
+    finished, ``last_seq`` the seq of its latest event, ``input`` the messages it started with."""
+
+    links: RunLinks
+
+
+class RunList(msgspec.Struct):
+    """Runs, newest first."""
+
+    runs: list[RunView]
+
+
+def run_json(info: RunInfo) -> RunView:
+    links = RunLinks(self=f"/v1/runs/{info.id}", events=f"/v1/runs/{info.id}/events")
+    return RunView(**msgspec.structs.asdict(info), links=links)
 
 
 def command_response(result: CommandResult) -> Response:
     """202 for an accepted command; 200 with ``accepted: false`` for one with nothing to act on."""
-    return json_response(msgspec.to_builtins(result), 202 if result.accepted else 200)
+    return json_response(result, 202 if result.accepted else 200)
+
+
+def limit_param(request: Request) -> int:
+    return int_param(request.query_params.get("limit"), "limit", LIMIT_DEFAULT, 1, LIMIT_MAX)
 
 
 def to_start_request(
@@ -111,10 +131,10 @@ def routes(service: RunService, limits: EndpointLimits) -> list[BaseRoute]:
 
     @guarded
     async def list_runs(request: Request) -> Response:
-        limit = int_param(request.query_params.get("limit"), "limit", 100, 1, 1000)
+        limit = limit_param(request)
         thread_id = request.query_params.get("thread_id")
         infos = await service.list_runs(limit=limit, thread_id=thread_id)
-        return json_response({"runs": [run_json(i) for i in infos]})
+        return json_response(RunList([run_json(i) for i in infos]))
 
     @guarded
     async def get_run(request: Request) -> Response:
