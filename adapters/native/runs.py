@@ -8,7 +8,7 @@ Every error is an RFC 9457 problem body with a ``detail`` that says what was wro
 from __future__ import annotations
 
 import re
-from typing import Any, Literal
+from typing import Annotated, Any, Literal
 
 import msgspec
 from starlette.requests import Request
@@ -32,24 +32,55 @@ _RUN_ID = re.compile(r"[A-Za-z0-9_.:-]{1,128}")
 LIMIT_DEFAULT, LIMIT_MAX = 100, 1000
 
 
+def about(description: str) -> msgspec.Meta:
+    """A field's description in the API's schema (/openapi.json); it checks nothing."""
+    return msgspec.Meta(description=description)
+
+
 class StartBody(msgspec.Struct, kw_only=True, forbid_unknown_fields=True):
-    input: str | list[Message] | None = None
-    config: dict[str, Any] = msgspec.field(default_factory=dict[str, Any])
-    source: Literal["loop", "ingest"] | None = None
-    replay: str | None = None
-    pace: Literal["recorded", "fast"] = "fast"
-    run_id: str | None = None
-    thread_id: str | None = None
-    metadata: dict[str, Any] = msgspec.field(default_factory=dict[str, Any])
-    approval: Literal["auto", "always", "never"] = "auto"
+    """A run to start: a prompt or a message list for the loop, or ``source: ingest`` for your
+    own loop to push events into, or ``replay``: a recorded stream served as a live run."""
+
+    input: Annotated[
+        str | list[Message] | None,
+        about(
+            "a prompt, or the whole conversation as messages; a prompt on a `thread_id` "
+            "that has runs continues that thread"
+        ),
+    ] = None
+    config: Annotated[
+        dict[str, Any],
+        about("the loop's settings: for the reference loop its limits (`GET /v1/contract`)"),
+    ] = msgspec.field(default_factory=dict[str, Any])
+    source: Annotated[
+        Literal["loop", "ingest"] | None,
+        about("`loop` (the default), or `ingest`: your own loop pushes the events"),
+    ] = None
+    replay: Annotated[str | None, about("the name of a recorded stream to serve as a live run")] = (
+        None
+    )
+    pace: Annotated[
+        Literal["recorded", "fast"], about("a replay's pace: as recorded, or at once")
+    ] = "fast"
+    run_id: Annotated[
+        str | None, about("your own id: 1-128 letters, digits, `_`, `.`, `:` or `-`; 409 if taken")
+    ] = None
+    thread_id: Annotated[str | None, about("the thread the run belongs to")] = None
+    metadata: Annotated[dict[str, Any], about("free-form, kept with the run")] = msgspec.field(
+        default_factory=dict[str, Any]
+    )
+    approval: Annotated[
+        Literal["auto", "always", "never"],
+        about("which tool calls wait for a client's answer: those that ask, all, or none"),
+    ] = "auto"
 
 
 class SteerBody(msgspec.Struct, forbid_unknown_fields=True):
-    content: str
+    content: Annotated[str, about("what to tell the loop at its next round boundary")]
 
 
 class RespondBody(msgspec.Struct, forbid_unknown_fields=True):
-    request_id: str
+    request_id: Annotated[str, about("the `requestId` of the run's `permission_request`")]
     decision: Decision
 
 

@@ -8,14 +8,14 @@ A thread also exists without a record as soon as a run names it; its runs are li
 from __future__ import annotations
 
 import re
-from typing import Any
+from typing import Annotated, Any
 
 import msgspec
 from starlette.requests import Request
 from starlette.responses import Response
 from starlette.routing import BaseRoute, Route
 
-from loopgate.adapters.native.runs import json_response, limit_param
+from loopgate.adapters.native.runs import about, json_response, limit_param
 from loopgate.adapters.shared.body import decode_json, read_body
 from loopgate.adapters.shared.endpoint import guarded
 from loopgate.adapters.shared.numbers import shown
@@ -28,8 +28,13 @@ _THREAD_ID = re.compile(r"[A-Za-z0-9_.:-]{1,128}")
 
 
 class ThreadBody(msgspec.Struct, kw_only=True, forbid_unknown_fields=True):
-    id: str | None = None
-    metadata: dict[str, Any] = msgspec.field(default_factory=dict[str, Any])
+    id: Annotated[
+        str | None,
+        about("1-128 letters, digits, `_`, `.`, `:` or `-`; made up as `thread_…` when absent"),
+    ] = None
+    metadata: Annotated[dict[str, Any], about("free-form, kept with the record")] = msgspec.field(
+        default_factory=dict[str, Any]
+    )
 
 
 class ThreadLinks(msgspec.Struct):

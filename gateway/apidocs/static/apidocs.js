@@ -3,13 +3,15 @@
 // come from adapters, plug-ins included.
 
 const METHODS = ["get", "post", "put", "patch", "delete"];
+// The document's component schemas, once loaded: a request body's fields are shown in place.
+let components = {};
 
 function el(tag, attrs = {}, ...children) {
   const node = document.createElement(tag);
   for (const [key, value] of Object.entries(attrs)) {
     if (value !== undefined && value !== null) node.setAttribute(key, value);
   }
-  for (const child of children.flat()) {
+  for (const child of children.flat(Infinity)) {
     if (child === null || child === undefined || child === false) continue;
     node.append(child instanceof Node ? child : String(child));
   }
@@ -17,9 +19,11 @@ function el(tag, attrs = {}, ...children) {
 }
 
 // `code` spans of a description as <code>, the rest as text; blank lines part paragraphs.
+// Docstrings (reST) quote code in double backticks: the same span.
 function prose(text, tag = "p") {
   if (!text) return null;
   return String(text)
+    .replaceAll("``", "`")
     .split(/\n\s*\n/)
     .map((para) =>
       el(
@@ -89,8 +93,9 @@ function propertiesTable(schema) {
   );
 }
 
-function mediaBlock(mediaType, media) {
+function mediaBlock(mediaType, media, { fields = false } = {}) {
   const parts = [el("div", {}, el("span", { class: "media" }, mediaType), " ", typeOf(media.schema))];
+  if (fields && media.schema?.$ref) parts.push(propertiesTable(components[refName(media.schema.$ref)] || {}));
   if (media["x-itemSchema"]) {
     const item = media["x-itemSchema"];
     parts.push(el("div", {}, "each item: ", typeOf(item)), propertiesTable(item));
@@ -129,7 +134,7 @@ function requestBody(body) {
   return [
     el("h3", {}, body.required ? "Request body" : "Request body (optional)"),
     prose(body.description),
-    Object.entries(body.content || {}).map(([type, media]) => mediaBlock(type, media)),
+    Object.entries(body.content || {}).map(([type, media]) => mediaBlock(type, media, { fields: true })),
   ];
 }
 
@@ -208,6 +213,7 @@ function schemaSection(name, schema) {
 }
 
 function render(doc) {
+  components = doc.components?.schemas || {};
   document.title = `${doc.info?.title || "API"} API`;
   document.getElementById("title").textContent = `${doc.info?.title || "API"} API`;
   document.getElementById("version").textContent = `${doc.info?.version || ""} · OpenAPI ${doc.openapi}`;
@@ -217,7 +223,7 @@ function render(doc) {
   if (Object.keys(schemes).length) {
     intro.append(
       el("h3", {}, "Authentication"),
-      Object.entries(schemes).map(([name, scheme]) => el("p", {}, el("code", {}, name), ": ", prose(scheme.description, "span"))),
+      ...Object.entries(schemes).map(([name, scheme]) => el("p", {}, el("code", {}, name), ": ", prose(scheme.description, "span"))),
     );
   }
   document.getElementById("operations").append(...operationsByTag(doc));
@@ -225,7 +231,7 @@ function render(doc) {
   document.getElementById("schema-list").append(...schemas.map(([name, schema]) => schemaSection(name, schema)));
   document.getElementById("schemas").hidden = !schemas.length;
   // A link to #op-… or #schema-… opens what it points at.
-  const target = location.hash && document.getElementById(location.hash.slice(1));
+  const target = location.hash ? document.getElementById(location.hash.slice(1)) : null;
   if (target instanceof HTMLDetailsElement) target.open = true;
   target?.scrollIntoView();
 }
