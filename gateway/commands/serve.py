@@ -14,6 +14,7 @@ from loopgate.gateway.settings import load_settings
 ENDPOINTS = """endpoints (docs/api.md):
   GET  /                              the web console (docs/console.md)
   GET  /healthz                       liveness
+  GET  /openapi.json, GET /docs       this API's OpenAPI 3.1 description, and a page for it
   GET  /v1/contract                   the event kinds and payloads this gateway speaks
   POST /v1/runs                       start a run (the loop, an ingest run, or a replay)
   GET  /v1/runs                       list runs
