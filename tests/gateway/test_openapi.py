@@ -171,6 +171,7 @@ class Checker:
         where = f"{method.upper()} {path} {status}"
         assert status in op["responses"], f"{where} is not described"
         self.seen.add((method.upper(), path))
+        self.accepted_request(op, answer, where)
         described = op["responses"][status]
         for header in described.get("headers", {}):
             assert header.lower() in answer.headers, f"{where}: no {header} header"
@@ -193,6 +194,13 @@ class Checker:
             self.schema(described_media["schema"], parsed, where)
             return parsed
         return {}
+
+    def accepted_request(self, op: dict[str, Any], answer: httpx.Response, where: str) -> None:
+        """A JSON body the gateway took (2xx) fits the request schema the document gives."""
+        sent = answer.request.content
+        json_body = op.get("requestBody", {}).get("content", {}).get("application/json")
+        if sent and json_body and answer.is_success:
+            self.schema(json_body["schema"], json.loads(sent), f"{where} request")
 
     def events(self, item: dict[str, Any], body: bytes, where: str) -> None:
         blocks = [b for b in body.decode().split("\n\n") if b.strip()]
@@ -264,7 +272,7 @@ def test_each_operation_answers_as_described(live: tuple[str, Checker]) -> None:
         check.response(client.post(f"/v1/runs/{run_id}/steer", json={"text": "wrong field"}))
         check.response(client.post("/v1/runs/run_nope/cancel"))
         asking = check.response(
-            client.post("/v1/runs", json={"input": "time", "approval": "always"})
+            client.post("/v1/runs", json={"input": "What time is it?", "approval": "always"})
         )
         request_id = wait_for_permission(client, asking["id"])
         answer = {"request_id": request_id, "decision": "allow_once"}
