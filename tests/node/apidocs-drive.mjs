@@ -18,6 +18,8 @@ async function docs(browser, { gateway }, name) {
   await page.waitForSelector('body[data-loaded="true"]', { timeout: 15000 });
   const report = {
     title: await page.title(),
+    // From navigation start to the whole document drawn, measured in the page.
+    loadedMs: Number(await page.$eval("body", (node) => node.dataset.loadedMs)),
     operations: await page.$$eval("details.op", (nodes) => nodes.map((n) => n.dataset.operation)),
     tags: await page.$$eval("section.tag > h2", (nodes) => nodes.map((n) => n.textContent)),
     locked: await page.$$eval("details.op .lock", (nodes) => nodes.length),

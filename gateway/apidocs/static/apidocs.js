@@ -245,6 +245,7 @@ async function main() {
     status.textContent = "";
     status.hidden = true;
     document.body.dataset.loaded = "true";
+    document.body.dataset.loadedMs = String(Math.round(performance.now()));
   } catch (error) {
     status.textContent = `Could not load the description: ${error.message}`;
     status.classList.add("failed");
