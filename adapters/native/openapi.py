@@ -4,8 +4,8 @@ Structs its endpoints decode and encode (``msgspec.json.schema_components``).
 Two bodies are streams, which OpenAPI 3.1 has no item schema for: the SSE events and the
 NDJSON ingest body are each described as a string, with the schema of one item under
 ``x-itemSchema`` (what OpenAPI 3.2 calls ``itemSchema``). The WebSocket ingest is the GET that
-upgrades (101). Security is the gateway's (it knows whether a token is set): see
-gateway/openapi.py.
+upgrades (101), the frames it takes under ``x-websocket``. Security is the gateway's, which
+knows whether a token is set: gateway/apidocs/document.py.
 """
 
 from __future__ import annotations
@@ -286,31 +286,32 @@ def paths() -> dict[str, dict[str, Any]]:
             ),
         },
         "/v1/runs/{run_id}/ingest": {
-            "get": operation(
-                "ingestSocket",
-                "Ingest",
-                "Push events into an ingest run (WebSocket)",
-                "A WebSocket: one LoopEvent JSON per text frame (`x-itemSchema` of the 101). "
-                "The gateway sends `{type: error, frame, detail}` for a rejected frame, "
-                "`{type: command, command: steer|cancel, …}` when a client steers or cancels, "
-                "`{type: ack, frame, seq}` with `?ack=1` once frames are committed, and `{type: "
-                "end, frame, seq}` when your terminal completion is committed. Closing before "
-                "a terminal completion ends the run as truncated.",
-                {
-                    "101": {
-                        "description": "Switching Protocols: the WebSocket is open",
-                        "content": {JSON: {"schema": STRING, "x-itemSchema": ref(LoopEvent)}},
+            "get": {
+                **operation(
+                    "ingestSocket",
+                    "Ingest",
+                    "Push events into an ingest run (WebSocket)",
+                    "A WebSocket: one LoopEvent JSON per text frame (`x-websocket`). The "
+                    "gateway sends `{type: error, frame, detail}` for a rejected frame, `{type: "
+                    "command, command: steer|cancel, …}` when a client steers or cancels, `{type: "
+                    "ack, frame, seq}` with `?ack=1` once frames are committed, and `{type: end, "
+                    "frame, seq}` when your terminal completion is committed. Closing before a "
+                    "terminal completion ends the run as truncated.",
+                    {
+                        "101": {"description": "Switching Protocols: the WebSocket is open"},
+                        "403": {
+                            "description": "the upgrade was refused: an unknown or finished "
+                            "run, or a browser `Origin` that is not allowed"
+                        },
                     },
-                    "403": {
-                        "description": "the upgrade was refused: an unknown or finished "
-                        "run, or a browser `Origin` that is not allowed"
-                    },
-                },
-                parameters=[
-                    RUN_ID,
-                    param("ack", "query", "`1`: acknowledge committed frames", FLAG),
-                ],
-            )
+                    parameters=[
+                        RUN_ID,
+                        param("ack", "query", "`1`: acknowledge committed frames", FLAG),
+                    ],
+                ),
+                # No OpenAPI version describes WebSocket messages: the frames a client sends.
+                "x-websocket": {"clientFrame": ref(LoopEvent)},
+            }
         },
         "/v1/runs/{run_id}/cancel": {
             "post": command(

@@ -37,6 +37,8 @@ def assert_shown(report: dict[str, Any], base: str, document: dict[str, Any]) ->
     assert "[object" not in report["text"]
     stream = report["streamEvents"]
     assert "text/event-stream" in stream and "each item" in stream and "Envelope" in stream
+    socket = report["ingestSocket"]
+    assert "WebSocket frames you send" in socket and "LoopEvent" in socket and "101" in socket
     # Every request the page made went to the gateway, and none failed.
     requests = report["network"]
     assert {r["url"] for r in requests} >= {f"{base}/docs", f"{base}/openapi.json"}

@@ -303,6 +303,8 @@ def test_each_operation_answers_as_described(live: tuple[str, Checker]) -> None:
         upgrade = socket.response
         op = check.document["paths"]["/v1/runs/{run_id}/ingest"]["get"]
         assert str(upgrade.status_code) in op["responses"]
+        # The frame the gateway took is one the document describes.
+        check.schema(op["x-websocket"]["clientFrame"], json.loads(done), "the ingest frame")
         check.seen.add(("GET", "/v1/runs/{run_id}/ingest"))
 
         # Threads.

@@ -33,6 +33,8 @@ async function docs(browser, { gateway }, name) {
   report.runView = await page.$eval("#schema-RunView", (node) => node.textContent);
   await page.click("#op-streamEvents > summary");
   report.streamEvents = await page.$eval("#op-streamEvents .op-body", (node) => node.textContent);
+  await page.click("#op-ingestSocket > summary");
+  report.ingestSocket = await page.$eval("#op-ingestSocket .op-body", (node) => node.textContent);
   // Everything drawn, every operation open: what a reader can see.
   await page.$$eval("details.op", (nodes) => nodes.forEach((n) => (n.open = true)));
   report.text = await page.$eval("main", (node) => node.textContent);

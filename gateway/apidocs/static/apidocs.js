@@ -138,6 +138,18 @@ function requestBody(body) {
   ];
 }
 
+// What the client sends on an operation that upgrades to a WebSocket (no OpenAPI version has a
+// place for WebSocket messages; the gateway puts it under `x-websocket`).
+function websocketFrames(websocket) {
+  if (!websocket?.clientFrame) return null;
+  const frame = websocket.clientFrame;
+  return [
+    el("h3", {}, "WebSocket frames you send"),
+    el("div", {}, el("span", { class: "media" }, "text frame"), " ", typeOf(frame)),
+    propertiesTable(frame.$ref ? components[refName(frame.$ref)] || {} : frame),
+  ];
+}
+
 function responsesTable(responses) {
   return [
     el("h3", {}, "Responses"),
@@ -181,6 +193,7 @@ function operation(doc, path, method, op) {
       prose(op.description),
       parametersTable(op.parameters),
       requestBody(op.requestBody),
+      websocketFrames(op["x-websocket"]),
       responsesTable(op.responses),
     ),
   );
