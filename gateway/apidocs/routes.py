@@ -43,5 +43,5 @@ def routes(adapters: Mapping[str, Adapter], *, token: bool, is_open: IsOpen) -> 
     return [
         Route(SPEC_PATH, spec, methods=["GET", "HEAD"]),
         Route(DOCS_PATH, page, methods=["GET", "HEAD"]),
-        Mount(DOCS_PATH, StaticFiles(directory=STATIC), name="apidocs"),
+        Mount(DOCS_PATH, StaticFiles(directory=STATIC, html=True), name="apidocs"),
     ]

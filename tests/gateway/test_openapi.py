@@ -340,6 +340,8 @@ def test_a_gateway_with_a_token_answers_as_its_document_says() -> None:
         check.response(spec)
         check.response(client.get("/docs"))
         assert client.get("/docs/apidocs.js").status_code == 200
+        # With its slash, as a reader may type it: the same page.
+        assert client.get("/docs/").content == client.get("/docs").content
         check.response(client.get("/healthz"))
         # Everything else: the described 401.
         check.response(client.get("/v1/runs"))
