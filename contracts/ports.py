@@ -59,8 +59,9 @@ class RunInfo(msgspec.Struct, kw_only=True):
     # The messages the run was started with (a prompt becomes one user message).
     input: list[Message] = msgspec.field(default_factory=list)
     # What a running run is paused on: "approval" while a permission request of it has no
-    # answer yet (known to the instance that runs it); None otherwise.
-    awaiting: Literal["approval"] | None = None
+    # answer yet (known to the instance that runs it); unset, and absent from its JSON,
+    # otherwise, so the run bodies clients know stay as they were.
+    awaiting: Literal["approval"] | msgspec.UnsetType = msgspec.UNSET
 
 
 class ThreadInfo(msgspec.Struct, kw_only=True):

@@ -1,5 +1,6 @@
 """What every wire adapter provides: a sans-IO projector, the rendering of its messages, its
-routes on the gateway's HTTP server and, optionally, a stdio transport.
+routes on the gateway's HTTP server and, optionally, a stdio transport and an OpenAPI
+description of its routes.
 
 Adapters register under the ``loopgate.adapters`` entry-point group (see pyproject.toml), so a
 third-party package plugs in the same way as the built-in ones.
@@ -97,6 +98,18 @@ class StdioAdapter(Adapter, Protocol):
 
 def serves_stdio(adapter: Adapter) -> TypeGuard[StdioAdapter]:
     return callable(getattr(adapter, "serve_stdio", None))
+
+
+class DescribedAdapter(Adapter, Protocol):
+    """An adapter whose HTTP API the gateway's ``/openapi.json`` describes."""
+
+    def openapi(self) -> dict[str, Any]:
+        """Its ``paths`` and ``components`` (``schemas``) as OpenAPI 3.1 objects."""
+        ...
+
+
+def describes_http(adapter: Adapter) -> TypeGuard[DescribedAdapter]:
+    return callable(getattr(adapter, "openapi", None))
 
 
 def project_run(

@@ -11,12 +11,13 @@ import anyio
 from starlette.applications import Starlette
 from starlette.exceptions import HTTPException
 from starlette.requests import Request
-from starlette.responses import JSONResponse, Response
-from starlette.routing import Route
+from starlette.responses import Response
 
 from loopgate.contracts.limits import EndpointLimits
 from loopgate.contracts.refusals import Reason, Refusal
-from loopgate.gateway.auth import HostGuard, OriginGuard, TokenAuth
+from loopgate.gateway import health
+from loopgate.gateway.apidocs import routes as apidocs
+from loopgate.gateway.auth import HostGuard, OriginGuard, TokenAuth, is_open_path
 from loopgate.gateway.console import routes as console
 from loopgate.gateway.cors import BrowserAccess
 from loopgate.gateway.hub import Hub, Source
@@ -105,9 +106,6 @@ def create_app(
     limits = endpoint_limits(settings)
     adapters = load_adapters()
 
-    async def healthz(request: Request) -> Response:
-        return JSONResponse({"status": "ok", "adapters": sorted(adapters)})
-
     async def http_problem(request: Request, exc: Exception) -> Response:
         assert isinstance(exc, HTTPException)
         status, path = exc.status_code, request.url.path[:200]
@@ -131,7 +129,11 @@ def create_app(
                 with anyio.CancelScope(shield=True):
                     await anyio.to_thread.run_sync(owned.shutdown)
 
-    routes = [Route("/healthz", healthz), *(console.routes() if settings.console else [])]
+    routes = [
+        health.route(adapters),
+        *apidocs.routes(adapters, token=bool(settings.token), is_open=is_open_path),
+        *(console.routes() if settings.console else []),
+    ]
     served = [(adapter, adapter.routes(hub, limits)) for adapter in adapters.values()]
     for _, adapter_routes in served:
         routes.extend(adapter_routes)

@@ -15,10 +15,12 @@ from starlette.types import ASGIApp, Receive, Scope, Send
 from loopgate.adapters.shared.problem import problem_body
 from loopgate.contracts.limits import EndpointLimits
 from loopgate.contracts.refusals import Refusal
+from loopgate.gateway.apidocs.routes import SPEC_PATH, is_docs_path
 from loopgate.gateway.console.routes import is_console_path
 from loopgate.gateway.refusals import PROBLEMS, Refusals
 
-OPEN_PATHS = frozenset({"/healthz"})
+# The API's description is open as /healthz is: it holds no run, thread or setting (docs/api.md).
+OPEN_PATHS = frozenset({"/healthz", SPEC_PATH})
 LOOPBACK_NAMES = frozenset({"localhost"})
 NO_TOKEN = Refusal(
     status=401,
@@ -142,9 +144,15 @@ class TokenAuth:
 
 
 def _open(scope: Scope) -> bool:
-    """``/healthz``, and the console's static files (the page asks for the token itself)."""
-    path: str = scope["path"]
-    return path in OPEN_PATHS or (scope.get("method") in ("GET", "HEAD") and is_console_path(path))
+    return is_open_path(scope.get("method", ""), scope["path"])
+
+
+def is_open_path(method: str, path: str) -> bool:
+    """``/healthz``, the API's description, and the static files of the console and of the
+    description's page (the console asks for the token itself)."""
+    return path in OPEN_PATHS or (
+        method in ("GET", "HEAD") and (is_console_path(path) or is_docs_path(path))
+    )
 
 
 def _event_stream(scope: Scope) -> bool:

@@ -49,5 +49,10 @@ class NativeAdapter:
     def refusal_response(self, refusal: Refusal) -> Response:
         return problem_response(refusal.status, refusal.detail, headers=refusal.headers)
 
+    def openapi(self) -> dict[str, Any]:
+        from loopgate.adapters.native.openapi import describe
+
+        return describe()
+
 
 ADAPTER = NativeAdapter()

@@ -18,7 +18,7 @@ from starlette.routing import BaseRoute, Route, WebSocketRoute
 from starlette.websockets import WebSocket, WebSocketDisconnect
 
 from loopgate.adapters.native.acks import CommitAcks
-from loopgate.adapters.native.runs import json_response, run_json
+from loopgate.adapters.native.runs import RunView, json_response, run_json
 from loopgate.adapters.shared.body import iter_lines
 from loopgate.adapters.shared.endpoint import guarded
 from loopgate.adapters.shared.problem import HttpProblem, problem_for
@@ -37,6 +37,14 @@ from loopgate.contracts.oddities import OddityLog
 from loopgate.contracts.ports import RunFinished, RunService, RunTooLarge
 
 log = logging.getLogger("loopgate.ingest")
+
+
+class IngestResult(msgspec.Struct):
+    """The events of the body are committed: how many, up to which seq, and the run after them."""
+
+    accepted: int
+    last_seq: int | None
+    run: RunView
 
 
 def ends_run(request: Request) -> bool:
@@ -95,7 +103,7 @@ def routes(service: RunService, limits: EndpointLimits) -> list[BaseRoute]:
         if ends_run(request):
             await service.end_ingest(run_id)
         info = await service.get(run_id)
-        return json_response({"accepted": accepted, "last_seq": last_seq, "run": run_json(info)})
+        return json_response(IngestResult(accepted, last_seq, run_json(info)))
 
     async def ingest_socket(websocket: WebSocket) -> None:
         await serve_ingest_socket(websocket, service, limits, oddity_log)

@@ -8,7 +8,7 @@ Every error is an RFC 9457 problem body with a ``detail`` that says what was wro
 from __future__ import annotations
 
 import re
-from typing import Any, Literal
+from typing import Annotated, Any, Literal
 
 import msgspec
 from starlette.requests import Request
@@ -28,30 +28,67 @@ from loopgate.contracts.ports import CommandResult, RunInfo, RunService, StartRu
 
 JSON = "application/json"
 _RUN_ID = re.compile(r"[A-Za-z0-9_.:-]{1,128}")
+# ``?limit=`` of the list endpoints (runs, threads): its default and its largest value.
+LIMIT_DEFAULT, LIMIT_MAX = 100, 1000
+
+
+def about(description: str) -> msgspec.Meta:
+    """A field's description in the API's schema (/openapi.json); it checks nothing."""
+    return msgspec.Meta(description=description)
 
 
 class StartBody(msgspec.Struct, kw_only=True, forbid_unknown_fields=True):
-    input: str | list[Message] | None = None
-    config: dict[str, Any] = msgspec.field(default_factory=dict[str, Any])
-    source: Literal["loop", "ingest"] | None = None
-    replay: str | None = None
-    pace: Literal["recorded", "fast"] = "fast"
-    run_id: str | None = None
-    thread_id: str | None = None
-    metadata: dict[str, Any] = msgspec.field(default_factory=dict[str, Any])
-    approval: Literal["auto", "always", "never"] = "auto"
+    """A run to start: a prompt or a message list for the loop, or ``source: ingest`` for your
+    own loop to push events into, or ``replay``: a recorded stream served as a live run."""
+
+    input: Annotated[
+        str | list[Message] | None,
+        about(
+            "a prompt, or the whole conversation as messages; a prompt on a `thread_id` "
+            "that has runs continues that thread"
+        ),
+    ] = None
+    config: Annotated[
+        dict[str, Any],
+        about("the loop's settings: for the reference loop its limits (`GET /v1/contract`)"),
+    ] = msgspec.field(default_factory=dict[str, Any])
+    source: Annotated[
+        Literal["loop", "ingest"] | None,
+        about("`loop` (the default), or `ingest`: your own loop pushes the events"),
+    ] = None
+    replay: Annotated[str | None, about("the name of a recorded stream to serve as a live run")] = (
+        None
+    )
+    pace: Annotated[
+        Literal["recorded", "fast"], about("a replay's pace: as recorded, or at once")
+    ] = "fast"
+    run_id: Annotated[
+        str | None, about("your own id: 1-128 letters, digits, `_`, `.`, `:` or `-`; 409 if taken")
+    ] = None
+    thread_id: Annotated[str | None, about("the thread the run belongs to")] = None
+    metadata: Annotated[dict[str, Any], about("free-form, kept with the run")] = msgspec.field(
+        default_factory=dict[str, Any]
+    )
+    approval: Annotated[
+        Literal["auto", "always", "never"],
+        about("which tool calls wait for a client's answer: those that ask, all, or none"),
+    ] = "auto"
 
 
 class SteerBody(msgspec.Struct, forbid_unknown_fields=True):
-    content: str
+    content: Annotated[str, about("what to tell the loop at its next round boundary")]
 
 
 class RespondBody(msgspec.Struct, kw_only=True, forbid_unknown_fields=True):
     """``requestId`` as the ``permission_request`` event (and JSON-RPC's ``run.respond``)
     spell it; ``request_id``, this endpoint's first spelling, is still accepted."""
 
-    request_id: str | None = msgspec.field(default=None, name="requestId")
-    snake_request_id: str | None = msgspec.field(default=None, name="request_id")
+    request_id: Annotated[
+        str | None, about("the `requestId` of the run's `permission_request`")
+    ] = msgspec.field(default=None, name="requestId")
+    snake_request_id: Annotated[
+        str | None, about("the same id under this endpoint's first spelling (either will do)")
+    ] = msgspec.field(default=None, name="request_id")
     decision: Decision
 
     def answered(self) -> str:
@@ -74,21 +111,36 @@ def json_response(body: Any, status: int = 200, headers: dict[str, str] | None =
     return Response(msgspec.json.encode(body), status, headers=headers, media_type=JSON)
 
 
-def run_json(info: RunInfo) -> dict[str, Any]:
-    body: dict[str, Any] = msgspec.to_builtins(info)
-    # Only while there is something to wait for: the run bodies clients know stay as they were.
-    if body.get("awaiting") is None:
-        body.pop("awaiting", None)
-    body["links"] = {
-        "self": f"/v1/runs/{info.id}",
-        "events": f"/v1/runs/{info.id}/events",
-    }
-    return body
+class RunLinks(msgspec.Struct):
+    self: str
+    events: str
+
+
+class RunView(RunInfo, kw_only=True):
+    """A run: ``state`` is running or finished, ``status`` its terminal completion's status once
+    finished, ``last_seq`` the seq of its latest event, ``input`` the messages it started with."""
+
+    links: RunLinks
+
+
+class RunList(msgspec.Struct):
+    """Runs, newest first."""
+
+    runs: list[RunView]
+
+
+def run_json(info: RunInfo) -> RunView:
+    links = RunLinks(self=f"/v1/runs/{info.id}", events=f"/v1/runs/{info.id}/events")
+    return RunView(**msgspec.structs.asdict(info), links=links)
 
 
 def command_response(result: CommandResult) -> Response:
     """202 for an accepted command; 200 with ``accepted: false`` for one with nothing to act on."""
-    return json_response(msgspec.to_builtins(result), 202 if result.accepted else 200)
+    return json_response(result, 202 if result.accepted else 200)
+
+
+def limit_param(request: Request) -> int:
+    return int_param(request.query_params.get("limit"), "limit", LIMIT_DEFAULT, 1, LIMIT_MAX)
 
 
 def to_start_request(
@@ -133,10 +185,10 @@ def routes(service: RunService, limits: EndpointLimits) -> list[BaseRoute]:
 
     @guarded
     async def list_runs(request: Request) -> Response:
-        limit = int_param(request.query_params.get("limit"), "limit", 100, 1, 1000)
+        limit = limit_param(request)
         thread_id = request.query_params.get("thread_id")
         infos = await service.list_runs(limit=limit, thread_id=thread_id)
-        return json_response({"runs": [run_json(i) for i in infos]})
+        return json_response(RunList([run_json(i) for i in infos]))
 
     @guarded
     async def get_run(request: Request) -> Response:

@@ -8,17 +8,17 @@ A thread also exists without a record as soon as a run names it; its runs are li
 from __future__ import annotations
 
 import re
-from typing import Any
+from typing import Annotated, Any
 
 import msgspec
 from starlette.requests import Request
 from starlette.responses import Response
 from starlette.routing import BaseRoute, Route
 
-from loopgate.adapters.native.runs import json_response
+from loopgate.adapters.native.runs import about, json_response, limit_param
 from loopgate.adapters.shared.body import decode_json, read_body
 from loopgate.adapters.shared.endpoint import guarded
-from loopgate.adapters.shared.numbers import int_param, shown
+from loopgate.adapters.shared.numbers import shown
 from loopgate.adapters.shared.problem import HttpProblem
 from loopgate.contracts.limits import EndpointLimits
 from loopgate.contracts.ports import RunService, ThreadExists, ThreadInfo
@@ -28,17 +28,36 @@ _THREAD_ID = re.compile(r"[A-Za-z0-9_.:-]{1,128}")
 
 
 class ThreadBody(msgspec.Struct, kw_only=True, forbid_unknown_fields=True):
-    id: str | None = None
-    metadata: dict[str, Any] = msgspec.field(default_factory=dict[str, Any])
+    id: Annotated[
+        str | None,
+        about("1-128 letters, digits, `_`, `.`, `:` or `-`; made up as `thread_…` when absent"),
+    ] = None
+    metadata: Annotated[dict[str, Any], about("free-form, kept with the record")] = msgspec.field(
+        default_factory=dict[str, Any]
+    )
 
 
-def thread_json(thread: ThreadInfo) -> dict[str, Any]:
-    body: dict[str, Any] = msgspec.to_builtins(thread)
-    body["links"] = {
-        "self": f"/v1/threads/{thread.id}",
-        "runs": f"/v1/runs?thread_id={thread.id}",
-    }
-    return body
+class ThreadLinks(msgspec.Struct):
+    self: str
+    runs: str
+
+
+class ThreadView(ThreadInfo, kw_only=True):
+    """A recorded thread: its id, when it was recorded (unix ns) and its metadata; its runs are
+    listed at ``links.runs``."""
+
+    links: ThreadLinks
+
+
+class ThreadList(msgspec.Struct):
+    """Recorded threads, newest first."""
+
+    threads: list[ThreadView]
+
+
+def thread_json(thread: ThreadInfo) -> ThreadView:
+    links = ThreadLinks(self=f"/v1/threads/{thread.id}", runs=f"/v1/runs?thread_id={thread.id}")
+    return ThreadView(**msgspec.structs.asdict(thread), links=links)
 
 
 def not_recorded(thread_id: str) -> HttpProblem:
@@ -65,9 +84,9 @@ def routes(service: RunService, limits: EndpointLimits) -> list[BaseRoute]:
 
     @guarded
     async def list_threads(request: Request) -> Response:
-        limit = int_param(request.query_params.get("limit"), "limit", 100, 1, 1000)
+        limit = limit_param(request)
         threads = await service.list_threads(limit=limit)
-        return json_response({"threads": [thread_json(t) for t in threads]})
+        return json_response(ThreadList([thread_json(t) for t in threads]))
 
     @guarded
     async def get_thread(request: Request) -> Response:

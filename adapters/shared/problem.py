@@ -28,6 +28,16 @@ _TITLES = {
 }
 
 
+class Problem(msgspec.Struct, kw_only=True):
+    """An RFC 9457 problem: ``detail`` says what was wrong, in the gateway's own words. Some
+    problems carry more members (an ingest error's ``line``, ``accepted``, ``last_seq``)."""
+
+    type: str = "about:blank"
+    title: str
+    status: int
+    detail: str
+
+
 class HttpProblem(Exception):
     """Raised by endpoint code; the app turns it into a problem response."""
 
@@ -47,15 +57,10 @@ class HttpProblem(Exception):
 
 
 def problem_body(status: int, detail: str, extra: dict[str, Any] | None = None) -> bytes:
-    body: dict[str, Any] = {
-        "type": "about:blank",
-        "title": _TITLES.get(status, "Error"),
-        "status": status,
-        "detail": detail,
-    }
-    if extra:
-        body.update(extra)
-    return msgspec.json.encode(body)
+    problem = Problem(title=_TITLES.get(status, "Error"), status=status, detail=detail)
+    if not extra:
+        return msgspec.json.encode(problem)
+    return msgspec.json.encode({**msgspec.structs.asdict(problem), **extra})
 
 
 def problem_response(

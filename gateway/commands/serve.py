@@ -14,7 +14,9 @@ from loopgate.gateway.settings import load_settings
 ENDPOINTS = """endpoints (docs/api.md):
   GET  /                              the web console (docs/console.md)
   GET  /healthz                       liveness
+  GET  /openapi.json, GET /docs       this API's OpenAPI 3.1 description, and a page for it
   GET  /v1/contract                   the event kinds and payloads this gateway speaks
+  GET  /v1/loop                       the loop (and model) that serves this gateway's runs
   POST /v1/runs                       start a run (the loop, an ingest run, or a replay)
   GET  /v1/runs                       list runs
   GET  /v1/runs/{id}                  one run

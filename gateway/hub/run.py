@@ -8,6 +8,7 @@ from collections.abc import Awaitable, Callable, Sequence
 from typing import Any, Protocol
 
 import anyio
+import msgspec
 
 from loopgate.contracts.encoded import EncodedEnvelopes
 from loopgate.contracts.envelope import Envelope
@@ -203,7 +204,7 @@ class Run:
             subscribers=len(self.subscribers),
             metadata=r.metadata,
             input=r.input,
-            awaiting="approval" if self.asking and not ended else None,
+            awaiting="approval" if self.asking and not ended else msgspec.UNSET,
         )
 
     def notify(self) -> None:
