@@ -248,7 +248,7 @@ class _Script:
         """The time and the prompt's arithmetic, each looked up only when the prompt asks."""
         lookups: list[tuple[str, dict[str, Any], str]] = []
         if self.asks_time and "clock" in self.offered:
-            lookups.append(("clock", {}, "check the current time"))
+            lookups.append(("clock", {}, "check the clock"))
         if "calculate" in self.offered:
             lookups.extend(
                 ("calculate", {"expression": e}, f"work out {e}") for e in self.expressions
@@ -266,9 +266,10 @@ class _Script:
                 self.say("Let me look that up.")
             else:
                 both = "both lookups are" if len(lookups) == 2 else "the lookups are all"
+                plan = _listed(plans).replace("the clock", "the current time")
                 self.reason(
-                    f"{self._opening()} I should {_listed(plans)} before answering; {both} "
-                    "independent, so I can run them together."
+                    f"{self._opening()} I should {plan} before answering; {both} independent, "
+                    "so I can run them together."
                 )
                 self.say(f"Let me check {_COUNTS[len(lookups)]} things first.")
             for name, arguments, _ in lookups:

@@ -276,7 +276,5 @@ def test_piped_requests_are_all_answered_before_it_exits() -> None:
     assert progress and {p["progressToken"] for p in progress} == {"p"}
     last = out[-1]
     assert last["id"] == 1
-    assert last["result"]["content"] == [
-        {"type": "text", "text": "The result of 17 * 23 is 391."}
-    ]
+    assert last["result"]["content"] == [{"type": "text", "text": "The result of 17 * 23 is 391."}]
     assert b"Traceback" not in done.stderr
