@@ -9,6 +9,8 @@ The notes under a command (or a JSON value in its trailing comment) are read as
   lines, ``…`` standing for any number of lines;
 - **text**, two note lines or more of anything else: stdout's lines as they are, the same way
   (what a program prints: ``python chat.py``'s answers, ``mcp_client.py``'s progress);
+- **one line of text**, a trailing comment that starts ``→`` (``loopgate --version  # → loopgate
+  0.1.0``): the whole of stdout is that line;
 - anything else (a trailing comment, one note line) is a remark and is not checked.
 
 A leading HTTP status (``→ 201 {…}``, ``201, Location: …``) is what the server answered; ``curl
@@ -205,6 +207,8 @@ def expected_output(notes: tuple[str, ...], comment: str) -> Expected:
         return Expected("text", lines=tuple(lines))
     if not notes and '{"' in comment:
         return Expected("json", leading_shape(comment[comment.index('{"') :]))
+    if not notes and comment.startswith("→ "):
+        return Expected("text", lines=(comment.removeprefix("→ ").strip(),))
     return Expected("remark")
 
 

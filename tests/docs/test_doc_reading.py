@@ -149,3 +149,10 @@ def test_notes_of_two_lines_or_more_are_the_output_as_printed() -> None:
 
 def test_one_note_line_is_a_remark() -> None:
     assert expected_output(("applied at the next round boundary",), "").mode == "remark"
+
+
+def test_a_trailing_comment_after_an_arrow_is_the_one_line_printed() -> None:
+    expected = expected_output((), "→ loopgate 0.1.0")
+    assert output_mismatch(expected, "loopgate 0.1.0\n") is None
+    assert output_mismatch(expected, "loopgate 0.2.0\n") is not None
+    assert expected_output((), "127.0.0.1:8000, the embedded scripted model").mode == "remark"
