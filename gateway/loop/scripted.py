@@ -172,7 +172,7 @@ class _Script:
         self.calls += 1
         raw = _args_encoder.encode(arguments).decode()
         self.out_chars += len(raw)
-        call_id = f"call_{self.seed % 1_000_000:06d}_{self.round}_{index}"
+        call_id = self._call_id(self.round, index)
         cut = [0, *sorted({self.rng.randint(1, max(1, len(raw) - 1)) for _ in range(2)}), len(raw)]
         first = True
         for lo, hi in itertools.pairwise(cut):
@@ -207,8 +207,7 @@ class _Script:
     def observation(self, index: int = 0, limit: int = 80) -> str:
         if not 0 <= index < len(self.observations):
             return "(no result)"
-        text = self.observations[index].content.strip().replace("\n", " ")
-        return text if len(text) <= limit else text[:limit] + "…"
+        return _brief(self.observations[index].content, limit)
 
     def plan(self, messages: list[Message]) -> _Plan:
         prompt_chars = sum(len(m.content) + 16 for m in messages)
@@ -291,8 +290,7 @@ class _Script:
         call_id = self._call_id(0, index)
         for message in self.observations:
             if message.tool_call_id == call_id:
-                text = message.content.strip().replace("\n", " ")
-                return text if len(text) <= 80 else text[:80] + "…"
+                return _brief(message.content)
         return self.observation(index)
 
     def _call_id(self, round: int, index: int) -> str:
@@ -452,6 +450,12 @@ class _Script:
 
 
 _COUNTS = {2: "two", 3: "three", 4: "four"}
+
+
+def _brief(text: str, limit: int = 80) -> str:
+    """A tool result on one line, cut at ``limit`` characters."""
+    text = text.strip().replace("\n", " ")
+    return text if len(text) <= limit else text[:limit] + "…"
 
 
 def _listed(items: list[str]) -> str:
