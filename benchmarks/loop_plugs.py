@@ -1,6 +1,7 @@
 """Loop plugs: events/s and added latency per event through each way a loop plugs in.
 
-    .venv/bin/python -m benchmarks.loop_plugs [--events N] [--repeat K] [--rate R] [--quick]
+    .venv/bin/python -m benchmarks.loop_plugs [--events N] [--repeat K] [--rate R]
+        [--delivery-window-ms W] [--quick]
 
 Four hubs, each built from its plug's settings as ``loopgate serve`` builds it
 (``loopgate.gateway.app.build_hub``), run side by side in one event loop; every run is started with
@@ -31,7 +32,9 @@ utime + stime) over each run, in µs per event. Targets: HTTP and stdio ≥ 100,
 run (1), p99 latency < 2 ms (3).
 
 Settings are the defaults but ``max_events_per_run`` (raised to fit N) and ``max_runs`` (1:
-finished runs are dropped, so memory stays flat); every run is checked to deliver all N deltas
+finished runs are dropped, so memory stays flat), and ``delivery_window_s`` with
+``--delivery-window-ms`` (default the gateway's 2 ms; 0 tells the plug's own latency from the
+window's); every run is checked to deliver all N deltas
 and a terminal ``completed``.
 """
 
@@ -286,9 +289,10 @@ class Plug:
     )
 
 
-def settings_for(plug: str, n: int, http_url: str) -> Settings:
-    """The plug's settings; the defaults but for runs of ``n`` events and a short retention."""
-    limits = {
+def settings_for(plug: str, n: int, http_url: str, window_s: float | None = None) -> Settings:
+    """The plug's settings; the defaults but for runs of ``n`` events and a short retention
+    (and the delivery window, when given)."""
+    limits: dict[str, Any] = {
         "max_events_per_run": max(n, WARM_UP) + 100,
         "max_run_bytes": max(256 << 20, n * 256),
         # Events held in memory (payload + 512 bytes each): a run of n deltas must fit.
@@ -297,6 +301,8 @@ def settings_for(plug: str, n: int, http_url: str) -> Settings:
         # Finished runs are dropped as the next ones start: memory stays flat.
         "max_runs": 1,
     }
+    if window_s is not None:
+        limits["delivery_window_s"] = window_s
     if plug == "python":
         return Settings(loop="benchmarks.loop_plugs:python_loop", **limits)
     if plug == "http":
@@ -356,6 +362,9 @@ class Config:
     repeat: int  # runs per plug and scenario
     rate: float  # events/s of the paced runs
     paced_events: int  # deltas per paced run
+    # The hub's delivery window (Settings.delivery_window_s); 0 delivers at each event, to
+    # tell what a plug adds from what the window holds back on purpose.
+    delivery_window_s: float = Settings().delivery_window_s
 
     def input(self, scenario: str) -> tuple[str, int]:
         if scenario == "burst":
@@ -370,7 +379,9 @@ async def measure(config: Config, http_url: str, http_pid: int) -> dict[str, Plu
     async with AsyncExitStack() as stack:
         plugs: dict[str, Plug] = {}
         for name in PLUGS:
-            settings = settings_for(name, max(config.events, config.paced_events), http_url)
+            settings = settings_for(
+                name, max(config.events, config.paced_events), http_url, config.delivery_window_s
+            )
             provider = BenchProvider() if name == "reference" else None
             hub = await stack.enter_async_context(build_hub(settings, provider))
             plugs[name] = Plug(name, hub)
@@ -557,6 +568,12 @@ def main(argv: list[str] | None = None) -> int:
     parser.add_argument("--repeat", type=int, default=5, help="runs per plug, round-robin")
     parser.add_argument("--rate", type=float, default=5_000, help="events/s of the paced runs")
     parser.add_argument("--paced-events", type=int, default=10_000, help="deltas per paced run")
+    parser.add_argument(
+        "--delivery-window-ms",
+        type=float,
+        default=Settings().delivery_window_s * 1000,
+        help="the hubs' delivery window (default: the gateway's, 2 ms; 0: at each event)",
+    )
     parser.add_argument("--quick", action="store_true", help="small sizes (a smoke run)")
     parser.add_argument("--serve-http", type=int, default=None, help=argparse.SUPPRESS)
     parser.add_argument("--stdio-child", action="store_true", help=argparse.SUPPRESS)
@@ -569,10 +586,13 @@ def main(argv: list[str] | None = None) -> int:
         return 0
     if args.quick:
         args.events, args.repeat, args.paced_events = 20_000, 2, 2_000
-    config = Config(args.events, args.repeat, args.rate, args.paced_events)
+    config = Config(
+        args.events, args.repeat, args.rate, args.paced_events, args.delivery_window_ms / 1000
+    )
     print(
         f"python {sys.version.split()[0]}; {config.events:,} deltas × {config.repeat} per plug; "
-        f"paced {config.paced_events:,} at {config.rate:,.0f}/s",
+        f"paced {config.paced_events:,} at {config.rate:,.0f}/s; delivery window "
+        f"{config.delivery_window_s * 1000:g} ms",
         flush=True,
     )
     report(run(config), config)

@@ -19,6 +19,7 @@ import anyio
 import msgspec
 
 from loopgate.contracts.messages import Message
+from loopgate.gateway.loop.arithmetic import Arithmetic, find_arithmetic
 from loopgate.gateway.loop.types import (
     FinishChunk,
     ModelChunk,
@@ -113,8 +114,6 @@ def plan_response(request: ModelRequest) -> _Plan:
     return script.plan(messages)
 
 
-# Two or more numbers joined by + - * / (and spaces): an expression the calculator takes.
-_ARITHMETIC = re.compile(r"\d+(?:\.\d+)?(?:\s*[-+*/]\s*\d+(?:\.\d+)?)+")
 _ASKS_TIME = re.compile(r"\b(?:time|clock|date|today)\b", re.IGNORECASE)
 
 
@@ -147,12 +146,13 @@ class _Script:
         a = numbers[0] if numbers else 12 + seed % 88
         b = numbers[1] if len(numbers) > 1 else 3 + (seed >> 8) % 17
         self.a, self.b = a, b
-        # The prompt's own arithmetic when it has some ("what is 25 * 16 + 2?"), so the demo's
-        # answer is the right one; else one made from its numbers.
-        asked = _ARITHMETIC.search(prompt)
-        self.asks_arithmetic = asked is not None
+        # The prompt's own arithmetic, read whole or not at all: what it cannot read, it says.
+        self.arithmetic = find_arithmetic(prompt)
+        self.expressions = [found.expression for found in self.arithmetic if found.expression]
+        self.unreadable = [found for found in self.arithmetic if found.expression is None]
         self.asks_time = _ASKS_TIME.search(prompt) is not None
-        self.expression = " ".join(asked.group().split()) if asked else f"{a} * {b} + {len(words)}"
+        # "one tool" with no arithmetic in the prompt: an example, and the answer says so.
+        self.example = f"{a} * {b} + {len(words)}"
 
     # --- building blocks ----------------------------------------------------------------------
 
@@ -172,7 +172,7 @@ class _Script:
         self.calls += 1
         raw = _args_encoder.encode(arguments).decode()
         self.out_chars += len(raw)
-        call_id = f"call_{self.seed % 1_000_000:06d}_{self.round}_{index}"
+        call_id = self._call_id(self.round, index)
         cut = [0, *sorted({self.rng.randint(1, max(1, len(raw) - 1)) for _ in range(2)}), len(raw)]
         first = True
         for lo, hi in itertools.pairwise(cut):
@@ -207,8 +207,7 @@ class _Script:
     def observation(self, index: int = 0, limit: int = 80) -> str:
         if not 0 <= index < len(self.observations):
             return "(no result)"
-        text = self.observations[index].content.strip().replace("\n", " ")
-        return text if len(text) <= limit else text[:limit] + "…"
+        return _brief(self.observations[index].content, limit)
 
     def plan(self, messages: list[Message]) -> _Plan:
         prompt_chars = sum(len(m.content) + 16 for m in messages)
@@ -246,41 +245,61 @@ class _Script:
 
     def default(self) -> None:
         """The time and the prompt's arithmetic, each looked up only when the prompt asks."""
-        wanted = [
-            name
-            for name, asked in (("clock", self.asks_time), ("calculate", self.asks_arithmetic))
-            if asked and name in self.offered
-        ]
-        if not wanted:
-            self.introduce()
+        lookups: list[tuple[str, dict[str, Any], str]] = []
+        if self.asks_time and "clock" in self.offered:
+            lookups.append(("clock", {}, "check the clock"))
+        if "calculate" in self.offered:
+            lookups.extend(
+                ("calculate", {"expression": e}, f"work out {e}") for e in self.expressions
+            )
+        if not lookups:
+            if self.unreadable:
+                self.say(f"{self._cannot_read()} {self._closing()}")
+            else:
+                self.introduce()
             return
         if self.round == 0:
-            arguments = {"clock": {}, "calculate": {"expression": self.expression}}
-            plans = {
-                "clock": "check the clock.",
-                "calculate": f"work out {self.expression}.",
-            }
-            if len(wanted) == 2:
-                plan = (
-                    f"check the current time and work out {self.expression} before answering; "
-                    "both lookups are independent, so I can run them together."
-                )
-                self.reason(f"{self._opening()} I should {plan}")
-                self.say("Let me check two things first.")
-            else:
-                self.reason(f"{self._opening()} I should {plans[wanted[0]]}")
+            plans = [plan for _, _, plan in lookups]
+            if len(lookups) == 1:
+                self.reason(f"{self._opening()} I should {plans[0]}.")
                 self.say("Let me look that up.")
-            for name in wanted:
-                self.call(name, arguments[name])
+            else:
+                both = "both lookups are" if len(lookups) == 2 else "the lookups are all"
+                plan = _listed(plans).replace("the clock", "the current time")
+                self.reason(
+                    f"{self._opening()} I should {plan} before answering; {both} independent, "
+                    "so I can run them together."
+                )
+                self.say(f"Let me check {_COUNTS[len(lookups)]} things first.")
+            for name, arguments, _ in lookups:
+                self.call(name, arguments)
             return
-        found = {name: self.observation(i) for i, name in enumerate(wanted)}
         parts = []
-        if "clock" in found:
-            parts.append(f"It is {found['clock']} (UTC) right now")
-        if "calculate" in found:
-            parts.append(f"{self.expression} = {found['calculate']}")
+        for index, (name, arguments, _) in enumerate(lookups):
+            found = self.result_of(index)
+            if name == "clock":
+                parts.append(f"It is {found} (UTC) right now")
+            else:
+                parts.append(_calculated(arguments["expression"], found, "="))
         self.reason("The results are in; time to put the answer together.")
-        self.say(f"{', and '.join(parts)}. {self._closing()}")
+        unreadable = f" {self._cannot_read()}" if self.unreadable else ""
+        self.say(f"{', and '.join(parts)}.{unreadable} {self._closing()}")
+
+    def result_of(self, index: int) -> str:
+        """The observation of the first round's call ``index``, found by its id."""
+        call_id = self._call_id(0, index)
+        for message in self.observations:
+            if message.tool_call_id == call_id:
+                return _brief(message.content)
+        return self.observation(index)
+
+    def _call_id(self, round: int, index: int) -> str:
+        return f"call_{self.seed % 1_000_000:06d}_{round}_{index}"
+
+    def _cannot_read(self) -> str:
+        return " ".join(
+            f"I cannot work out “{found.written}”: {found.problem}." for found in self.unreadable
+        )
 
     def introduce(self) -> None:
         """An unmatched prompt: say what this model is instead of pretending to answer."""
@@ -319,10 +338,32 @@ class _Script:
         )
 
     def one_tool(self) -> None:
-        if self.round == 0 and self.call("calculate", {"expression": self.expression}):
-            self.reason_first(f"{self._opening()} One calculation is enough: {self.expression}.")
+        first: Arithmetic | None = self.arithmetic[0] if self.arithmetic else None
+        if first is not None and first.expression is None:
+            self.unreadable = [first]
+            self.say(f"{self._cannot_read()} Write it with numbers and + - * / ^ ( ).")
             return
-        self.say(f"The result of {self.expression} is {self.observation(0)}.")
+        expression = first.expression if first is not None else None
+        if self.round > 0:
+            found = self.observation(0)
+            if expression is None:
+                self.say(
+                    "There is no arithmetic in your prompt, so I tried the calculator on an "
+                    f"example: {_calculated(self.example, found, '=')}."
+                )
+            else:
+                answer = _calculated(expression, found, "is", lead="The result of ")
+                self.say(f"{answer[0].upper()}{answer[1:]}.")
+            return
+        if not self.call("calculate", {"expression": expression or self.example}):
+            self.say("I would use the calculate tool for this, but it is not offered to me.")
+        elif expression is None:
+            self.reason_first(
+                f"{self._opening()} There is no arithmetic in it; one calculation on an "
+                f"example will do: {self.example}."
+            )
+        else:
+            self.reason_first(f"{self._opening()} One calculation is enough: {expression}.")
 
     def reason_first(self, text: str) -> None:
         """Put reasoning before any chunks already queued (tool calls are built first)."""
@@ -406,3 +447,24 @@ class _Script:
             f"After thinking it over: the useful reading of “{self.topic}” is the literal "
             f"one. {self._closing()}"
         )
+
+
+_COUNTS = {2: "two", 3: "three", 4: "four"}
+
+
+def _brief(text: str, limit: int = 80) -> str:
+    """A tool result on one line, cut at ``limit`` characters."""
+    text = text.strip().replace("\n", " ")
+    return text if len(text) <= limit else text[:limit] + "…"
+
+
+def _listed(items: list[str]) -> str:
+    return items[0] if len(items) == 1 else f"{', '.join(items[:-1])} and {items[-1]}"
+
+
+def _calculated(expression: str, observation: str, verb: str, lead: str = "") -> str:
+    """``25 * 16 + 2 = 402``, or what the calculator said when it refused."""
+    if observation.startswith("Error: "):
+        why = observation.removeprefix("Error: ").removeprefix("calculate: ")
+        return f"the calculator could not work out {expression}: {why}"
+    return f"{lead}{expression} {verb} {observation}"

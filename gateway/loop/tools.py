@@ -4,6 +4,7 @@ from __future__ import annotations
 
 import ast
 import datetime as dt
+import math
 import operator
 import re
 from collections.abc import Awaitable, Callable
@@ -169,7 +170,7 @@ def _eval(node: ast.AST) -> int | float:
     if isinstance(node, ast.Constant):
         if isinstance(node.value, bool) or not isinstance(node.value, int | float):
             raise ToolFailure("only numbers are allowed")
-        return node.value
+        return _checked(node.value)
     if isinstance(node, ast.UnaryOp) and type(node.op) in _UNARY:
         return _checked(_UNARY[type(node.op)](_eval(node.operand)))
     if isinstance(node, ast.BinOp) and type(node.op) in _BINOPS:
@@ -203,6 +204,8 @@ def _checked(value: Any) -> int | float:
         raise ToolFailure("the result is not a real number")
     if isinstance(value, int) and value.bit_length() > MAX_INT_BITS:
         raise ToolFailure("result would be too large")
+    if isinstance(value, float) and not math.isfinite(value):
+        raise ToolFailure("result would be too large")  # 1e308 * 10 is inf, not an error
     return value
 
 

@@ -7,7 +7,11 @@ The notes under a command (or a JSON value in its trailing comment) are read as
 - **a fragment** (``… "metadata":{…} …``): members the top-level object has;
 - **lines** (``id: 1`` / ``event: …`` / ``data: {…}`` / ``#`` for a blank line): stdout's first
   lines, ``…`` standing for any number of lines;
-- anything else is a remark and is not checked.
+- **text**, two note lines or more of anything else: stdout's lines as they are, the same way
+  (what a program prints: ``python chat.py``'s answers, ``mcp_client.py``'s progress);
+- **one line of text**, a trailing comment that starts ``→`` (``loopgate --version  # → loopgate
+  0.1.0``): the whole of stdout is that line;
+- anything else (a trailing comment, one note line) is a remark and is not checked.
 
 A leading HTTP status (``→ 201 {…}``, ``201, Location: …``) is what the server answered; ``curl
 -s`` does not print it, so it is not compared. In the shown values ``…`` is "anything": a value,
@@ -178,7 +182,7 @@ def parse_fragment(text: str) -> Obj:
 
 @dataclass(frozen=True)
 class Expected:
-    mode: str  # "json", "lines" or "remark"
+    mode: str  # "json", "lines", "text" or "remark"
     shape: Any = None
     lines: tuple[str, ...] = ()
 
@@ -199,8 +203,12 @@ def expected_output(notes: tuple[str, ...], comment: str) -> Expected:
         return Expected("json", parse_fragment(text))
     if lines and SSE_LINE.match(lines[0]):
         return Expected("lines", lines=tuple(lines))
+    if len(notes) >= 2:
+        return Expected("text", lines=tuple(lines))
     if not notes and '{"' in comment:
         return Expected("json", leading_shape(comment[comment.index('{"') :]))
+    if not notes and comment.startswith("→ "):
+        return Expected("text", lines=(comment.removeprefix("→ ").strip(),))
     return Expected("remark")
 
 
@@ -262,6 +270,12 @@ def mismatch(shape: Any, actual: Any, where: str = "$") -> str | None:
     return f"{where}: {actual!r:.80}, the doc shows {shape!r}"
 
 
+def _text_mismatch(shown: str, actual: str) -> str | None:
+    if _pattern(shown).fullmatch(actual):
+        return None
+    return f"{actual!r:.120}, the doc shows {shown!r:.120}"
+
+
 def _line_mismatch(shown: str, actual: str) -> str | None:
     field_, sep, value = shown.partition(": ")
     if sep and value.startswith(("{", "[")):
@@ -273,9 +287,7 @@ def _line_mismatch(shown: str, actual: str) -> str | None:
         except ValueError:
             return f"{actual!r:.120} is not JSON after {prefix!r}"
         return mismatch(parse_shape(value), got)
-    if _pattern(shown).fullmatch(actual):
-        return None
-    return f"{actual!r:.120}, the doc shows {shown!r:.120}"
+    return _text_mismatch(shown, actual)
 
 
 def output_mismatch(expected: Expected, stdout: str) -> str | None:
@@ -286,7 +298,8 @@ def output_mismatch(expected: Expected, stdout: str) -> str | None:
         except ValueError:
             return f"the doc shows JSON; the output is {stdout[:200]!r}"
         return mismatch(expected.shape, actual)
-    if expected.mode == "lines":
+    if expected.mode in ("lines", "text"):
+        compare = _line_mismatch if expected.mode == "lines" else _text_mismatch
         actual_lines = stdout.splitlines()
         position = 0
         gap = False
@@ -294,15 +307,11 @@ def output_mismatch(expected: Expected, stdout: str) -> str | None:
             if shown == ELLIPSIS:
                 gap = True
                 continue
-            while (
-                gap
-                and position < len(actual_lines)
-                and _line_mismatch(shown, actual_lines[position])
-            ):
+            while gap and position < len(actual_lines) and compare(shown, actual_lines[position]):
                 position += 1
             if position >= len(actual_lines):
                 return f"the output ends before a line like {shown!r:.120}"
-            found = _line_mismatch(shown, actual_lines[position])
+            found = compare(shown, actual_lines[position])
             if found:
                 return f"line {position + 1}: {found}"
             position += 1

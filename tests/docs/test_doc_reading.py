@@ -130,3 +130,29 @@ def test_an_error_answer_is_told_apart() -> None:
     assert error_answer('{"jsonrpc":"2.0","error":{"code":-32601},"id":1}') is not None
     assert error_answer('{"status":"ok","adapters":[]}') is None
     assert error_answer("id: 1\nevent: stage_start\n") is None
+
+
+def test_notes_of_two_lines_or_more_are_the_output_as_printed() -> None:
+    notes = ("Let me look that up.", "", "25 * 16 + 2 = 402. <a closing line>")
+    expected = expected_output(notes, "")
+    assert expected.mode == "text"
+    printed = "Let me look that up.\n\n25 * 16 + 2 = 402. Let me know if you need anything else.\n"
+    assert output_mismatch(expected, printed) is None
+    # A changed answer fails, and so does a line more or fewer.
+    assert output_mismatch(expected, printed.replace("402", "398")) is not None
+    assert output_mismatch(expected, printed + "more\n") is not None
+    assert output_mismatch(expected, "Let me look that up.\n") is not None
+    # "tools: [...]" is text here, not a field with a JSON value.
+    listed = expected_output(("tools: ['run']", "…"), "")
+    assert output_mismatch(listed, "tools: ['run']\n  [1] started\n") is None
+
+
+def test_one_note_line_is_a_remark() -> None:
+    assert expected_output(("applied at the next round boundary",), "").mode == "remark"
+
+
+def test_a_trailing_comment_after_an_arrow_is_the_one_line_printed() -> None:
+    expected = expected_output((), "→ loopgate 0.1.0")
+    assert output_mismatch(expected, "loopgate 0.1.0\n") is None
+    assert output_mismatch(expected, "loopgate 0.2.0\n") is not None
+    assert expected_output((), "127.0.0.1:8000, the embedded scripted model").mode == "remark"

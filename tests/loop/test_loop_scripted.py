@@ -134,7 +134,7 @@ def test_make_provider():
     ("prompt", "expression", "result"),
     [
         ("What time is it, and what is 25 * 16 + 2?", "25 * 16 + 2", "402"),
-        ("one tool: what is 7*6?", "7*6", "42"),
+        ("one tool: what is 7*6?", "7 * 6", "42"),
         ("one tool: 10 / 4 - 1.5 please", "10 / 4 - 1.5", "1.0"),
     ],
 )

@@ -17,6 +17,11 @@ from tests.loops.remote_context import RemoteContext
 from tests.loops.sample_loop import sample
 
 NDJSON = "application/x-ndjson"
+TYPED = {
+    "ndjson": "application/ndjson",
+    "jsonl": "application/jsonl",
+    "json-lines": "Application/JSON-Lines; charset=utf-8",
+}
 
 
 def sample_app() -> Starlette:
@@ -25,6 +30,8 @@ def sample_app() -> Starlette:
     seen: dict[str, list[Any]] = {"requests": [], "commands": []}
 
     async def loop(request: Request) -> Response:
+        # /typed/KIND answers with another of the NDJSON media types the gateway accepts.
+        media = TYPED.get(request.path_params.get("kind", ""), NDJSON)
         body = await request.json()
         seen["requests"].append({"headers": dict(request.headers), "body": body})
         send, receive = anyio.create_memory_object_stream[dict[str, Any]](64)
@@ -50,7 +57,7 @@ def sample_app() -> Starlette:
                             yield json.dumps(item).encode() + b"\n"
             runs.pop(ctx.run_id, None)
 
-        return StreamingResponse(lines(), media_type=NDJSON)
+        return StreamingResponse(lines(), headers={"content-type": media})
 
     async def commands(request: Request) -> Response:
         command = await request.json()
@@ -87,6 +94,7 @@ def sample_app() -> Starlette:
             Route("/loop/commands", commands, methods=["POST"]),
             # The same loop without a command endpoint: steering is refused, cancel closes.
             Route("/plain", loop, methods=["POST"]),
+            Route("/typed/{kind}", loop, methods=["POST"]),
             Route("/status500", status500, methods=["POST"]),
             Route("/html", html, methods=["POST"]),
             Route("/hang", hang, methods=["POST"]),

@@ -62,6 +62,11 @@ def script_for(text: str) -> list[Event]:
     ]
 
 
+def _starts(message: dict[str, Any], word: str) -> bool:
+    content = message.get("content")
+    return isinstance(content, str) and content.startswith(word)
+
+
 def _pieces(text: str) -> list[str]:
     words = text.split(" ")
     return [w + " " for w in words[:-1]] + [words[-1]]
@@ -79,6 +84,11 @@ async def sample(ctx: Any) -> AsyncIterator[Event]:
             {"id": "call_w", "name": "write", "arguments": {"path": "notes.md"}, "kind": "edit"}
         )
         yield event("content_delta", delta=f"decision: {decision}")
+        yield done()
+    elif word == "echo" or any(_starts(message, "echo") for message in ctx.messages):
+        # The run request as the loop's wire carries it, for docs/loops.md's definitions.
+        wire = {"input": ctx.input, "messages": ctx.messages, "tools": ctx.tools}
+        yield event("content_delta", delta=json.dumps(wire, sort_keys=True))
         yield done()
     elif word == "request":
         # What the loop was given, for the tests to check.

@@ -183,7 +183,7 @@ async def test_a_client_that_hangs_up_cancels_its_run(gateway: str) -> None:
 async def test_the_2026_protocol_and_bad_calls(gateway: str) -> None:
     async with Client(streamable_http_client(f"{gateway}/mcp"), mode="auto") as client:
         result = await client.call_tool("run", {"prompt": "one tool: what is 17 times 23"})
-        assert text(result) == "The result of 17 * 23 + 7 is 398."
+        assert text(result) == "The result of 17 * 23 is 391."
         bad = await client.call_tool("run", {"thread_id": "t"})
         assert bad.is_error
         assert text(bad) == "invalid arguments for run: Object missing required field `prompt`"
@@ -235,7 +235,7 @@ async def test_loopgate_mcp_on_stdio_can_serve_a_running_gateways_runs(gateway: 
         result = await session.call_tool(
             "run", {"prompt": "one tool: what is 17 times 23"}, progress_callback=progressed
         )
-        assert text(result) == "The result of 17 * 23 + 7 is 398."
+        assert text(result) == "The result of 17 * 23 is 391."
         await check_live_run_is_its_projection(session, result, progressed)
     run_id = loopgate_meta(result)["runId"]
     async with httpx.AsyncClient() as http:
