@@ -11,9 +11,47 @@ import os
 import stat
 import sys
 import threading
-from typing import Any, BinaryIO
+from collections.abc import AsyncIterator, Awaitable, Callable
+from contextlib import AsyncExitStack, asynccontextmanager
+from typing import TYPE_CHECKING, Any, BinaryIO
+
+import anyio
 
 from loopgate.contracts.projector import ReadBytes, WriteBytes
+
+if TYPE_CHECKING:
+    from loopgate.gateway.hub import Hub
+    from loopgate.gateway.settings import Settings
+
+
+class StartupError(Exception):
+    """The hub could not be built from the settings (a ``--loop`` that does not import, a
+    ``--tools`` module with a syntax error): the message, one line, is for the user."""
+
+
+@asynccontextmanager
+async def command_hub(settings: Settings) -> AsyncIterator[Hub]:
+    """The hub a stdio command serves from, its startup's ValueError a :class:`StartupError`
+    (and only its startup's: one raised while serving stays what it is)."""
+    # Here, not at the top: every command's module is imported to build the parser.
+    from loopgate.gateway.app import traced_hub
+
+    async with AsyncExitStack() as stack:
+        try:
+            hub = await stack.enter_async_context(traced_hub(settings))
+        except ValueError as exc:
+            raise StartupError(str(exc)) from None
+        yield hub
+
+
+def run_command(command: str, serve: Callable[..., Awaitable[None]], *args: Any) -> int:
+    """``serve(*args)`` under anyio: 0 when it returns, 2 with one line when it cannot start."""
+    try:
+        anyio.run(serve, *args)
+    except StartupError as exc:
+        print(f"loopgate {command}: {exc}", file=sys.stderr)
+        return 2
+    return 0
 
 
 def reserve_stdout() -> int:
@@ -33,8 +71,8 @@ async def stdio_streams(protocol_fd: int, limit: int) -> tuple[ReadBytes, WriteB
     reader = asyncio.StreamReader(limit=limit)
     source: Any = sys.stdin
     if not _is_pipe_like(sys.stdin.fileno()):
-        # stdin is a regular file (``loopgate acp < requests.jsonl``), which asyncio cannot
-        # watch: a thread copies it into a pipe, whose reading end is watched instead.
+        # stdin is a regular file (``loopgate acp < requests.jsonl``) or /dev/null, which
+        # asyncio cannot watch: a thread copies it into a pipe, whose reading end is watched.
         source = _pipe_from_thread(sys.stdin.buffer)
     await loop.connect_read_pipe(lambda: asyncio.StreamReaderProtocol(reader), source)
     out = os.fdopen(protocol_fd, "wb", buffering=0)
@@ -63,7 +101,8 @@ def _file_writer(out: BinaryIO) -> WriteBytes:
 
 def _is_pipe_like(fd: int) -> bool:
     mode = os.fstat(fd).st_mode
-    return stat.S_ISFIFO(mode) or stat.S_ISSOCK(mode) or stat.S_ISCHR(mode)
+    # Of the character devices, only a terminal can be watched: epoll refuses /dev/null.
+    return stat.S_ISFIFO(mode) or stat.S_ISSOCK(mode) or (stat.S_ISCHR(mode) and os.isatty(fd))
 
 
 def _pipe_from_thread(source: Any) -> Any:
