@@ -23,12 +23,8 @@ from loopgate.gateway.commands.flags import (
     add_loop_flags,
     client_token,
 )
-from loopgate.gateway.commands.stdio import (
-    command_hub,
-    reserve_stdout,
-    run_command,
-    stdio_streams,
-)
+from loopgate.gateway.commands.startup import command_hub, run_async
+from loopgate.gateway.commands.stdio import reserve_stdout, stdio_streams
 from loopgate.gateway.journal import check_journal
 from loopgate.gateway.settings import Settings, load_settings
 
@@ -77,7 +73,7 @@ def main(args: argparse.Namespace) -> int:
         print(f"loopgate acp: {exc}", file=sys.stderr)
         return 2
     protocol_out = reserve_stdout()
-    return run_command("acp", _serve, args, settings, protocol_out, token)
+    return run_async("acp", _serve, args, settings, protocol_out, token)
 
 
 async def _serve(

@@ -1,4 +1,5 @@
-"""Flags the commands that run loops in-process share (`serve`, `rpc`, `acp`)."""
+"""Flags the commands that run loops in-process share (`serve`, `run`, `acp`, `rpc`, `mcp`):
+one definition, so every command takes the same loop, model and tool flags."""
 
 from __future__ import annotations
 

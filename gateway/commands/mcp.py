@@ -25,12 +25,8 @@ from loopgate.gateway.commands.flags import (
     add_loop_flags,
     client_token,
 )
-from loopgate.gateway.commands.stdio import (
-    command_hub,
-    reserve_stdout,
-    run_command,
-    stdio_streams,
-)
+from loopgate.gateway.commands.startup import command_hub, run_async
+from loopgate.gateway.commands.stdio import reserve_stdout, stdio_streams
 from loopgate.gateway.journal import check_journal
 from loopgate.gateway.settings import Settings, load_settings
 
@@ -76,7 +72,7 @@ def main(args: argparse.Namespace) -> int:
         print(f"loopgate mcp: {exc}", file=sys.stderr)
         return 2
     protocol_out = reserve_stdout()
-    return run_command("mcp", _serve, args.server, settings, protocol_out, token)
+    return run_async("mcp", _serve, args.server, settings, protocol_out, token)
 
 
 async def _serve(

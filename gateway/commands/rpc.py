@@ -69,9 +69,10 @@ def main(args: argparse.Namespace) -> int:
         level=args.log_level.upper(),
         format="%(asctime)s %(levelname)s %(name)s: %(message)s",
     )
-    from loopgate.gateway.commands.stdio import reserve_stdout, run_command
+    from loopgate.gateway.commands.startup import run_async
+    from loopgate.gateway.commands.stdio import reserve_stdout
 
-    return run_command("rpc", serve, settings, overrides, reserve_stdout())
+    return run_async("rpc", serve, settings, overrides, reserve_stdout())
 
 
 async def serve(settings: Any, overrides: dict[str, Any], protocol_fd: int) -> None:
@@ -79,7 +80,8 @@ async def serve(settings: Any, overrides: dict[str, Any], protocol_fd: int) -> N
 
     from loopgate.contracts.projector import StdioOptions
     from loopgate.gateway.app import endpoint_limits
-    from loopgate.gateway.commands.stdio import command_hub, stdio_streams
+    from loopgate.gateway.commands.startup import command_hub
+    from loopgate.gateway.commands.stdio import stdio_streams
     from loopgate.gateway.registry import stdio_adapter
 
     adapter = stdio_adapter("jsonrpc")

@@ -11,47 +11,9 @@ import os
 import stat
 import sys
 import threading
-from collections.abc import AsyncIterator, Awaitable, Callable
-from contextlib import AsyncExitStack, asynccontextmanager
-from typing import TYPE_CHECKING, Any, BinaryIO
-
-import anyio
+from typing import Any, BinaryIO
 
 from loopgate.contracts.projector import ReadBytes, WriteBytes
-
-if TYPE_CHECKING:
-    from loopgate.gateway.hub import Hub
-    from loopgate.gateway.settings import Settings
-
-
-class StartupError(Exception):
-    """The hub could not be built from the settings (a ``--loop`` that does not import, a
-    ``--tools`` module with a syntax error): the message, one line, is for the user."""
-
-
-@asynccontextmanager
-async def command_hub(settings: Settings) -> AsyncIterator[Hub]:
-    """The hub a stdio command serves from, its startup's ValueError a :class:`StartupError`
-    (and only its startup's: one raised while serving stays what it is)."""
-    # Here, not at the top: every command's module is imported to build the parser.
-    from loopgate.gateway.app import traced_hub
-
-    async with AsyncExitStack() as stack:
-        try:
-            hub = await stack.enter_async_context(traced_hub(settings))
-        except ValueError as exc:
-            raise StartupError(str(exc)) from None
-        yield hub
-
-
-def run_command(command: str, serve: Callable[..., Awaitable[None]], *args: Any) -> int:
-    """``serve(*args)`` under anyio: 0 when it returns, 2 with one line when it cannot start."""
-    try:
-        anyio.run(serve, *args)
-    except StartupError as exc:
-        print(f"loopgate {command}: {exc}", file=sys.stderr)
-        return 2
-    return 0
 
 
 def reserve_stdout() -> int:
