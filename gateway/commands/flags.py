@@ -98,8 +98,9 @@ def add_model_flags(group: argparse._ActionsContainer) -> None:
     group.add_argument(
         "--provider",
         choices=PROVIDERS,
-        help="the model: 'scripted' (embedded, no key, no network; the default) or 'openai' "
-        "(any OpenAI-compatible server: OpenAI, vLLM, Ollama, llama.cpp; LOOPGATE_PROVIDER)",
+        help="the model: 'scripted' (embedded, no key, no network) or 'openai' (any "
+        "OpenAI-compatible server: OpenAI, vLLM, Ollama, llama.cpp; LOOPGATE_PROVIDER). "
+        "Default: openai when --openai-base-url or --openai-model is given, else scripted",
     )
     group.add_argument(
         "--openai-base-url",
