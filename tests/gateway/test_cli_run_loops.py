@@ -5,7 +5,6 @@ way: a Python loop (--loop), the example loops as a child process (--loop-cmd) a
 from __future__ import annotations
 
 import argparse
-import os
 import re
 import shlex
 import subprocess
@@ -20,23 +19,14 @@ from loopgate.gateway.settings import load_settings
 from tests.examples.support import EXAMPLES, started_http_loop
 from tests.fakes.openai_server import FakeOpenAI
 from tests.fakes.servers import serve_app
+from tests.gateway.cli_support import loopgate
 from tests.tools.conftest import FAKE_SERVER
 
 RUN_ID = re.compile(r"run_[0-9a-f]{32}")
 
 
 def run(cwd: Path, *args: str) -> subprocess.CompletedProcess[str]:
-    clean = {k: v for k, v in os.environ.items() if "LOOPGATE" not in k and "OPENAI" not in k}
-    return subprocess.run(
-        [sys.executable, "-m", "loopgate", "run", *args],
-        cwd=cwd,
-        env=clean,
-        stdin=subprocess.DEVNULL,
-        capture_output=True,
-        text=True,
-        timeout=60,
-        start_new_session=True,  # no terminal: nobody to ask
-    )
+    return loopgate(cwd, "run", *args)
 
 
 def _flags(command: str) -> dict[str, tuple[str | None, str | None]]:

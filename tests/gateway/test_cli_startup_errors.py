@@ -3,33 +3,18 @@ that does not import, an unknown flag, a port in use. Never a traceback."""
 
 from __future__ import annotations
 
-import os
 import re
 import socket
-import subprocess
-import sys
 import time
 from pathlib import Path
 
 import pytest
 
+from tests.gateway.cli_support import loopgate
 from tests.gateway.harness import free_port
 
 # Every command that runs a loop in its own process (replay takes no --loop).
 COMMANDS = ("serve", "run", "acp", "rpc", "mcp")
-
-
-def loopgate(cwd: Path, *args: str) -> subprocess.CompletedProcess[str]:
-    env = {k: v for k, v in os.environ.items() if not k.startswith("LOOPGATE_")}
-    return subprocess.run(
-        [sys.executable, "-m", "loopgate", *args],
-        cwd=cwd,
-        env=env,
-        stdin=subprocess.DEVNULL,
-        capture_output=True,
-        text=True,
-        timeout=60,
-    )
 
 
 def command_args(command: str, *flags: str) -> list[str]:

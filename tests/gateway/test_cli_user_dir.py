@@ -8,7 +8,6 @@ must resolve against that directory.
 
 from __future__ import annotations
 
-import os
 import shutil
 import subprocess
 import sys
@@ -17,6 +16,7 @@ from pathlib import Path
 
 import pytest
 
+from tests.gateway.cli_support import loopgate as run_loopgate
 from tests.gateway.harness import REPO
 
 LAUNCHERS = {
@@ -38,20 +38,9 @@ def user_dir(tmp_path: Path) -> Iterator[Path]:
     yield here
 
 
-def command(
-    loopgate: Path, cwd: Path, *args: str, stdin: str = ""
-) -> subprocess.CompletedProcess[str]:
-    env = {k: v for k, v in os.environ.items() if not k.startswith("LOOPGATE_")}
-    return subprocess.run(
-        [str(loopgate), *args],
-        cwd=cwd,
-        env=env,
-        input=stdin,
-        capture_output=True,
-        text=True,
-        timeout=120,  # scripts/loopgate may install first
-        start_new_session=True,  # no terminal: approvals and questions are not asked
-    )
+def command(loopgate: Path, cwd: Path, *args: str) -> subprocess.CompletedProcess[str]:
+    # Up to two minutes: scripts/loopgate may install first.
+    return run_loopgate(cwd, *args, program=loopgate, timeout=120)
 
 
 LOOP = """
