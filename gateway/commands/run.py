@@ -52,15 +52,18 @@ def register(subparsers: Any) -> None:
         description="Run one turn of the reference loop (or the loop --loop, --loop-url or "
         "--loop-cmd names) in-process. On a terminal, a tool that needs approval is asked "
         "about (y/N/a), a question from the model (ask_user) is answered and the run goes on, "
-        "and a tool call running over a second shows a spinner on stderr. Every flag also "
-        "reads LOOPGATE_<NAME>; flags win. Exit code: 0 completed (or waiting for the user), "
-        "1 failed or out of budget, 2 a usage error, 130 cancelled (Ctrl-C).",
+        "and a tool call running over a second shows a spinner on stderr. The loop, model and "
+        "tool flags also read LOOPGATE_<NAME> (e.g. LOOPGATE_OPENAI_MODEL); flags win. Exit "
+        "code: 0 completed (or waiting for the user), 1 failed or out of budget, 2 a usage "
+        "error, 130 cancelled (Ctrl-C).",
     )
     parser.add_argument("prompt", help="the user message; - reads it from standard input")
     parser.add_argument(
         "--json", action="store_true", help="print one event envelope per line (NDJSON)"
     )
-    parser.add_argument("--run-id", help="run id for the envelopes (default: a random one)")
+    parser.add_argument(
+        "--run-id", help="the run's id (default: a new one, run_ and 32 hex digits)"
+    )
     parser.add_argument(
         "--config",
         action="append",

@@ -59,6 +59,15 @@ CASES = {
         ["--tools", "syntax"],
         r"--tools syntax: syntax\.py:[24]: SyntaxError: .+",
     ),
+    # Not modules, but found as the loop is built and started, where the modules are.
+    "prompt_file_missing": (
+        ["--system-prompt-file", "missing.txt"],
+        r"cannot read --system-prompt-file missing\.txt: No such file or directory",
+    ),
+    "loop_cmd_missing": (
+        ["--loop-cmd", "/nonexistent/loop-program"],
+        r"--loop-cmd: no program '/nonexistent/loop-program' \(not found or not executable\)",
+    ),
 }
 
 
@@ -72,7 +81,7 @@ def modules(tmp_path_factory: pytest.TempPathFactory) -> Path:
 
 @pytest.mark.parametrize("case", sorted(CASES))
 @pytest.mark.parametrize("command", COMMANDS)
-def test_a_module_that_cannot_be_used_is_one_line(modules: Path, command: str, case: str) -> None:
+def test_a_loop_that_cannot_be_built_is_one_line(modules: Path, command: str, case: str) -> None:
     flags, line = CASES[case]
     done = loopgate(modules, *command_args(command, *flags))
     assert done.returncode == 2, done.stderr
