@@ -20,6 +20,7 @@ from tests.examples.support import EXAMPLES, started_http_loop
 from tests.fakes.openai_server import FakeOpenAI
 from tests.fakes.servers import serve_app
 from tests.gateway.cli_support import loopgate
+from tests.gateway.harness import REPO
 from tests.tools.conftest import FAKE_SERVER
 
 RUN_ID = re.compile(r"run_[0-9a-f]{32}")
@@ -67,6 +68,14 @@ def test_run_a_python_loop_that_asks_permission(tmp_path: Path, answer: str, dec
     assert "→ deploy(" in done.stdout
     assert f"decision: {decision}" in done.stdout
     assert done.stdout.rstrip().endswith("— completed (stop)")
+
+
+def test_run_the_example_pydantic_ai_agent() -> None:
+    # As its docstring says to: from the repository root, which holds examples/.
+    done = run(REPO, "--loop", "examples.pydantic_ai_agent:loop", "what is 25 * 16 + 2?")
+    assert done.returncode == 0, done.stderr
+    assert "← calculate ok" in done.stdout and "402" in done.stdout
+    assert done.stdout.rstrip().splitlines()[-1].startswith("— completed (stop)")
 
 
 def test_run_the_example_stdio_loop(tmp_path: Path) -> None:
