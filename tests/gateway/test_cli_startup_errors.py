@@ -55,6 +55,10 @@ CASES = {
         ["--loop", "fine:agent"],
         r"--loop fine:agent: fine\.py has no attribute 'agent'",
     ),
+    "loop_file_name": (
+        ["--loop", "fine.py:loop"],
+        r"--loop fine\.py:loop: give a module name \(fine\), not a file name",
+    ),
     "tools_syntax": (
         ["--tools", "syntax"],
         r"--tools syntax: syntax\.py:[24]: SyntaxError: .+",
