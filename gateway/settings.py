@@ -17,7 +17,13 @@ from loopgate.gateway.journal.base import REDIS_SCHEMES
 
 ENV_PREFIX = "LOOPGATE_"
 # The recorded streams {"replay": NAME} serves: package data (conformance/streams in a checkout).
-RECORDINGS = Path(__file__).parent.parent / "recordings"
+# An editable install that maps the folders (no symlinks: setup.py) imports this file from the
+# checkout's gateway/, beside conformance/ rather than inside loopgate/.
+_HERE = Path(__file__).parent.parent
+RECORDINGS = next(
+    (p for p in (_HERE / "recordings", _HERE / "conformance" / "streams") if p.is_dir()),
+    _HERE / "recordings",
+)
 
 
 class Settings(msgspec.Struct, kw_only=True, forbid_unknown_fields=True):
@@ -213,11 +219,52 @@ def load_settings(env: Mapping[str, str], overrides: Mapping[str, Any] | None = 
         # A token given as a flag, in either form, replaces the environment's, in either form.
         values.pop("token", None)
         values.pop("token_file", None)
+    provider = _provider(values, given)
     values.update(given)
+    if provider is not None:
+        values["provider"] = provider
     try:
         return msgspec.convert(values, Settings, strict=False)
     except msgspec.ValidationError as exc:
         raise ValueError(f"invalid setting: {str(exc).replace('$.', '')}") from None
+
+
+# Settings that name an OpenAI-compatible server or model: given without a provider, they
+# choose the openai one; given with the scripted one, they would be silently ignored.
+OPENAI_CHOICES = ("openai_base_url", "openai_model")
+
+
+def _provider(env: Mapping[str, Any], flags: Mapping[str, Any]) -> str | None:
+    """The provider: as a flag says; else ``openai`` where a flag names a server or model;
+    else as the environment says, or ``openai`` where it names one; else None (the default).
+    ValueError when ``scripted`` is chosen in the layer that names them."""
+    if "provider" in flags:
+        chosen, named = flags["provider"], [(k, True) for k in OPENAI_CHOICES if k in flags]
+    elif any(k in flags for k in OPENAI_CHOICES):
+        # Flags win: --openai-model with LOOPGATE_PROVIDER=scripted set asks for that model.
+        chosen, named = None, [(k, True) for k in OPENAI_CHOICES if k in flags]
+    else:
+        chosen, named = env.get("provider"), [(k, False) for k in OPENAI_CHOICES if k in env]
+    if chosen == "scripted" and named:
+        said = " and ".join(_named(k, from_flag) for k, from_flag in named)
+        where = "--provider scripted" if "provider" in flags else f"{ENV_PREFIX}PROVIDER=scripted"
+        raise ValueError(
+            f"{where} does not use {said}: drop {'them' if len(named) > 1 else 'it'}, "
+            "or choose --provider openai"
+        )
+    if chosen is not None or not named:
+        return None
+    missing = [k for k in OPENAI_CHOICES if k not in flags and k not in env]
+    if missing:
+        raise ValueError(
+            f"{_named(*named[0])} names an OpenAI-compatible model; it also needs "
+            f"{_named(missing[0], True)} (or {_named(missing[0], False)})"
+        )
+    return "openai"
+
+
+def _named(name: str, from_flag: bool) -> str:
+    return "--" + name.replace("_", "-") if from_flag else ENV_PREFIX + name.upper()
 
 
 def _parse_env(name: str, raw: str) -> Any:

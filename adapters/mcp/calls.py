@@ -121,20 +121,26 @@ class Calls:
             tracestate=trace.tracestate,
         )
         request = await thread_start(self.service, request)
-        # Shielded: a call cancelled while its run starts is cancelled once it has the run,
-        # in _follow, which then cancels the run too.
-        with anyio.CancelScope(shield=True):
-            try:
-                info = await self.service.start(request)
-            except RunExists:
-                # A client that reuses a request id in its session (which the protocol
-                # forbids) still gets its run, one a cancellation cannot name.
-                info = await self.service.start(msgspec.structs.replace(request, run_id=None))
+        info = await self._start(request)
         projector = McpProjector(ProjectorContext(run_id=info.id, thread_id=info.thread_id))
         answer = await self._follow(info.id, projector, progress)
         if progress is not None and delivered is not None:
             await delivered()
         return result_body(answer)
+
+    async def _start(self, request: StartRun) -> RunInfo:
+        # Shielded: a call cancelled while its run starts is cancelled once it has the run,
+        # in _follow, which then cancels the run too.
+        with anyio.CancelScope(shield=True):
+            try:
+                return await self.service.start(request)
+            except RunExists:
+                # A client that reuses a request id in its session (which the protocol
+                # forbids) still gets its run, one a cancellation cannot name.
+                return await self.service.start(msgspec.structs.replace(request, run_id=None))
+        # Type checkers see that a cancel scope may swallow an exception; one nobody cancels
+        # swallows none, so this line is never reached.
+        raise AssertionError("a shielded start neither returned nor raised")
 
     async def _follow(
         self, run_id: str, projector: McpProjector, progress: SendProgress | None

@@ -14,8 +14,6 @@ import sys
 from pathlib import Path
 from typing import Any
 
-import anyio
-
 from loopgate import __version__
 from loopgate.contracts.projector import StdioOptions
 from loopgate.gateway.commands.flags import (
@@ -25,6 +23,7 @@ from loopgate.gateway.commands.flags import (
     add_loop_flags,
     client_token,
 )
+from loopgate.gateway.commands.startup import command_hub, run_async
 from loopgate.gateway.commands.stdio import reserve_stdout, stdio_streams
 from loopgate.gateway.journal import check_journal
 from loopgate.gateway.settings import Settings, load_settings
@@ -74,15 +73,14 @@ def main(args: argparse.Namespace) -> int:
         print(f"loopgate acp: {exc}", file=sys.stderr)
         return 2
     protocol_out = reserve_stdout()
-    anyio.run(_serve, args, settings, protocol_out, token)
-    return 0
+    return run_async("acp", _serve, args, settings, protocol_out, token)
 
 
 async def _serve(
     args: argparse.Namespace, settings: Settings, protocol_fd: int, token: str | None
 ) -> None:
     # Here, not at the top: every command's module is imported to build the parser.
-    from loopgate.gateway.app import endpoint_limits, traced_hub
+    from loopgate.gateway.app import endpoint_limits
     from loopgate.gateway.registry import stdio_adapter
 
     adapter = stdio_adapter("acp")
@@ -105,5 +103,5 @@ async def _serve(
 
     tools = DemoTools(Path(settings.workspace))
     agent["tool_kinds"] = {spec.name: tools.kind(spec.name) for spec in tools.specs()}
-    async with traced_hub(settings) as hub:
+    async with command_hub(settings) as hub:
         await adapter.serve_stdio(hub, options(), read, write)

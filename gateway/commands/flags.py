@@ -1,4 +1,5 @@
-"""Flags the commands that run loops in-process share (`serve`, `rpc`, `acp`)."""
+"""Flags the commands that run loops in-process share (`serve`, `run`, `acp`, `rpc`, `mcp`):
+one definition, so every command takes the same loop, model and tool flags."""
 
 from __future__ import annotations
 
@@ -97,8 +98,9 @@ def add_model_flags(group: argparse._ActionsContainer) -> None:
     group.add_argument(
         "--provider",
         choices=PROVIDERS,
-        help="the model: 'scripted' (embedded, no key, no network; the default) or 'openai' "
-        "(any OpenAI-compatible server: OpenAI, vLLM, Ollama, llama.cpp; LOOPGATE_PROVIDER)",
+        help="the model: 'scripted' (embedded, no key, no network) or 'openai' (any "
+        "OpenAI-compatible server: OpenAI, vLLM, Ollama, llama.cpp; LOOPGATE_PROVIDER). "
+        "Default: openai when --openai-base-url or --openai-model is given, else scripted",
     )
     group.add_argument(
         "--openai-base-url",

@@ -16,8 +16,6 @@ import logging
 import os
 import sys
 
-import anyio
-
 from loopgate import __version__
 from loopgate.contracts.projector import StdioOptions
 from loopgate.gateway.commands.flags import (
@@ -27,6 +25,7 @@ from loopgate.gateway.commands.flags import (
     add_loop_flags,
     client_token,
 )
+from loopgate.gateway.commands.startup import command_hub, run_async
 from loopgate.gateway.commands.stdio import reserve_stdout, stdio_streams
 from loopgate.gateway.journal import check_journal
 from loopgate.gateway.settings import Settings, load_settings
@@ -73,15 +72,14 @@ def main(args: argparse.Namespace) -> int:
         print(f"loopgate mcp: {exc}", file=sys.stderr)
         return 2
     protocol_out = reserve_stdout()
-    anyio.run(_serve, args.server, settings, protocol_out, token)
-    return 0
+    return run_async("mcp", _serve, args.server, settings, protocol_out, token)
 
 
 async def _serve(
     server: str | None, settings: Settings, protocol_fd: int, token: str | None
 ) -> None:
     # Here, not at the top: every command's module is imported to build the parser.
-    from loopgate.gateway.app import endpoint_limits, traced_hub
+    from loopgate.gateway.app import endpoint_limits
     from loopgate.gateway.registry import stdio_adapter
 
     adapter = stdio_adapter("mcp")
@@ -93,5 +91,5 @@ async def _serve(
         async with RemoteService(server, token=token) as service:
             await adapter.serve_stdio(service, options, read, write)
         return
-    async with traced_hub(settings) as hub:
+    async with command_hub(settings) as hub:
         await adapter.serve_stdio(hub, options, read, write)

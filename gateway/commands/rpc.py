@@ -50,8 +50,6 @@ def register(sub: argparse._SubParsersAction) -> None:  # type: ignore[type-arg]
 
 
 def main(args: argparse.Namespace) -> int:
-    import anyio
-
     from loopgate.gateway.journal import check_journal
     from loopgate.gateway.settings import load_settings
 
@@ -71,17 +69,18 @@ def main(args: argparse.Namespace) -> int:
         level=args.log_level.upper(),
         format="%(asctime)s %(levelname)s %(name)s: %(message)s",
     )
+    from loopgate.gateway.commands.startup import run_async
     from loopgate.gateway.commands.stdio import reserve_stdout
 
-    anyio.run(serve, settings, overrides, reserve_stdout())
-    return 0
+    return run_async("rpc", serve, settings, overrides, reserve_stdout())
 
 
 async def serve(settings: Any, overrides: dict[str, Any], protocol_fd: int) -> None:
     import msgspec
 
     from loopgate.contracts.projector import StdioOptions
-    from loopgate.gateway.app import endpoint_limits, traced_hub
+    from loopgate.gateway.app import endpoint_limits
+    from loopgate.gateway.commands.startup import command_hub
     from loopgate.gateway.commands.stdio import stdio_streams
     from loopgate.gateway.registry import stdio_adapter
 
@@ -92,5 +91,5 @@ async def serve(settings: Any, overrides: dict[str, Any], protocol_fd: int) -> N
     )
     options = StdioOptions(limits=limits, cwd=os.getcwd(), options=overrides)
     read, write = await stdio_streams(protocol_fd, settings.max_body_bytes + 1)
-    async with traced_hub(settings) as hub:
+    async with command_hub(settings) as hub:
         await adapter.serve_stdio(hub, options, read, write)

@@ -1,4 +1,9 @@
-"""``loopgate run "prompt"``: one turn of the reference loop, printed readably or as NDJSON."""
+"""``loopgate run "prompt"``: one turn of a loop, printed readably or as NDJSON.
+
+The loop is the one the flags name, exactly as ``loopgate serve`` would run it (the reference
+loop with its model and tools, or ``--loop``, ``--loop-url``, ``--loop-cmd``), on an in-process
+hub with a memory journal: the printed events are the run's, as any front end would see them.
+"""
 
 from __future__ import annotations
 
@@ -8,7 +13,6 @@ import os
 import signal
 import sys
 import time
-import uuid
 from pathlib import Path
 from typing import IO, Any
 
@@ -16,45 +20,50 @@ import anyio
 import anyio.abc
 
 from loopgate.contracts.envelope import Envelope, encode_envelope
-from loopgate.contracts.messages import Message
-from loopgate.gateway.commands.flags import MODEL_SETTINGS, add_model_flags
+from loopgate.contracts.gateway_events import PERMISSION_REQUEST
+from loopgate.contracts.history import continued, conversation_after
+from loopgate.contracts.messages import ToolCall
+from loopgate.contracts.ports import StartRun
+from loopgate.gateway.commands.flags import LOOP_SETTINGS, add_loop_flags
+from loopgate.gateway.commands.startup import StartupError, command_hub, run_async
 from loopgate.gateway.commands.terminal import (
     MAX_ANSWERS,
     ApprovalPolicy,
     Terminal,
     TerminalApprovals,
     ToolSpinner,
-    answer_question,
     asked_question,
     clip,
     question_prompt,
 )
+from loopgate.gateway.hub import Hub
 from loopgate.gateway.loop.config import LoopConfig
-from loopgate.gateway.loop.control import TurnControl
-from loopgate.gateway.loop.core import CoreLoop
-from loopgate.gateway.loop.tools import DemoTools
-from loopgate.gateway.loops.build import provider_from_settings
-from loopgate.gateway.settings import load_settings
+from loopgate.gateway.settings import Settings, load_settings
 
 EXIT_CODES = {"completed": 0, "waiting_user": 0, "cancelled": 130}
 DIM, RESET = "\x1b[2m", "\x1b[0m"
+SETTING_FLAGS = (*LOOP_SETTINGS, "workspace")
 
 
 def register(subparsers: Any) -> None:
     parser = subparsers.add_parser(
         "run",
-        help="run one turn of the reference loop and print its events",
-        description="Run one turn of the reference loop in-process. On a terminal, a tool that "
-        "needs approval is asked about (y/N/a), a question from the model (ask_user) is "
-        "answered and the run goes on, and a tool call running over a second shows a "
-        "spinner on stderr. Exit code: 0 completed (or waiting for the user), 1 failed or "
-        "out of budget, 130 cancelled (Ctrl-C).",
+        help="run one turn of a loop and print its events",
+        description="Run one turn of the reference loop (or the loop --loop, --loop-url or "
+        "--loop-cmd names) in-process. On a terminal, a tool that needs approval is asked "
+        "about (y/N/a), a question from the model (ask_user) is answered and the run goes on, "
+        "and a tool call running over a second shows a spinner on stderr. The loop, model and "
+        "tool flags also read LOOPGATE_<NAME> (e.g. LOOPGATE_OPENAI_MODEL); flags win. Exit "
+        "code: 0 completed (or waiting for the user), 1 failed or out of budget, 2 a usage "
+        "error, 130 cancelled (Ctrl-C).",
     )
     parser.add_argument("prompt", help="the user message; - reads it from standard input")
     parser.add_argument(
         "--json", action="store_true", help="print one event envelope per line (NDJSON)"
     )
-    parser.add_argument("--run-id", help="run id for the envelopes (default: a random one)")
+    parser.add_argument(
+        "--run-id", help="the run's id (default: a new one, run_ and 32 hex digits)"
+    )
     parser.add_argument(
         "--config",
         action="append",
@@ -62,7 +71,7 @@ def register(subparsers: Any) -> None:
         metavar="JSON|KEY=VALUE",
         help="loop config as a JSON object or key=value (repeatable; values parsed as JSON)",
     )
-    add_model_flags(parser.add_argument_group("the model"))
+    add_loop_flags(parser)
     parser.add_argument(
         "--workspace",
         help="the directory the file tools read and write_note writes under (LOOPGATE_WORKSPACE; "
@@ -84,7 +93,8 @@ def register(subparsers: Any) -> None:
     parser.set_defaults(func=run_command)
 
 
-def parse_config(items: list[str], max_rounds: int | None) -> LoopConfig:
+def config_items(items: list[str], max_rounds: int | None) -> dict[str, Any]:
+    """The loop config ``--config`` and ``--max-rounds`` give, merged in order."""
     merged: dict[str, Any] = {}
     for item in items:
         text = item.strip()
@@ -106,45 +116,51 @@ def parse_config(items: list[str], max_rounds: int | None) -> LoopConfig:
             merged[key.strip()] = raw
     if max_rounds is not None:
         merged["max_rounds"] = max_rounds
-    return LoopConfig.from_dict(merged)
+    return merged
+
+
+def parse_config(items: list[str], max_rounds: int | None) -> LoopConfig:
+    """The reference loop's config from ``--config`` and ``--max-rounds``."""
+    return LoopConfig.from_dict(config_items(items, max_rounds))
 
 
 class _Printer:
-    """A sink that stops the turn when its reader goes away (``| head``)."""
+    """Where a run's events go; notes when its reader went away (``| head``)."""
 
     status: str | None = None
     completion: dict[str, Any] | None = None  # the last turn's terminal completion
-    control: TurnControl | None = None
     broken = False
 
     async def __call__(self, kind: str, data: dict[str, Any]) -> None:
+        self.show(kind, data)
+
+    def show(self, kind: str, data: dict[str, Any], env: Envelope | None = None) -> None:
         if kind == "completion" and data.get("status") != "executing":
             self.status = data.get("status")
             self.completion = data
         if self.broken:
             return
         try:
-            self.write(kind, data)
+            self.write(kind, data, env)
         except BrokenPipeError:
             self.broken = True
-            if self.control is not None:
-                self.control.cancel()
 
-    def write(self, kind: str, data: dict[str, Any]) -> None:
+    def write(self, kind: str, data: dict[str, Any], env: Envelope | None) -> None:
         raise NotImplementedError
 
 
 class NdjsonPrinter(_Printer):
-    """Wraps each event in an envelope (gapless seq from 1) and writes one JSON line."""
+    """One JSON line per envelope: the hub's, or one made here (gapless seq from 1)."""
 
     def __init__(self, run_id: str, out: IO[bytes]) -> None:
         self.run_id = run_id
         self.out = out
         self.seq = 0
 
-    def write(self, kind: str, data: dict[str, Any]) -> None:
+    def write(self, kind: str, data: dict[str, Any], env: Envelope | None) -> None:
         self.seq += 1
-        env = Envelope(self.run_id, self.seq, time.time_ns(), kind, data)
+        if env is None:
+            env = Envelope(self.run_id, self.seq, time.time_ns(), kind, data)
         self.out.write(encode_envelope(env) + b"\n")
         self.out.flush()
 
@@ -172,7 +188,7 @@ class HumanPrinter(_Printer):
         self._switch("")
         self.out.write(text + "\n")
 
-    def write(self, kind: str, data: dict[str, Any]) -> None:
+    def write(self, kind: str, data: dict[str, Any], env: Envelope | None) -> None:
         if kind == "content_delta":
             self._switch("text")
             self.out.write(data.get("delta", ""))
@@ -194,13 +210,23 @@ class HumanPrinter(_Printer):
         elif kind in ("steer", "soft_timeout", "budget_exhausted", "hook_action", "error"):
             self.line(f"[{kind}] " + json.dumps(data, ensure_ascii=False))
         elif kind == "completion" and data.get("status") != "executing":
-            tokens = (data.get("promptTokens") or 0) + (data.get("completionTokens") or 0)
-            seconds = (data.get("elapsedMs") or 0) / 1000
-            self.line(
-                f"— {data.get('status')} ({data.get('reason')}) · {data.get('round')} round(s) · "
-                f"{data.get('toolCallCount', 0)} tool call(s) · {tokens} tokens · {seconds:.2f} s"
-            )
+            self.line(" · ".join(_summary(data)))
         self.out.flush()
+
+
+def _summary(completion: dict[str, Any]) -> list[str]:
+    """The parts of the closing line a completion has figures for (a plugged loop's may not)."""
+    parts = [f"— {completion.get('status')} ({completion.get('reason')})"]
+    if completion.get("round") is not None:
+        parts.append(f"{completion['round']} round(s)")
+    if completion.get("toolCallCount") is not None:
+        parts.append(f"{completion['toolCallCount']} tool call(s)")
+    if "promptTokens" in completion or "completionTokens" in completion:
+        tokens = (completion.get("promptTokens") or 0) + (completion.get("completionTokens") or 0)
+        parts.append(f"{tokens} tokens")
+    if completion.get("elapsedMs") is not None:
+        parts.append(f"{completion['elapsedMs'] / 1000:.2f} s")
+    return parts
 
 
 def read_prompt(given: str) -> str:
@@ -215,31 +241,29 @@ def read_prompt(given: str) -> str:
 def run_command(args: argparse.Namespace) -> int:
     try:
         prompt = read_prompt(args.prompt)
-        config = parse_config(args.config, args.max_rounds)
-        settings = load_settings(
-            os.environ, {k: getattr(args, k) for k in (*MODEL_SETTINGS, "workspace")}
-        )
+        config = config_items(args.config, args.max_rounds)
+        given = {k: getattr(args, k) for k in SETTING_FLAGS}
+        # One turn, printed as it goes: nothing to keep, whatever LOOPGATE_JOURNAL says.
+        settings = load_settings(os.environ, {**given, "journal": "memory"})
         if args.workspace and not Path(args.workspace).is_dir():
             raise ValueError(f"--workspace {args.workspace} is not a directory")
-        provider = provider_from_settings(settings)
-    except (ValueError, ImportError) as exc:
-        print(f"loopgate run: error: {exc}", file=sys.stderr)
+    except ValueError as exc:
+        print(f"loopgate run: {exc}", file=sys.stderr)
         return 2
-    tools = DemoTools(Path(settings.workspace))
     terminal = Terminal.open(sys.stderr)
     policy: ApprovalPolicy = "yes" if args.yes else "no" if args.no else "ask"
-    approvals = TerminalApprovals(tools.needs_approval, policy, terminal)
-    loop = CoreLoop(provider, tools, config, permissions=approvals)
+    approvals = TerminalApprovals(policy, terminal)
+    sink: _Printer
     if args.json:
-        run_id = args.run_id or f"run-{uuid.uuid4().hex[:12]}"
-        sink: _Printer = NdjsonPrinter(run_id, sys.stdout.buffer)
+        sink = NdjsonPrinter(args.run_id or "", sys.stdout.buffer)
     else:
         sink = HumanPrinter(sys.stdout, color=sys.stdout.isatty())
     # Questions from ask_user are answered only in the readable output: NDJSON has no place
     # for the answer, and its consumer is seldom the person at the terminal.
-    session = _Session(loop, sink, terminal, answers=not args.json)
+    session = _Session(sink, terminal, approvals, answers=not args.json)
+    request = StartRun(input=prompt, config=config, run_id=args.run_id)
     try:
-        code = anyio.run(session.run, prompt)
+        code = run_async("run", session.run, settings, request)
     finally:
         if terminal is not None:
             terminal.close()
@@ -250,14 +274,19 @@ def run_command(args: argparse.Namespace) -> int:
 
 
 class _Session:
-    """The turns of one ``loopgate run``: the first, then one more per question answered."""
+    """The runs of one ``loopgate run``: the first, then one more per question answered."""
 
     def __init__(
-        self, loop: CoreLoop, sink: _Printer, terminal: Terminal | None, *, answers: bool
+        self,
+        sink: _Printer,
+        terminal: Terminal | None,
+        approvals: TerminalApprovals,
+        *,
+        answers: bool,
     ) -> None:
-        self.loop = loop
         self.sink = sink
         self.terminal = terminal
+        self.approvals = approvals
         # Why a question from ask_user cannot be answered, or None when it can.
         self.unanswerable: str | None = None
         if terminal is None or not terminal.can_ask:
@@ -270,28 +299,33 @@ class _Session:
             )
         self.spinner = ToolSpinner(terminal) if terminal is not None else None
         self.signalled = False
+        self.run_id: str | None = None  # the run going now
 
-    async def emit(self, kind: str, data: dict[str, Any]) -> None:
-        if self.spinner is not None:
-            self.spinner.observe(kind, data)
-        await self.sink(kind, data)
-
-    async def run(self, prompt: str) -> int:
+    async def run(self, settings: Settings, request: StartRun) -> int:
+        refused: ValueError | None = None
         code = EXIT_CODES["cancelled"]  # should the task group be cancelled before the turns end
-        async with anyio.create_task_group() as tg:
-            await tg.start(self._cancel_on_signals)
+        async with command_hub(settings) as hub, anyio.create_task_group() as tg:
+            await tg.start(self._cancel_on_signals, hub)
             if self.spinner is not None:
                 tg.start_soon(self.spinner.run)
-            code = await self._turns([Message(role="user", content=prompt)])
+            try:
+                code = await self._turns(hub, request)
+            except ValueError as exc:  # the hub's words: a bad --config, a taken --run-id
+                refused, code = exc, 2
             tg.cancel_scope.cancel()
+        if refused is not None:
+            # Out here: raised inside the task group it would come out as an ExceptionGroup.
+            raise StartupError(str(refused))
         return code
 
-    async def _turns(self, history: list[Message]) -> int:
+    async def _turns(self, hub: Hub, request: StartRun) -> int:
         sink = self.sink
         for answered in range(MAX_ANSWERS + 1):
-            sink.control = TurnControl()
-            history = await self.loop.run_turn(history, self.emit, sink.control)
-            question = asked_question(sink.completion, history)
+            info = await hub.start(request)
+            self.run_id = info.id
+            events = await self._follow(hub, info.id)
+            conversation = conversation_after(info.input, events)
+            question = asked_question(sink.completion, conversation.messages)
             if question is None or sink.broken or self.signalled:
                 break
             if self.unanswerable is not None:
@@ -300,19 +334,54 @@ class _Session:
             if answered == MAX_ANSWERS:
                 _say(f"the model asked more than {MAX_ANSWERS} questions; stopping here")
                 break
-            assert self.terminal is not None and sink.completion is not None
+            assert self.terminal is not None
             answer = await self.terminal.ask(question_prompt(question))
             if self.terminal.interrupted or self.signalled:
                 return EXIT_CODES["cancelled"]
             if answer is None or not answer.strip():
                 break  # no answer: the run ends waiting for one, as without a terminal
-            history = answer_question(history, sink.completion, answer)
+            request = StartRun(
+                input=continued(conversation, answer),
+                config=request.config,
+                thread_id=info.thread_id,
+            )
         return EXIT_CODES.get(sink.status or "failed", 1)
 
-    async def _cancel_on_signals(self, *, task_status: anyio.abc.TaskStatus[None]) -> None:
-        # Ctrl-C cancels the turn (the loop still prints its terminal completion); at a
+    async def _follow(self, hub: Hub, run_id: str) -> list[Envelope]:
+        """Print the run's events until its end, answering its permission requests."""
+        events: list[Envelope] = []
+        async with hub.subscribe(run_id, consumer="run") as subscription:
+            while batch := await subscription.next_batch():
+                for env in batch:
+                    events.append(env)
+                    if self.spinner is not None:
+                        self.spinner.observe(env.kind, env.data)
+                    self.sink.show(env.kind, env.data, env)
+                    if env.kind == PERMISSION_REQUEST:
+                        await self._answer(hub, run_id, env.data)
+                if self.sink.broken and not self.signalled:
+                    self.signalled = True
+                    await hub.cancel(run_id)
+        return events
+
+    async def _answer(self, hub: Hub, run_id: str, request: dict[str, Any]) -> None:
+        raw = request.get("toolCall") or {}
+        arguments = raw.get("arguments")
+        call = ToolCall(
+            id=str(raw.get("id", "")),
+            name=str(raw.get("name", "")),
+            arguments=arguments if isinstance(arguments, dict) else {},
+        )
+        allowed = await self.approvals.decide(call) == "allow"
+        decision = "allow_once" if allowed else "reject_once"
+        await hub.respond(run_id, str(request.get("requestId")), decision)
+
+    async def _cancel_on_signals(
+        self, hub: Hub, *, task_status: anyio.abc.TaskStatus[None]
+    ) -> None:
+        # Ctrl-C cancels the run (the loop still ends it with its terminal completion); at a
         # question it only ends the question: no to an approval, the end of the run (130) for
-        # ask_user's, which has no turn left to cancel.
+        # ask_user's, which has no run left to cancel.
         with anyio.open_signal_receiver(signal.SIGINT, signal.SIGTERM) as signals:
             task_status.started()
             async for signum in signals:
@@ -322,8 +391,8 @@ class _Session:
                 self.signalled = True
                 if terminal is not None:
                     terminal.interrupt()
-                if self.sink.control is not None:
-                    self.sink.control.cancel()
+                if self.run_id is not None:
+                    await hub.cancel(self.run_id)
 
 
 def _say(text: str) -> None:

@@ -3,8 +3,10 @@
 from __future__ import annotations
 
 import argparse
+import errno
 import gc
 import os
+import socket
 import sys
 
 from loopgate.gateway.commands.flags import LOOP_SETTINGS, add_log_level, add_loop_flags
@@ -204,6 +206,22 @@ SETTING_FLAGS = (
 )
 
 
+def cannot_listen(host: str, port: int, exc: OSError) -> str:
+    """Why the gateway cannot listen on ``host:port``, and the flag that changes it."""
+    if exc.errno == errno.EADDRINUSE:
+        return (
+            f"port {port} on {host} is already in use (another loopgate, or another server): "
+            "stop it, or choose another port with --port"
+        )
+    if exc.errno == errno.EACCES:
+        return f"no permission to listen on port {port} (below 1024 needs root): use --port"
+    if isinstance(exc, socket.gaierror):
+        return f"cannot listen on --host {host}: no such host name"
+    if exc.errno == errno.EADDRNOTAVAIL:
+        return f"cannot listen on --host {host}: not an address of this machine"
+    return f"cannot listen on {host}:{port}: {(exc.strerror or type(exc).__name__).lower()}"
+
+
 def freeze_startup_heap() -> None:
     """Move everything alive now out of the cyclic collector's sight (``gc.freeze()``).
 
@@ -220,7 +238,7 @@ def freeze_startup_heap() -> None:
 
 
 def main(args: argparse.Namespace) -> int:
-    from loopgate.gateway.server import make_server
+    from loopgate.gateway.server import bind, make_server
 
     try:
         settings = load_settings(os.environ, {k: getattr(args, k) for k in SETTING_FLAGS})
@@ -229,7 +247,15 @@ def main(args: argparse.Namespace) -> int:
     except ValueError as exc:
         print(f"loopgate serve: {exc}", file=sys.stderr)
         return 2
+    try:
+        # Bound here, before uvicorn starts anything: a port in use is one line, not a log
+        # that reads "startup complete" and then an error.
+        sockets = bind(settings.host, settings.port, server.config.backlog)
+    except OSError as exc:
+        problem = cannot_listen(settings.host, settings.port, exc)
+        print(f"loopgate serve: {problem}", file=sys.stderr)
+        return 2
     freeze_startup_heap()
-    server.run()
+    server.run(sockets=sockets)
     # A stop by signal exits as a process the signal ended would report it (130 for Ctrl-C).
     return 128 + server.stopped_by if server.stopped_by else 0

@@ -33,9 +33,9 @@ async def stdio_streams(protocol_fd: int, limit: int) -> tuple[ReadBytes, WriteB
     reader = asyncio.StreamReader(limit=limit)
     source: Any = sys.stdin
     if not _is_pipe_like(sys.stdin.fileno()):
-        # stdin is a regular file (``loopgate acp < requests.jsonl``), which asyncio cannot
-        # watch: a thread copies it into a pipe, whose reading end is watched instead.
-        source = _pipe_from_thread(sys.stdin.buffer)
+        # stdin is a regular file (``loopgate acp < requests.jsonl``) or /dev/null, which
+        # asyncio cannot watch: a thread copies it into a pipe, whose reading end is watched.
+        source = _pipe_from_thread(sys.stdin.fileno())
     await loop.connect_read_pipe(lambda: asyncio.StreamReaderProtocol(reader), source)
     out = os.fdopen(protocol_fd, "wb", buffering=0)
     try:
@@ -63,22 +63,26 @@ def _file_writer(out: BinaryIO) -> WriteBytes:
 
 def _is_pipe_like(fd: int) -> bool:
     mode = os.fstat(fd).st_mode
-    return stat.S_ISFIFO(mode) or stat.S_ISSOCK(mode) or stat.S_ISCHR(mode)
+    # Of the character devices, only a terminal can be watched: epoll refuses /dev/null.
+    return stat.S_ISFIFO(mode) or stat.S_ISSOCK(mode) or (stat.S_ISCHR(mode) and os.isatty(fd))
 
 
-def _pipe_from_thread(source: Any) -> Any:
-    """The reading end of a pipe a thread fills from ``source``. The pipe is the back-pressure:
-    the thread blocks while the server is not reading, so the file is never read into memory
-    ahead of it."""
+def _pipe_from_thread(source: int) -> Any:
+    """The reading end of a pipe a thread fills from file descriptor ``source``. The pipe is the
+    back-pressure: the thread blocks while the server is not reading, so the file is never read
+    into memory ahead of it."""
     read_fd, write_fd = os.pipe()
 
     def copy() -> None:
+        # os.read, not sys.stdin.buffer: a daemon thread inside the buffered reader holds its
+        # lock, and an interpreter exiting meanwhile aborts ("could not acquire lock for
+        # <stdin> at interpreter shutdown", status -6).
         with os.fdopen(write_fd, "wb", buffering=0) as sink:
             try:
-                while chunk := source.read1(65536):
+                while chunk := os.read(source, 65536):
                     sink.write(chunk)
-            except (BrokenPipeError, ValueError):
-                pass  # the server stopped reading: it is exiting
+            except OSError:
+                pass  # the server stopped reading (a broken pipe): it is exiting
 
     threading.Thread(target=copy, daemon=True).start()
     return os.fdopen(read_fd, "rb", buffering=0)

@@ -17,7 +17,6 @@ from collections.abc import Callable
 from typing import IO, Any, Literal
 
 import anyio
-import msgspec
 
 from loopgate.contracts.messages import Message, ToolCall
 from loopgate.gateway.loop.types import PermissionDecision
@@ -145,21 +144,13 @@ async def _read_line(fd: int) -> str | None:
 
 
 class TerminalApprovals:
-    """The ``PermissionGate`` of ``loopgate run``: ``--yes``, ``--no``, or ask at the terminal."""
+    """How ``loopgate run`` answers a run's permission requests: ``--yes``, ``--no``, or ask at
+    the terminal."""
 
-    def __init__(
-        self,
-        needs_approval: Callable[[ToolCall], bool],
-        policy: ApprovalPolicy,
-        terminal: Terminal | None,
-    ) -> None:
-        self._needs_approval = needs_approval
+    def __init__(self, policy: ApprovalPolicy, terminal: Terminal | None) -> None:
         self.policy = policy
         self.terminal = terminal
         self.always: set[str] = set()  # tool names answered "a" (always, for this run)
-
-    def needs_approval(self, call: ToolCall) -> bool:
-        return self._needs_approval(call)
 
     async def decide(self, call: ToolCall) -> PermissionDecision:
         if self.policy == "yes" or call.name in self.always:
@@ -248,20 +239,6 @@ def asked_question(completion: dict[str, Any] | None, history: list[Message]) ->
         if message.role == "tool" and message.tool_call_id == call_id:
             return message.content
     return None
-
-
-def answer_question(
-    history: list[Message], completion: dict[str, Any], answer: str
-) -> list[Message]:
-    """``history`` with the answer as the suspended call's result (it held the question), as
-    AG-UI's resume does: the model sees its question answered, not a new request."""
-    call_id = completion.get("toolCallId")
-    return [
-        msgspec.structs.replace(m, content=answer)
-        if m.role == "tool" and m.tool_call_id == call_id
-        else m
-        for m in history
-    ]
 
 
 def question_prompt(question: str) -> str:

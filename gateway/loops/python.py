@@ -21,7 +21,7 @@ from loopgate.contracts.envelope import LoopEvent
 from loopgate.contracts.loop import AgentLoop, Emit, LoopFault, RunContext
 from loopgate.gateway.loops.context import GatewayRunContext
 from loopgate.gateway.loops.source import is_terminal
-from loopgate.gateway.user_modules import import_user_module
+from loopgate.gateway.user_modules import import_user_module, user_attribute
 
 PerRun = Callable[[RunContext], Any]
 # How long a generator's own clean-up (its ``finally`` blocks) may take once the run is over.
@@ -33,16 +33,8 @@ def load_object(spec: str) -> Any:
     module_name, sep, attr = spec.partition(":")
     if not sep or not module_name or not attr:
         raise ValueError(f"--loop must look like package.module:attr, got {spec!r}")
-    try:
-        target: Any = import_user_module(module_name)
-    except ImportError as exc:
-        raise ValueError(f"cannot import {module_name!r}: {exc}") from None
-    for part in attr.split("."):
-        try:
-            target = getattr(target, part)
-        except AttributeError:
-            raise ValueError(f"{module_name!r} has no attribute {attr!r}") from None
-    return target
+    flag = f"--loop {spec}"
+    return user_attribute(import_user_module(module_name, flag), attr, flag)
 
 
 def python_loop(target: Any, name: str) -> AgentLoop:

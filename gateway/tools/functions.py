@@ -253,19 +253,10 @@ class FunctionTools(ToolMetaLookup):
     def from_module(cls, dotted: str) -> FunctionTools:
         """The tools a module offers: its ``__all__``, or else every public function it defines.
 
-        Raises ValueError, without traceback text, when the module cannot be imported or offers
-        nothing; the cause stays chained for the caller's log.
+        Raises ValueError, in one line without traceback text, when the module cannot be
+        imported (its file and line where it failed) or offers nothing.
         """
-        try:
-            module = import_user_module(dotted)
-        except ModuleNotFoundError as exc:
-            raise ValueError(
-                f"cannot import tools module {dotted!r}: no module named {exc.name!r}"
-            ) from exc
-        except Exception as exc:
-            raise ValueError(
-                f"cannot import tools module {dotted!r}: {type(exc).__name__} during import"
-            ) from exc
+        module = import_user_module(dotted, f"--tools {dotted}")
         return cls(_module_functions(module), source=f"module {dotted!r}")
 
     # --- the ToolExecutor port ----------------------------------------------------------------

@@ -7,6 +7,7 @@ issue's targets, far above what it takes here (the figures are in docs/console.m
 
 from __future__ import annotations
 
+import re
 import subprocess
 from pathlib import Path
 from typing import Any
@@ -67,6 +68,9 @@ def test_the_console_starts_cancels_approves_and_answers(browser_artifacts: Path
     assert runs[ask["nextRunId"]]["status"] == "completed"
 
     assert set(report["listed"]) == set(runs)
+    # The console's runs and threads have ids in the gateway's one format, as its own runs do.
+    assert all(re.fullmatch(r"run_[0-9a-f]{32}", run_id) for run_id in runs), sorted(runs)
+    assert all(re.fullmatch(r"thread_[0-9a-f]{32}", run["thread_id"]) for run in runs.values())
     _clean(report)
 
 

@@ -87,7 +87,7 @@ def test_run_without_a_model_name_says_what_is_missing(tmp_path: Path) -> None:
     done = _run(["--provider", "openai", "hi"], {}, tmp_path)
     assert done.returncode == 2
     assert done.stderr.strip().splitlines() == [
-        "loopgate run: error: the openai provider needs base_url and model"
+        "loopgate run: the openai provider needs base_url and model"
     ]
 
 

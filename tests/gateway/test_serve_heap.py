@@ -19,21 +19,27 @@ def test_the_server_is_built_then_its_heap_frozen_then_it_serves(
 
     class Server:
         stopped_by = None
+        config = argparse.Namespace(backlog=16)
 
-        def run(self) -> None:
+        def run(self, sockets: list[object]) -> None:
             calls.append("run")
 
     def make_server(settings: Any, log_level: str) -> Server:
         calls.append("build")
         return Server()
 
+    def bind(host: str, port: int, backlog: int) -> list[object]:
+        calls.append("bind")
+        return []
+
     import loopgate.gateway.server as server_module
 
     monkeypatch.setattr(server_module, "make_server", make_server)
+    monkeypatch.setattr(server_module, "bind", bind)
     monkeypatch.setattr(serve, "freeze_startup_heap", lambda: calls.append("freeze"))
     args = argparse.Namespace(log_level="warning", **dict.fromkeys(serve.SETTING_FLAGS))
     assert serve.main(args) == 0
-    assert calls == ["build", "freeze", "run"]
+    assert calls == ["build", "bind", "freeze", "run"]
 
 
 def test_freezing_leaves_nothing_for_a_full_collection_to_scan_but_what_came_after() -> None:

@@ -100,7 +100,7 @@ def test_dash_reads_the_prompt_from_stdin(tmp_path: Path):
 def test_an_empty_prompt_is_a_usage_error(tmp_path: Path, prompt: str, stdin: str):
     proc = loopgate(prompt, "--scripted-delay", "0", cwd=tmp_path, stdin=stdin)
     assert proc.returncode == 2 and proc.stdout == ""
-    assert proc.stderr.startswith("loopgate run: error: the prompt is empty")
+    assert proc.stderr.startswith("loopgate run: the prompt is empty")
 
 
 def test_a_refused_write_says_how_to_allow_it(tmp_path: Path):

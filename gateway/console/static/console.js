@@ -19,6 +19,10 @@ const TOKEN_KEY = "loopgate.token";
 
 const newId = () =>
   globalThis.crypto?.randomUUID?.() ?? `${Date.now().toString(36)}-${Math.random().toString(36).slice(2)}`;
+// Runs and threads the console starts get ids in the gateway's own format (run_<32 hex>), as
+// every run it starts itself does. getRandomValues: there over plain http too, unlike randomUUID.
+const gatewayId = (prefix) =>
+  `${prefix}_${Array.from(crypto.getRandomValues(new Uint8Array(16)), (b) => b.toString(16).padStart(2, "0")).join("")}`;
 
 function status(text) {
   $("status").textContent = text;
@@ -199,21 +203,21 @@ class Console {
   }
 
   start(prompt) {
-    const agent = this.agent(newId(), [{ id: newId(), role: "user", content: prompt }]);
-    this.drive(agent, { runId: newId() }, "starting a run");
+    const agent = this.agent(gatewayId("thread"), [{ id: newId(), role: "user", content: prompt }]);
+    this.drive(agent, { runId: gatewayId("run") }, "starting a run");
   }
 
   approve(run, requestId, decision) {
     const interruptId = `${run.id}:permission:${requestId}`;
     const resume = [{ interruptId, status: "resolved", payload: { decision } }];
-    this.drive(this.agent(run.thread_id, []), { runId: newId(), resume }, "answering the approval");
+    this.drive(this.agent(run.thread_id, []), { runId: gatewayId("run"), resume }, "answering the approval");
   }
 
   answer(run, interruptId, text) {
     // The answer starts the thread's next run, which carries the conversation on.
     const resume = [{ interruptId, status: "resolved", payload: text }];
     const agent = this.agent(run.thread_id, aguiMessages(run.input));
-    this.drive(agent, { runId: newId(), resume }, "answering");
+    this.drive(agent, { runId: gatewayId("run"), resume }, "answering");
   }
 
   async command(name, body) {
