@@ -63,6 +63,11 @@ ALLOWED: dict[tuple[str, str], str] = {
     "operator's terminal",
     ("gateway/tools/mcp_specs.py", "from_command"): "an operator's --mcp command line, at startup",
     ("gateway/loops/python.py", "load_object"): "--loop at startup: the operator's terminal",
+    ("gateway/user_modules.py", "import_user_module"): "a --loop/--tools module that fails to "
+    "import, at startup: the operator's terminal (SyntaxError's msg, ImportError's names only)",
+    ("gateway/user_modules.py", "_raised_at"): "used by import_user_module only (startup)",
+    ("gateway/loop/arithmetic.py", "find_arithmetic"): "_Unreadable is the reader's own, its "
+    "words written here for the scripted model's answer",
     ("gateway/settings.py", "*"): "settings at startup: the operator's terminal",
     ("gateway/journal/redis_connect.py", "ping"): "--journal's Redis not answering, said by a "
     "command at startup: the operator's terminal",
