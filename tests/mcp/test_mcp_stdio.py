@@ -217,10 +217,9 @@ async def test_the_2026_protocol_through_the_sdk_client() -> None:
         assert "calling tool calculate: 17 * 23" in progressed.messages
 
 
-def test_piped_requests_are_all_answered_before_it_exits() -> None:
-    """``loopgate mcp < requests``: the end of input waits for the calls in flight; lines
-    that are no message get JSON-RPC errors, and the protocol alone is on stdout."""
-    lines = [
+def handshake(client: str) -> list[dict[str, Any]]:
+    """The lines a client opens a piped session with: initialize, then initialized."""
+    return [
         {
             "jsonrpc": "2.0",
             "id": 0,
@@ -228,10 +227,18 @@ def test_piped_requests_are_all_answered_before_it_exits() -> None:
             "params": {
                 "protocolVersion": "2025-11-25",
                 "capabilities": {},
-                "clientInfo": {"name": "sh", "version": "1"},
+                "clientInfo": {"name": client, "version": "1"},
             },
         },
         {"jsonrpc": "2.0", "method": "notifications/initialized"},
+    ]
+
+
+def test_piped_requests_are_all_answered_before_it_exits() -> None:
+    """``loopgate mcp < requests``: the end of input waits for the calls in flight; lines
+    that are no message get JSON-RPC errors, and the protocol alone is on stdout."""
+    lines = [
+        *handshake("sh"),
         {
             "jsonrpc": "2.0",
             "id": 1,
@@ -288,17 +295,7 @@ async def test_a_client_that_never_answers_the_ping_still_gets_its_result() -> N
     """The ping between a call's progress and its result waits a bounded time: then the
     server gives it up (notifications/cancelled) and answers the call."""
     lines = [
-        {
-            "jsonrpc": "2.0",
-            "id": 0,
-            "method": "initialize",
-            "params": {
-                "protocolVersion": "2025-11-25",
-                "capabilities": {},
-                "clientInfo": {"name": "deaf", "version": "1"},
-            },
-        },
-        {"jsonrpc": "2.0", "method": "notifications/initialized"},
+        *handshake("deaf"),
         {
             "jsonrpc": "2.0",
             "id": 1,
