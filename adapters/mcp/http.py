@@ -32,7 +32,7 @@ from loopgate.adapters.mcp.sessions import (
     run_id_for,
     session_of,
 )
-from loopgate.adapters.shared.lazy import imported
+from loopgate.adapters.shared.lazy import LazyModule
 from loopgate.contracts.limits import EndpointLimits
 from loopgate.contracts.ports import RunNotFound, RunService
 
@@ -60,12 +60,14 @@ class McpEndpoint:
         self._calls: dict[str, anyio.CancelScope] = {}
         self._server: Server[Any] | None = None
         self._lock = anyio.Lock()
+        self._server_module = LazyModule("loopgate.adapters.mcp.server")
+        self._manager_module = LazyModule("mcp.server.streamable_http_manager")
         self.limits = limits
 
     async def _loaded(self) -> Server[Any]:
         async with self._lock:
             if self._server is None:
-                await imported("loopgate.adapters.mcp.server")
+                await self._server_module.get()
                 self._server = self._build()
         return self._server
 
@@ -85,7 +87,7 @@ class McpEndpoint:
         await self._serve(server, scope, receive, send)
 
     async def _serve(self, server: Server[Any], scope: Scope, receive: Receive, send: Send) -> None:
-        sdk = await imported("mcp.server.streamable_http_manager")
+        sdk = await self._manager_module.get()
         manager = sdk.StreamableHTTPSessionManager(
             app=server,
             stateless=True,
