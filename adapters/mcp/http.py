@@ -21,6 +21,7 @@ from typing import TYPE_CHECKING, Any
 
 import anyio
 from starlette.datastructures import Headers, MutableHeaders
+from starlette.responses import JSONResponse
 from starlette.routing import BaseRoute, Route
 from starlette.types import Message, Receive, Scope, Send
 
@@ -62,6 +63,7 @@ class McpEndpoint:
         self._lock = anyio.Lock()
         self._server_module = LazyModule("loopgate.adapters.mcp.server")
         self._manager_module = LazyModule("mcp.server.streamable_http_manager")
+        self._messages = LazyModule("loopgate.adapters.mcp.messages")
         self.limits = limits
 
     async def _loaded(self) -> Server[Any]:
@@ -74,6 +76,13 @@ class McpEndpoint:
     async def __call__(self, scope: Scope, receive: Receive, send: Send) -> None:
         server = self._server if self._server is not None else await self._loaded()
         body, receive = await buffered(receive, self.limits.max_body_bytes)
+        if body is not None:
+            messages = await self._messages.get()
+            refused = messages.refusal(body, self.limits.max_json_depth)
+            if refused is not None:
+                # The transport's answer to a POST it cannot accept: 400, a JSON-RPC error.
+                await JSONResponse(refused, 400)(scope, receive, send)
+                return
         message = peek(body) if body is not None else NOTHING
         session = session_of(Headers(scope=scope))
         if session is None:
