@@ -17,7 +17,8 @@ from __future__ import annotations
 
 import logging
 from collections.abc import Callable
-from typing import TYPE_CHECKING, Any
+from types import ModuleType
+from typing import TYPE_CHECKING, Any, NamedTuple
 
 import anyio
 from starlette.datastructures import Headers, MutableHeaders
@@ -26,7 +27,6 @@ from starlette.routing import BaseRoute, Route
 from starlette.types import Message, Receive, Scope, Send
 
 from loopgate.adapters.mcp.sessions import (
-    NOTHING,
     SESSION_HEADER,
     new_session_id,
     peek,
@@ -41,9 +41,17 @@ if TYPE_CHECKING:
     from mcp.server.lowlevel import Server
 
 PATH = "/mcp"
+JSON = "application/json"
 # How long a cancellation waits for the run's owner to take it (it may be another instance).
 CANCEL_TIMEOUT_S = 5.0
 log = logging.getLogger("loopgate.mcp")
+
+
+class Refusal(NamedTuple):
+    """An HTTP status and the JSON-RPC error that goes with it."""
+
+    status: int
+    error: dict[str, Any]
 
 
 class McpEndpoint:
@@ -75,16 +83,15 @@ class McpEndpoint:
 
     async def __call__(self, scope: Scope, receive: Receive, send: Send) -> None:
         server = self._server if self._server is not None else await self._loaded()
+        messages = await self._messages.get()
+        headers = Headers(scope=scope)
         body, receive = await buffered(receive, self.limits.max_body_bytes)
-        if body is not None:
-            messages = await self._messages.get()
-            refused = messages.refusal(body, self.limits.max_json_depth)
-            if refused is not None:
-                # The transport's answer to a POST it cannot accept: 400, a JSON-RPC error.
-                await JSONResponse(refused, 400)(scope, receive, send)
-                return
-        message = peek(body) if body is not None else NOTHING
-        session = session_of(Headers(scope=scope))
+        checked = self._checked(messages, headers, body)
+        if isinstance(checked, Refusal):
+            await JSONResponse(checked.error, checked.status)(scope, receive, send)
+            return
+        message = peek(checked)
+        session = session_of(headers)
         if session is None:
             if message.method == "initialize":
                 send = with_header(send, SESSION_HEADER, new_session_id())
@@ -94,6 +101,21 @@ class McpEndpoint:
             await self._call(server, run_id_for(session, message.runs), scope, receive, send)
             return
         await self._serve(server, scope, receive, send)
+
+    def _checked(
+        self, messages: ModuleType, headers: Headers, body: bytes | None
+    ) -> bytes | Refusal:
+        """The body of a POST the SDK may have, or how the transport refuses it (checked by
+        adapters.mcp.messages): the SDK would answer with its own text, some of it pydantic's."""
+        media_type = headers.get("content-type", "").split(";")[0].strip().lower()
+        if media_type != JSON:
+            detail = f"Content-Type must be {JSON}, got {media_type or 'none'!r}"
+            return Refusal(415, messages.invalid_request(detail))
+        if body is None:
+            detail = f"request body is larger than the limit of {self.limits.max_body_bytes} bytes"
+            return Refusal(413, messages.invalid_request(detail))
+        error = messages.refusal(body, self.limits.max_json_depth)
+        return body if error is None else Refusal(400, error)
 
     async def _serve(self, server: Server[Any], scope: Scope, receive: Receive, send: Send) -> None:
         sdk = await self._manager_module.get()
@@ -143,7 +165,7 @@ class McpEndpoint:
 
 
 async def buffered(receive: Receive, limit: int) -> tuple[bytes | None, Receive]:
-    """The request's body (None past ``limit`` bytes, left for the SDK to refuse), and a
+    """The request's body (None past ``limit`` bytes, or cut short), and a
     ``receive`` that hands it on as if nobody had read it."""
     chunks: list[bytes] = []
     size = 0

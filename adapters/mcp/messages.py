@@ -79,3 +79,8 @@ def refusal(raw: bytes, max_depth: int) -> dict[str, Any] | None:
     """The JSON-RPC error that answers ``raw``, or None when it is a message for the server."""
     message = message_of(raw, max_depth)
     return message.error() if isinstance(message, Refused) else None
+
+
+def invalid_request(detail: str) -> dict[str, Any]:
+    """The -32600 error that answers a request refused before its body is read."""
+    return refused(INVALID_REQUEST, detail).error()

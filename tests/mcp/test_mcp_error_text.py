@@ -38,7 +38,8 @@ METHODS = [
     "",
     "nope",
 ]
-SPEC_CODES = {-32700, -32600, -32601, -32602, -32603}
+MAX_BODY = 4096
+GATEWAY = {"scripted_delay_s": 0.0, "max_active_runs": 400, "max_body_bytes": MAX_BODY}
 
 huge_ints = st.integers(min_value=-(10**40), max_value=10**40)
 ids = scalars | huge_ints | json_values
@@ -85,7 +86,7 @@ bodies = st.one_of(
 @pytest.fixture(scope="module")
 def client() -> Iterator[httpx.Client]:
     with (
-        running_gateway(scripted_delay_s=0.0, max_active_runs=400) as (base, _),
+        running_gateway(**GATEWAY) as (base, _),
         httpx.Client(base_url=base, timeout=30, headers=HEADERS) as c,
     ):
         yield c
@@ -141,6 +142,30 @@ def test_bad_bodies_get_the_specs_error_in_our_words(
     assert response.status_code == 400
     error = response.json()["error"]
     assert error["code"] == code and words in error["message"], error
+
+
+def test_what_the_transport_refuses_is_a_json_rpc_error_too(client: httpx.Client) -> None:
+    ping = {"jsonrpc": "2.0", "id": 1, "method": "ping"}
+    for content_type, status in (("text/plain", 415), ("application/json; charset=utf-8", 200)):
+        response = client.post("/mcp", json=ping, headers={"content-type": content_type})
+        assert response.status_code == status, response.text
+    refused = client.post("/mcp", json=ping, headers={"content-type": "text/plain"}).json()
+    assert refused == {
+        "jsonrpc": "2.0",
+        "id": None,
+        "error": {
+            "code": -32600,
+            "message": "Invalid request: Content-Type must be application/json, got 'text/plain'",
+        },
+    }
+    big = {**ping, "params": {"_meta": {"x": "a" * MAX_BODY}}}
+    response = client.post("/mcp", json=big)
+    assert response.status_code == 413
+    error = response.json()["error"]
+    assert error == {
+        "code": -32600,
+        "message": f"Invalid request: request body is larger than the limit of {MAX_BODY} bytes",
+    }
 
 
 def test_a_huge_integer_id_is_an_id(client: httpx.Client) -> None:
