@@ -29,9 +29,10 @@ class ClientError(ValueError):
     message is ever shown to a client (a bare ``ValueError`` may come from ``int()`` and say
     ``invalid literal for int() with base 10``)."""
 
-    def __init__(self, message: str) -> None:
+    def __init__(self, message: str, *, field: str | None = None) -> None:
         super().__init__(message)
         self.message = message
+        self.field = field  # the request's field at fault, where one is (JSON-RPC's ``param``)
 
 
 def client_message(exc: BaseException) -> str | None:

@@ -11,7 +11,7 @@ from starlette.websockets import WebSocket
 
 from loopgate.adapters.acp.agent import AcpAgent, AgentOptions
 from loopgate.adapters.acp.rpc import WebSocketTransport
-from loopgate.adapters.shared.lazy import imported
+from loopgate.adapters.shared.lazy import LazyModule
 from loopgate.adapters.shared.ws import origin_allowed, refuse
 from loopgate.contracts.limits import EndpointLimits
 from loopgate.contracts.ports import RunService
@@ -22,6 +22,8 @@ PATH = "/acp"
 def routes(
     service: RunService, limits: EndpointLimits, options: AgentOptions | None = None
 ) -> list[Any]:
+    sdk = LazyModule("loopgate.adapters.acp.server")
+
     async def acp_socket(websocket: WebSocket) -> None:
         if not origin_allowed(websocket, limits):
             await refuse(websocket, "origin not allowed")
@@ -36,7 +38,7 @@ def routes(
         agent_options = options or AgentOptions(
             mcp_transports=("stdio", "http") if limits.client_stdio_mcp else ("http",)
         )
-        server = await imported("loopgate.adapters.acp.server")
+        server = await sdk.get()
         await server.serve_connection(AcpAgent(service, agent_options), transport)
         await transport.close()
 

@@ -61,8 +61,14 @@ log = logging.getLogger("loopgate.jsonrpc")
 ReplyHandler = Callable[[Reply], Awaitable[None]]
 
 
-def too_large(detail: str) -> bytes:
-    return encode(Failure(error=error_object(TOO_LARGE, detail), id=None))
+class TooLarge(bytes):
+    """A -32006 reply: the message or batch refused whole for its size, none of it run (over
+    HTTP, a 413: a client that checks the status fails each call of its batch at once, where
+    an error with ``id: null`` matches none of them)."""
+
+
+def too_large(detail: str) -> TooLarge:
+    return TooLarge(encode(Failure(error=error_object(TOO_LARGE, detail), id=None)))
 
 
 def error_for(exc: Exception) -> dict[str, Any] | None:

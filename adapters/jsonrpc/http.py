@@ -1,9 +1,10 @@
 """``POST /rpc`` (one request or a batch per body) and ``GET /rpc/ws`` (WebSocket) routes.
 
 HTTP status: 200 with the response body; 204 when nothing is to be answered (notifications
-only); 413 for a body over the limit and 415 for a body that is not declared JSON, both still
-with a JSON-RPC error body. Requiring ``application/json`` keeps browsers from posting to a local
-gateway cross-site without a CORS preflight.
+only); 413 for a body over the limit or a batch of more than ``max_batch`` items (-32006) and
+415 for a body that is not declared JSON, both still with a JSON-RPC error body. Requiring
+``application/json`` keeps browsers from posting to a local gateway cross-site without a CORS
+preflight.
 """
 
 from __future__ import annotations
@@ -13,7 +14,7 @@ from starlette.responses import Response
 from starlette.routing import BaseRoute, Route, WebSocketRoute
 from starlette.websockets import WebSocket
 
-from loopgate.adapters.jsonrpc.dispatch import Dispatcher, too_large
+from loopgate.adapters.jsonrpc.dispatch import Dispatcher, TooLarge, too_large
 from loopgate.adapters.jsonrpc.errors import error_object
 from loopgate.adapters.jsonrpc.methods import Trace
 from loopgate.adapters.jsonrpc.protocol import Failure, encode
@@ -47,7 +48,7 @@ def routes(dispatcher: Dispatcher, limits: EndpointLimits) -> list[BaseRoute]:
         reply = await dispatcher.handle(raw, trace=trace)
         if reply is None:
             return Response(status_code=204)
-        return json_reply(reply)
+        return json_reply(reply, 413 if isinstance(reply, TooLarge) else 200)
 
     async def rpc_socket(websocket: WebSocket) -> None:
         from loopgate.adapters.jsonrpc.ws import serve_socket

@@ -242,7 +242,7 @@ async def run_start(ctx: CallContext, p: StartParams) -> StartResult:
         info = await ctx.service.start(request)
     except ClientError as exc:
         # The hub's validation messages, in our words (config, input, replay).
-        raise invalid_params(None, exc.message) from None
+        raise invalid_params(exc.field, exc.message) from None
     result = StartResult(run_id=info.id, thread_id=info.thread_id)
     if streams is not None:
         result.subscription = await streams.subscribe(info.id, 0)

@@ -17,22 +17,23 @@ from __future__ import annotations
 
 import logging
 from collections.abc import Callable
-from typing import TYPE_CHECKING, Any
+from types import ModuleType
+from typing import TYPE_CHECKING, Any, NamedTuple
 
 import anyio
 from starlette.datastructures import Headers, MutableHeaders
+from starlette.responses import JSONResponse
 from starlette.routing import BaseRoute, Route
 from starlette.types import Message, Receive, Scope, Send
 
 from loopgate.adapters.mcp.sessions import (
-    NOTHING,
     SESSION_HEADER,
     new_session_id,
     peek,
     run_id_for,
     session_of,
 )
-from loopgate.adapters.shared.lazy import imported
+from loopgate.adapters.shared.lazy import LazyModule
 from loopgate.contracts.limits import EndpointLimits
 from loopgate.contracts.ports import RunNotFound, RunService
 
@@ -40,9 +41,17 @@ if TYPE_CHECKING:
     from mcp.server.lowlevel import Server
 
 PATH = "/mcp"
+JSON = "application/json"
 # How long a cancellation waits for the run's owner to take it (it may be another instance).
 CANCEL_TIMEOUT_S = 5.0
 log = logging.getLogger("loopgate.mcp")
+
+
+class Refusal(NamedTuple):
+    """An HTTP status and the JSON-RPC error that goes with it."""
+
+    status: int
+    error: dict[str, Any]
 
 
 class McpEndpoint:
@@ -60,20 +69,29 @@ class McpEndpoint:
         self._calls: dict[str, anyio.CancelScope] = {}
         self._server: Server[Any] | None = None
         self._lock = anyio.Lock()
+        self._server_module = LazyModule("loopgate.adapters.mcp.server")
+        self._manager_module = LazyModule("mcp.server.streamable_http_manager")
+        self._messages = LazyModule("loopgate.adapters.mcp.messages")
         self.limits = limits
 
     async def _loaded(self) -> Server[Any]:
         async with self._lock:
             if self._server is None:
-                await imported("loopgate.adapters.mcp.server")
+                await self._server_module.get()
                 self._server = self._build()
         return self._server
 
     async def __call__(self, scope: Scope, receive: Receive, send: Send) -> None:
         server = self._server if self._server is not None else await self._loaded()
+        messages = await self._messages.get()
+        headers = Headers(scope=scope)
         body, receive = await buffered(receive, self.limits.max_body_bytes)
-        message = peek(body) if body is not None else NOTHING
-        session = session_of(Headers(scope=scope))
+        checked = self._checked(messages, headers, body)
+        if isinstance(checked, Refusal):
+            await JSONResponse(checked.error, checked.status)(scope, receive, send)
+            return
+        message = peek(checked)
+        session = session_of(headers)
         if session is None:
             if message.method == "initialize":
                 send = with_header(send, SESSION_HEADER, new_session_id())
@@ -84,8 +102,23 @@ class McpEndpoint:
             return
         await self._serve(server, scope, receive, send)
 
+    def _checked(
+        self, messages: ModuleType, headers: Headers, body: bytes | None
+    ) -> bytes | Refusal:
+        """The body of a POST the SDK may have, or how the transport refuses it (checked by
+        adapters.mcp.messages): the SDK would answer with its own text, some of it pydantic's."""
+        media_type = headers.get("content-type", "").split(";")[0].strip().lower()
+        if media_type != JSON:
+            detail = f"Content-Type must be {JSON}, got {media_type or 'none'!r}"
+            return Refusal(415, messages.invalid_request(detail))
+        if body is None:
+            detail = f"request body is larger than the limit of {self.limits.max_body_bytes} bytes"
+            return Refusal(413, messages.invalid_request(detail))
+        error = messages.refusal(body, self.limits.max_json_depth)
+        return body if error is None else Refusal(400, error)
+
     async def _serve(self, server: Server[Any], scope: Scope, receive: Receive, send: Send) -> None:
-        sdk = await imported("mcp.server.streamable_http_manager")
+        sdk = await self._manager_module.get()
         manager = sdk.StreamableHTTPSessionManager(
             app=server,
             stateless=True,
@@ -132,7 +165,7 @@ class McpEndpoint:
 
 
 async def buffered(receive: Receive, limit: int) -> tuple[bytes | None, Receive]:
-    """The request's body (None past ``limit`` bytes, left for the SDK to refuse), and a
+    """The request's body (None past ``limit`` bytes, or cut short), and a
     ``receive`` that hands it on as if nobody had read it."""
     chunks: list[bytes] = []
     size = 0

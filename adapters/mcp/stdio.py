@@ -16,16 +16,15 @@ from __future__ import annotations
 
 import logging
 from contextlib import suppress
-from typing import Any, NamedTuple
+from typing import Any
 
 import anyio
 from mcp import types
 from mcp.server.lowlevel import Server
 from mcp.shared.message import SessionMessage
-from pydantic import ValidationError
 
+from loopgate.adapters.mcp.messages import Refused, message_of
 from loopgate.adapters.mcp.sessions import CANCELLED
-from loopgate.adapters.shared.jsonrpc import ParseFailure, parse
 from loopgate.adapters.shared.lines import LineTooLong, read_lines
 from loopgate.contracts.limits import EndpointLimits
 from loopgate.contracts.projector import ReadBytes, WriteBytes
@@ -72,35 +71,6 @@ def cancels(message: Any) -> Any:
     return None
 
 
-class Refused(NamedTuple):
-    """A line that is no message for the server, and the error that answers it."""
-
-    answer: SessionMessage
-
-
-def message_of(line: bytes, max_depth: int) -> SessionMessage | Refused:
-    """The line as a message for the server, or why it is none."""
-    try:
-        doc = parse(line, max_depth)
-    except ParseFailure as exc:
-        return Refused(error_line(types.PARSE_ERROR, f"Parse error: {exc.detail}"))
-    if isinstance(doc, list):
-        return Refused(
-            error_line(types.INVALID_REQUEST, "Invalid request: a batch; send one message per line")
-        )
-    try:
-        message = types.jsonrpc_message_adapter.validate_python(doc, by_name=False)
-    except ValidationError:
-        raw_id = doc.get("id") if isinstance(doc, dict) else None
-        request_id = raw_id if isinstance(raw_id, str | int) and type(raw_id) is not bool else None
-        return Refused(
-            error_line(
-                types.INVALID_REQUEST, "Invalid request: not a JSON-RPC 2.0 message", request_id
-            )
-        )
-    return SessionMessage(message)
-
-
 async def serve_lines(
     server: Server[Any], read: ReadBytes, write: WriteBytes, limits: EndpointLimits
 ) -> None:
@@ -132,11 +102,10 @@ async def serve_lines(
                     continue
                 if not line.strip():
                     continue
-                item = message_of(line, limits.max_json_depth)
-                if isinstance(item, Refused):
-                    await answers.send(item.answer)
+                message = message_of(line, limits.max_json_depth)
+                if isinstance(message, Refused):
+                    await answers.send(error_line(message.code, message.message, message.id))
                     continue
-                message = item.message
                 if isinstance(message, types.JSONRPCRequest):
                     in_flight.add(message.id)
                 elif (cancelled := cancels(message)) is not None:
@@ -144,7 +113,7 @@ async def serve_lines(
                     in_flight.done(cancelled)
                 elif isinstance(message, types.JSONRPCResponse | types.JSONRPCError):
                     asked.discard(message.id)
-                await to_server.send(item)
+                await to_server.send(SessionMessage(message))
             ended.set()
             for request_id in list(asked):
                 await unanswerable(request_id)

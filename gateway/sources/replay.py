@@ -15,6 +15,8 @@ from loopgate.contracts.ports import StartRun
 if TYPE_CHECKING:
     from loopgate.gateway.hub import Hub, Run
 
+MAX_NAME_CHARS = 128
+
 
 def read_recording(path: Path) -> list[Envelope]:
     """Every line of a recording, decoded; an error names the file and line."""
@@ -39,14 +41,25 @@ class ReplaySource:
         return sorted(p.stem for p in self.directory.glob("*.jsonl"))
 
     def prepare(self, request: StartRun) -> tuple[list[Envelope], bool]:
-        name = request.replay or ""
-        # Only bare names: a path would let a client read any .jsonl file on the host.
-        if not name or "/" in name or "\\" in name or name.startswith("."):
-            raise ClientError(f"replay must name a recording, one of: {', '.join(self.names())}")
-        path = self.directory / f"{name.removesuffix('.jsonl')}.jsonl"
-        if not path.is_file():
-            raise ClientError(f"no recording named {name!r}; available: {', '.join(self.names())}")
+        path = self.directory / f"{self.recording(request.replay or '')}.jsonl"
         return read_recording(path), request.replay_pace == "recorded"
+
+    def recording(self, name: str) -> str:
+        """The recording ``name`` names (with or without ``.jsonl``). Only one the directory
+        lists: a path made of a client's text could read any .jsonl file on the host, or fail
+        in the OS (a name too long, a NUL) where the client should be told what was wrong."""
+        names = self.names()
+        stem = name.removesuffix(".jsonl")
+        if stem in names:
+            return stem
+        available = f"one of: {', '.join(names)}" if names else "there are none"
+        if not 0 < len(name) <= MAX_NAME_CHARS or not name.isprintable() or "/" in name:
+            raise ClientError(
+                f"replay must be the name of a recording, at most {MAX_NAME_CHARS} characters "
+                f"and no path; {available}",
+                field="replay",
+            )
+        raise ClientError(f"replay: no recording named {name!r}; {available}", field="replay")
 
     def producer(self, hub: Hub, run: Run, prepared: tuple[list[Envelope], bool]) -> ReplayProducer:
         envelopes, paced = prepared

@@ -16,7 +16,7 @@ import httpx
 
 from loopgate.contracts.contract import load_contract
 from loopgate.gateway.settings import RECORDINGS
-from tests.browser.support import run_browser
+from tests.browser.support import page_server, run_browser
 from tests.gateway.harness import REPO, running_gateway
 from tests.gateway.sse_client import envelopes, read_stream
 
@@ -249,3 +249,17 @@ def test_every_recording_is_drawn_unknown_kinds_raw(browser_artifacts: Path) -> 
                     assert f'"{key}"' in block["text"], (e["kind"], key)
     assert any(k not in known for events in runs.values() for k in {e["kind"] for e in events})
     _clean(report)
+
+
+def test_the_console_runs_under_its_content_security_policy(browser_artifacts: Path) -> None:
+    """The console loads clean under its policy (the other tests here drive it and find no CSP
+    violation in its console), and the policy is enforced: Chromium refuses an inline script
+    put into the page and refuses to show the console in another origin's frame."""
+    with running_gateway() as (base, _), page_server() as framer_port:
+        framer = f"http://localhost:{framer_port}/"
+        report = run_browser(
+            {"csp": {"gateway": base, "framer": framer}}, browser_artifacts, script=DRIVER
+        )["csp"]
+    assert report["loaded"] == []
+    assert report["inline"] == {"directive": "script-src-elem", "ran": False}
+    assert "frame-ancestors 'none'" in report["framed"]

@@ -24,12 +24,19 @@ def test_the_page_and_its_modules_are_served_with_their_types() -> None:
         assert page.status_code == 200
         assert page.headers["content-type"].startswith("text/html")
         assert page.headers["cache-control"] == "no-cache"
+        policy = page.headers["content-security-policy"]
+        assert "frame-ancestors 'none'" in policy and "script-src 'self'" in policy
+        assert "unsafe-inline" not in policy and "unsafe-eval" not in policy
+        assert page.headers["x-frame-options"] == "DENY"
+        assert page.headers["x-content-type-options"] == "nosniff"
+        assert page.headers["referrer-policy"] == "no-referrer"
         for name in ("console.js", "stream.js", "timeline.js", "agent.js", "vendor/agui-client.js"):
             module = httpx.get(f"{base}/console/{name}")
             assert module.status_code == 200, name
             # Browsers refuse to run a module served as anything but JavaScript.
             assert "javascript" in module.headers["content-type"], name
             assert module.content == (STATIC / name).read_bytes()
+            assert module.headers["x-content-type-options"] == "nosniff", name
         assert httpx.head(f"{base}/").status_code == 200
         missing = httpx.get(f"{base}/console/nothing.js")
         assert missing.status_code == 404

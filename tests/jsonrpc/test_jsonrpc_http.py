@@ -46,6 +46,13 @@ def test_statuses(client: httpx.Client) -> None:
     body = response.json()
     assert body["error"]["code"] == -32006 and body["id"] is None
     assert str(MAX_BODY) in body["error"]["data"]["detail"]
+    # A batch past max_batch is refused whole, as a body past the limit is: 413, -32006.
+    batch = [{"jsonrpc": "2.0", "id": i, "method": "run.list"} for i in range(101)]
+    response = client.post("/rpc", json=batch)
+    assert response.status_code == 413
+    body = response.json()
+    assert (body["error"]["code"], body["id"]) == (-32006, None)
+    assert body["error"]["data"]["detail"] == "batch has 101 items; the limit is 100"
     for content_type in ("text/plain", "application/x-www-form-urlencoded", None):
         headers = {"content-type": content_type} if content_type else {}
         response = client.post("/rpc", content=b'{"jsonrpc":"2.0","method":"run.list","id":1}',

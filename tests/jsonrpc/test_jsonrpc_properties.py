@@ -19,6 +19,7 @@ from websockets.sync.client import ClientConnection, connect
 
 from tests.gateway.harness import running_gateway
 from tests.jsonrpc.jsonrpc_support import RpcProcess
+from tests.strategies import json_values, scalars
 
 CODES = {-32700, -32600, -32601, -32602, -32603} | set(range(-32099, -31999))
 METHOD_NAMES = [
@@ -31,20 +32,6 @@ PROPERTY_SETTINGS = settings(
     suppress_health_check=[HealthCheck.function_scoped_fixture, HealthCheck.too_slow],
 )
 
-scalars = (
-    st.none()
-    | st.booleans()
-    | st.integers(min_value=-(2**63), max_value=2**64)
-    | st.floats(allow_nan=False, allow_infinity=False)
-    | st.text(max_size=20)
-)
-json_values = st.recursive(
-    scalars,
-    lambda children: (
-        st.lists(children, max_size=4) | st.dictionaries(st.text(max_size=8), children, max_size=4)
-    ),
-    max_leaves=12,
-)
 ids = scalars | st.lists(scalars, max_size=2)
 requestish = st.fixed_dictionaries(
     {},

@@ -7,9 +7,10 @@ import pytest
 from mcp import types
 
 from loopgate.adapters.mcp.calls import NO_TRACE, Trace, trace_of
+from loopgate.adapters.mcp.messages import Refused, message_of
 from loopgate.adapters.mcp.resources import NotARunLog, events_uri, run_of
 from loopgate.adapters.mcp.server import progress_token
-from loopgate.adapters.mcp.stdio import InFlight, Refused, message_of
+from loopgate.adapters.mcp.stdio import InFlight
 from loopgate.adapters.mcp.tools import (
     ARGUMENTS,
     TOOLS,
@@ -63,7 +64,7 @@ def test_arguments_are_checked_against_the_tool() -> None:
 
 def test_lines_that_are_no_message_are_answered() -> None:
     ping = message_of(b'{"jsonrpc":"2.0","id":1,"method":"ping"}', 128)
-    assert not isinstance(ping, Refused) and isinstance(ping.message, types.JSONRPCRequest)
+    assert isinstance(ping, types.JSONRPCRequest)
     for line, code, request_id in (
         (b"{", types.PARSE_ERROR, None),
         (b"[" * 200 + b"]" * 200, types.PARSE_ERROR, None),
@@ -73,9 +74,7 @@ def test_lines_that_are_no_message_are_answered() -> None:
     ):
         refused = message_of(line, 128)
         assert isinstance(refused, Refused), line
-        error = refused.answer.message
-        assert isinstance(error, types.JSONRPCError)
-        assert (error.error.code, error.id) == (code, request_id), line
+        assert (refused.code, refused.id) == (code, request_id), line
 
 
 @pytest.mark.anyio

@@ -14,6 +14,8 @@
 // manyRuns: {gateway, runs}: the console opened on a gateway holding `runs` finished runs.
 // watch:    {gateway, runs}: each of the finished runs `runs` (ids) opened from the list; what
 //           the console drew of it.
+// csp:      {gateway, framer}: an inline script injected into the console, and the console
+//           framed by the page at `framer`: what the browser refused.
 //
 // Prints one JSON object: what the console showed and the times measured in the page. The
 // Python side (tests/browser/test_console.py) asserts; this script only acts and observes.
@@ -279,4 +281,40 @@ async function watch(browser, { gateway, runs }) {
   return { drawn, problems };
 }
 
-await runScenarios(config, { flows, states, served, bigRun, manyRuns, watch });
+// The console's Content-Security-Policy at work: an inline script put into the page is refused
+// (what an injected one would be), and a page of another origin that frames the console gets
+// nothing. Both refusals are reported as the browser states them.
+async function csp(browser, { gateway, framer }) {
+  const { page, problems } = await openPage(browser, `${gateway}/`, "console-csp");
+  await page.waitForFunction(() => window.loopgateConsole);
+  const loaded = [...problems];
+  const inline = await page.evaluate(
+    () =>
+      new Promise((resolve) => {
+        const done = (directive) => resolve({ directive, ran: window.inlineRan === true });
+        document.addEventListener("securitypolicyviolation", (e) => done(e.effectiveDirective));
+        const script = document.createElement("script");
+        script.textContent = "window.inlineRan = true";
+        document.body.append(script);
+        // No policy: the script has run, and no violation will come.
+        if (window.inlineRan) done(null);
+      }),
+  );
+  await closePage("console-csp");
+
+  const framing = await openPage(browser, framer, "console-framed");
+  const refusal = framing.page.waitForEvent("console", {
+    predicate: (message) => message.text().includes("frame-ancestors"),
+    timeout: 15000,
+  });
+  await framing.page.evaluate((url) => {
+    const frame = document.createElement("iframe");
+    frame.src = url;
+    document.body.append(frame);
+  }, `${gateway}/`);
+  const framed = (await refusal).text();
+  await closePage("console-framed");
+  return { loaded, inline, framed };
+}
+
+await runScenarios(config, { flows, states, served, bigRun, manyRuns, watch, csp });

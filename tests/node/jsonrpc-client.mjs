@@ -30,7 +30,8 @@ function httpClient() {
         return response.json().then((body) => client.receive(body));
       } else if (response.status === 204) {
         return undefined;
-      } else if (request.id !== undefined) {
+      } else if (request.id !== undefined || Array.isArray(request)) {
+        // A batch refused whole: each of its calls fails with the status.
         return Promise.reject(new Error(`HTTP ${response.status}`));
       }
     }),
@@ -89,6 +90,19 @@ async function overHttp() {
       batch[1].id === 102 &&
       batch[1].error.code === -32601,
     batch,
+  );
+  // One item past max_batch (100): 413 with -32006 (id null, which matches no call), so the
+  // client fails every call of the batch at once; a 200 would leave them all waiting.
+  const tooMany = Array.from({ length: 101 }, (_, i) => ({
+    jsonrpc: "2.0",
+    id: 1000 + i,
+    method: "run.list",
+  }));
+  const refused = await client.timeout(20000).requestAdvanced(tooMany);
+  check(
+    "http: a batch over max_batch fails each call with 413",
+    refused.length === 101 && refused.every((r) => r.error && r.error.message === "HTTP 413"),
+    refused.slice(0, 2),
   );
   await client.notify("run.list", {}); // 204, nothing to receive
   const discover = await client.request("rpc.discover");
