@@ -19,6 +19,7 @@ from starlette.staticfiles import StaticFiles
 
 from loopgate.contracts.projector import Adapter
 from loopgate.gateway.apidocs.document import IsOpen, openapi_document
+from loopgate.gateway.console.routes import PAGE_HEADERS, with_headers
 
 STATIC = Path(__file__).parent / "static"
 SPEC_PATH = "/openapi.json"
@@ -38,10 +39,17 @@ def routes(adapters: Mapping[str, Adapter], *, token: bool, is_open: IsOpen) -> 
         return Response(document, media_type="application/json", headers=_NO_CACHE)
 
     async def page(request: Request) -> Response:
-        return FileResponse(STATIC / "index.html", headers=_NO_CACHE)
+        # The console's policy: the page runs only its own files and is framed by no one.
+        return FileResponse(STATIC / "index.html", headers=PAGE_HEADERS)
 
     return [
         Route(SPEC_PATH, spec, methods=["GET", "HEAD"]),
         Route(DOCS_PATH, page, methods=["GET", "HEAD"]),
-        Mount(DOCS_PATH, StaticFiles(directory=STATIC, html=True), name="apidocs"),
+        Mount(
+            DOCS_PATH,
+            # The page again at /docs/ (html=True): the same policy; on a script or a style
+            # it is inert.
+            with_headers(StaticFiles(directory=STATIC, html=True), PAGE_HEADERS),
+            name="apidocs",
+        ),
     ]

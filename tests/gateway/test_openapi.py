@@ -344,6 +344,9 @@ def test_a_gateway_with_a_token_answers_as_its_document_says() -> None:
         assert client.get("/docs/apidocs.js").status_code == 200
         # With its slash, as a reader may type it: the same page.
         assert client.get("/docs/").content == client.get("/docs").content
+        for path in ("/docs", "/docs/"):  # the console's policy: its own files, framed by no one
+            policy = client.get(path).headers["content-security-policy"]
+            assert "script-src 'self'" in policy and "frame-ancestors 'none'" in policy
         check.response(client.get("/healthz"))
         # Everything else: the described 401.
         check.response(client.get("/v1/runs"))
