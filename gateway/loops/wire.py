@@ -3,7 +3,7 @@
 from __future__ import annotations
 
 from collections.abc import Awaitable, Callable
-from typing import Any
+from typing import Any, NamedTuple
 
 import msgspec
 
@@ -33,42 +33,101 @@ def decode(line: bytes, max_depth: int = json_input.DEFAULT_MAX_DEPTH) -> Any:
         raise ClientError(f"malformed JSON ({describe_input_error(exc)})") from None
 
 
+class Line(NamedTuple):
+    data: bytes
+    whole: bool  # False: the line went past the limit and ``data`` is its first bytes
+
+
+class BoundedLines:
+    """Bytes in, lines out, never holding more than ``max_line_bytes`` of a line.
+
+    A longer line comes out (``whole=False``) as soon as it crosses the limit, holding its
+    first ``max_line_bytes``; the rest of it, up to its newline, is read and discarded, so a
+    100 MB line costs no more memory than a full one.
+    """
+
+    def __init__(self, max_line_bytes: int) -> None:
+        self.max_line_bytes = max_line_bytes
+        self._partial = bytearray()
+        self._skipping = False
+
+    def feed(self, chunk: bytes) -> list[Line]:
+        lines: list[Line] = []
+
+        def take(line: Line) -> bool:
+            lines.append(line)
+            return True
+
+        self.push(chunk, take)
+        return lines
+
+    def push(self, chunk: bytes, take: Callable[[Line], bool]) -> int:
+        """Hand each line ``chunk`` completes to ``take``; once it answers False, the chunk's
+        other complete lines are dropped unseen (counted, not split: no Python per line).
+        Returns how many were dropped so."""
+        partial, size, pos, dropped = self._partial, len(chunk), 0, 0
+        while pos < size:
+            newline = chunk.find(b"\n", pos)
+            end = size if newline < 0 else newline
+            line: Line | None = None
+            if self._skipping:
+                pass
+            elif end - pos > self.max_line_bytes - len(partial):
+                partial += chunk[pos : pos + self.max_line_bytes - len(partial)]
+                line = Line(bytes(partial), False)
+                partial.clear()
+                self._skipping = True
+            elif newline < 0:
+                partial += chunk[pos:]
+            elif partial:
+                partial += chunk[pos:newline]
+                line = Line(bytes(partial), True)
+                partial.clear()
+            else:
+                line = Line(chunk[pos:newline], True)
+            if newline < 0:
+                if line is not None:
+                    take(line)
+                break
+            self._skipping = False
+            pos = newline + 1
+            if line is not None and not take(line):
+                last = chunk.rfind(b"\n", pos)
+                if last >= 0:
+                    dropped += chunk.count(b"\n", pos, last + 1)
+                    pos = last + 1
+        return dropped
+
+    @property
+    def pending(self) -> bytes:
+        """The last line so far, when the stream ended without its newline."""
+        return bytes(self._partial)
+
+
 class LineSplitter:
     """Bytes in, complete lines out; a line longer than ``max_line_bytes`` is a fault."""
 
     def __init__(self, max_line_bytes: int, what: str) -> None:
-        self.max_line_bytes = max_line_bytes
+        self._lines = BoundedLines(max_line_bytes)
         self.what = what
-        self._partial = bytearray()
 
     def feed(self, chunk: bytes) -> list[bytes]:
-        partial = self._partial
-        if b"\n" not in chunk:
-            partial += chunk
-            self._check(len(partial))
-            return []
-        lines = chunk.split(b"\n")
-        if partial:
-            lines[0] = bytes(partial) + lines[0]
-            partial.clear()
-        rest = lines.pop()
-        if rest:
-            partial += rest
-            self._check(len(partial))
+        lines = self._lines.feed(chunk)
         for line in lines:
-            self._check(len(line))
-        return lines
+            if not line.whole:
+                raise line_too_long(self.what, self._lines.max_line_bytes)
+        return [line.data for line in lines]
 
     @property
     def pending(self) -> bytes:
-        return bytes(self._partial)
+        return self._lines.pending
 
-    def _check(self, size: int) -> None:
-        if size > self.max_line_bytes:
-            raise LoopFault(
-                "loop_invalid_event",
-                f"{self.what} sent a line longer than the limit of {self.max_line_bytes} bytes",
-            )
+
+def line_too_long(what: str, max_line_bytes: int) -> LoopFault:
+    return LoopFault(
+        "loop_invalid_event",
+        f"{what} sent a line longer than the limit of {max_line_bytes} bytes",
+    )
 
 
 def event_parts(value: Any, number: int) -> tuple[str, dict[str, Any]]:
