@@ -46,16 +46,19 @@ def count(text: str) -> int:
 
 
 def test_a_child_flooding_its_stderr_is_relayed_within_the_bounds(tmp_path: Path) -> None:
-    produced_file = tmp_path / "produced"
-    flood = shlex.join([sys.executable, "-m", "tests.loops.stderr_flood", "3", str(produced_file)])
+    produced_file, stop_file = tmp_path / "produced", tmp_path / "stop"
+    flood = shlex.join(
+        [sys.executable, "-m", "tests.loops.stderr_flood", str(produced_file), str(stop_file)]
+    )
     began = time.monotonic()
     with serve(
         tmp_path, "--loop-cmd", flood, env={"LOOPGATE_LOOP_STDERR_REPORT_S": "1"}
     ) as gateway:
+        wait_until(lambda: LINE.decode() in gateway.log(), 30, "the flood")
         # While the child floods: the gateway answers, and a run on that child completes.
         assert httpx.get(f"{gateway.base}/healthz", timeout=5).status_code == 200
         assert events_of(gateway.base, start_run(gateway.base, "hello")) == script_for("hello")
-        assert not produced_file.exists(), "the flood ended before the run: make it longer"
+        stop_file.touch()
         produced = count(
             wait_until(lambda: produced_file.exists() and produced_file.read_text(), 30, "its end")
         )
@@ -89,7 +92,6 @@ def test_a_line_over_max_line_bytes_ends_its_run_and_not_the_child(tmp_path: Pat
         gateway.reset_peak()
         before = gateway.peak()
         huge = events_of(base, start_run(base, f"huge {100 << 20}"))
-        grown = gateway.peak() - before
         assert huge[-2:] == [
             {"kind": "error", "data": {"message": TOO_LONG, "phase": "loop"}},
             {
@@ -97,7 +99,10 @@ def test_a_line_over_max_line_bytes_ends_its_run_and_not_the_child(tmp_path: Pat
                 "data": {"status": "failed", "reason": "loop_invalid_event", "message": TOO_LONG},
             },
         ]
-        # Read in bounded chunks and thrown away: the 100 MiB were never held.
+        # The child takes the next run once it wrote the whole line, which the gateway read
+        # in bounded chunks and threw away: the 100 MiB were never held.
+        assert events_of(base, start_run(base, "hello again")) == script_for("hello again")
+        grown = gateway.peak() - before
         assert grown < 16, f"peak RSS grew by {grown:.1f} MiB"
         # The child was neither stopped nor restarted: its other run goes on, and answers.
         assert httpx.get(f"{base}/v1/runs/{other}", timeout=5).json()["state"] == "running"
@@ -106,7 +111,6 @@ def test_a_line_over_max_line_bytes_ends_its_run_and_not_the_child(tmp_path: Pat
             "status": "cancelled",
             "reason": "the loop saw the cancel",
         }
-        assert events_of(base, start_run(base, "hello again")) == script_for("hello again")
     log = gateway.log()
     assert "starting it again" not in log and "Traceback" not in log
     assert f"longer than max_line_bytes ({MAX_LINE}); discarded, it ends run " in log
