@@ -4,7 +4,9 @@ The child's lines go out as it wrote them, but each is cut at a maximum length (
 and the whole is rate-limited by a token bucket; what does not fit is dropped, never queued,
 and the log says how much: once per interval while it happens, and in all when the child's
 stderr closes. The pipe is always drained, so a child flooding its stderr is never stalled by
-the gateway (only by its own writes), and what is held is at most one line.
+the gateway (only by its own writes), and what is held is at most one line. The writing is a
+thread's: a gateway stderr that is read slowly, or not at all, blocks it and not the event
+loop (what cannot wait is dropped as well).
 """
 
 from __future__ import annotations
@@ -12,6 +14,7 @@ from __future__ import annotations
 import logging
 import math
 import sys
+import threading
 import time
 from collections.abc import Callable
 
@@ -33,6 +36,15 @@ class StderrBounds(msgspec.Struct, frozen=True, kw_only=True):
     bytes_per_s: int
     burst_bytes: int
     report_every_s: float
+
+
+def cut_marker(bounds: StderrBounds) -> bytes:
+    return f" [cut: line longer than {bounds.max_line_bytes} bytes]".encode()
+
+
+def capacity(bounds: StderrBounds) -> int:
+    """The burst, but at least a line at its longest, marked: that always fits a full bucket."""
+    return max(bounds.burst_bytes, bounds.max_line_bytes + len(cut_marker(bounds)) + 1)
 
 
 class TokenBucket:
@@ -80,16 +92,14 @@ class StderrRelay:
     def __init__(
         self,
         bounds: StderrBounds,
-        write: Callable[[bytes], None],
+        write: Callable[[bytes], bool],
         clock: Callable[[], float] = time.monotonic,
     ) -> None:
         self.bounds = bounds
         self.write = write
         self.clock = clock
-        self.marker = f" [cut: line longer than {bounds.max_line_bytes} bytes]".encode()
-        # A line at its longest, marked, always fits a full bucket.
-        capacity = max(bounds.burst_bytes, bounds.max_line_bytes + len(self.marker) + 1)
-        self.bucket = TokenBucket(bounds.bytes_per_s, capacity, clock())
+        self.marker = cut_marker(bounds)
+        self.bucket = TokenBucket(bounds.bytes_per_s, capacity(bounds), clock())
         self.lines = BoundedLines(bounds.max_line_bytes)
         self.tally = Tally()
         self._reported = Tally()
@@ -109,11 +119,14 @@ class StderrRelay:
         return self._relay(line.data, self.marker + b"\n", len(line.data))
 
     def _relay(self, data: bytes, end: bytes, size: int) -> bool:
-        """Write ``data + end`` if the bucket has room; ``size``: the child's bytes in it."""
+        """Write ``data + end`` if the bucket has room and the writer takes it; ``size``: the
+        child's bytes in it."""
         if not self.bucket.take(len(data) + len(end), self.clock()):
             self.tally.dropped_lines += 1
             return False
-        self.write(data + end)
+        if not self.write(data + end):
+            self.tally.dropped_lines += 1
+            return False
         self.tally.relayed += size
         return True
 
@@ -148,12 +161,10 @@ class StderrRelay:
 
 
 async def relay_stderr(
-    stream: anyio.abc.ByteReceiveStream,
-    bounds: StderrBounds,
-    write: Callable[[bytes], None] | None = None,
+    stream: anyio.abc.ByteReceiveStream, bounds: StderrBounds, write: Callable[[bytes], bool]
 ) -> None:
     """Drain ``stream`` until it ends (or this is cancelled), relaying within ``bounds``."""
-    relay = StderrRelay(bounds, write or write_stderr)
+    relay = StderrRelay(bounds, write)
     try:
         while True:
             with anyio.move_on_after(relay.report_in()):
@@ -170,3 +181,47 @@ def write_stderr(data: bytes) -> None:
     # Through sys.stderr (not its file descriptor) so the lines interleave with the log's.
     sys.stderr.write(data.decode("utf-8", "replace"))
     sys.stderr.flush()
+
+
+class StderrWriter:
+    """Writes to the gateway's stderr from a thread of its own, so that a stderr nobody reads
+    blocks that thread and never the event loop. At most ``limit`` bytes wait (and as many
+    are being written); :meth:`offer` refuses what would go beyond."""
+
+    def __init__(self, limit: int, sink: Callable[[bytes], None] = write_stderr) -> None:
+        self.limit = limit
+        self._sink = sink
+        self._waiting: list[bytes] = []
+        self._size = 0
+        self._closed = False
+        self._changed = threading.Condition()
+        self._thread = threading.Thread(target=self._run, name="loopgate-loop-stderr", daemon=True)
+        self._thread.start()
+
+    def offer(self, data: bytes) -> bool:
+        with self._changed:
+            if self._closed or self._size + len(data) > self.limit:
+                return False
+            self._waiting.append(data)
+            self._size += len(data)
+            self._changed.notify()
+        return True
+
+    async def aclose(self, timeout_s: float) -> None:
+        """Writes what waits, for at most ``timeout_s`` (a stuck stderr keeps the thread)."""
+        with self._changed:
+            self._closed = True
+            self._changed.notify()
+        await anyio.to_thread.run_sync(self._thread.join, timeout_s, abandon_on_cancel=True)
+
+    def _run(self) -> None:
+        while True:
+            with self._changed:
+                while not self._waiting and not self._closed:
+                    self._changed.wait()
+                if not self._waiting:
+                    return
+                data = b"".join(self._waiting)
+                self._waiting.clear()
+                self._size = 0
+            self._sink(data)

@@ -31,7 +31,7 @@ import msgspec
 from loopgate.contracts.loop import Emit, LoopFault, RunContext
 from loopgate.contracts.ports import LimitReached, RunFinished
 from loopgate.gateway.loops.source import is_terminal
-from loopgate.gateway.loops.stderr import StderrBounds, relay_stderr
+from loopgate.gateway.loops.stderr import StderrBounds, StderrWriter, capacity, relay_stderr
 from loopgate.gateway.loops.wire import (
     BoundedLines,
     decode,
@@ -82,6 +82,7 @@ class StdioLoop:
         self.max_line_bytes = max_line_bytes
         self.restart_max_s = restart_max_s
         self.stderr = stderr
+        self._stderr_writer: StderrWriter | None = None
         self.runs: dict[str, StdioRun] = {}
         self.ready = anyio.Event()
         self._process: anyio.abc.Process | None = None
@@ -94,6 +95,7 @@ class StdioLoop:
     # --- lifecycle (entered and left by the same task: the hub's) ---------------------------
 
     async def start(self) -> None:
+        self._stderr_writer = StderrWriter(capacity(self.stderr))
         self._tg = anyio.create_task_group()
         await self._tg.__aenter__()
         self._tg.start_soon(self._supervise)
@@ -107,6 +109,9 @@ class StdioLoop:
         if self._tg is not None:
             self._tg.cancel_scope.cancel()
             await self._tg.__aexit__(None, None, None)
+        if self._stderr_writer is not None:
+            with anyio.CancelScope(shield=True):
+                await self._stderr_writer.aclose(STOP_WAIT_S)
 
     def open(self, ctx: RunContext) -> StdioRun:
         return StdioRun(self, ctx)
@@ -135,11 +140,11 @@ class StdioLoop:
         except OSError as exc:
             log.error("cannot start the loop process %s: %s", self.argv, exc)
             return "the loop process could not be started"
-        assert process.stderr is not None
+        assert process.stderr is not None and self._stderr_writer is not None
         self._process = process
         self.ready.set()
         async with anyio.create_task_group() as tg:
-            tg.start_soon(relay_stderr, process.stderr, self.stderr)
+            tg.start_soon(relay_stderr, process.stderr, self.stderr, self._stderr_writer.offer)
             try:
                 cause = await self._read(process)
             finally:

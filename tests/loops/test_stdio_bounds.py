@@ -3,10 +3,17 @@ gateway's stderr and memory stay within their bounds, and the runs end as the do
 
 from __future__ import annotations
 
+import fcntl
+import os
 import re
 import shlex
+import signal
+import struct
+import subprocess
 import sys
+import termios
 import time
+from collections.abc import Callable
 from pathlib import Path
 from typing import Any
 
@@ -16,6 +23,7 @@ from hypothesis import strategies as st
 
 from loopgate.gateway.loops.stderr import StderrBounds, StderrRelay
 from loopgate.gateway.loops.wire import BoundedLines
+from tests.gateway.harness import REPO, free_port, wait_healthy
 from tests.gateway.sse_client import envelopes, read_stream
 from tests.hostile.support import serve, wait_until
 from tests.loops.plugs import stdio_command
@@ -84,6 +92,46 @@ def test_a_child_flooding_its_stderr_is_relayed_within_the_bounds(tmp_path: Path
     assert produced > 4 * log_size, f"the flood ({produced} bytes) proves nothing"
 
 
+def test_a_gateway_stderr_nobody_reads_stalls_neither_the_gateway_nor_the_child(
+    tmp_path: Path,
+) -> None:
+    """A stuck log shipper: the relay's writer thread waits on the full pipe, the rest goes on."""
+    produced_file, stop_file = tmp_path / "produced", tmp_path / "stop"
+    flood = shlex.join(
+        [sys.executable, "-m", "tests.loops.stderr_flood", str(produced_file), str(stop_file)]
+    )
+    port = free_port()
+    proc = subprocess.Popen(
+        [sys.executable, "-m", "loopgate", "serve", "--port", str(port), "--loop-cmd", flood],
+        cwd=REPO,
+        env={**os.environ, "LOOPGATE_LOOP_STDERR_REPORT_S": "3600"},  # nothing else to log
+        stdin=subprocess.DEVNULL,
+        stdout=subprocess.DEVNULL,
+        stderr=subprocess.PIPE,
+    )
+    assert proc.stderr is not None
+    base = f"http://127.0.0.1:{port}"
+    try:
+        wait_healthy(base, proc)
+        pipe = proc.stderr.fileno()
+        size = fcntl.fcntl(pipe, fcntl.F_GETPIPE_SZ)
+        wait_until(lambda: unread(pipe) > size - 4096, 30, "the gateway's stderr to fill up")
+        assert httpx.get(f"{base}/healthz", timeout=5).status_code == 200
+        assert events_of(base, start_run(base, "hello")) == script_for("hello")
+        stop_file.touch()
+        wait_until(produced_file.exists, 30, "the child to finish its flood")
+    finally:
+        stop_file.touch()
+        proc.send_signal(signal.SIGINT)
+        _, err = proc.communicate(timeout=30)
+    assert proc.returncode == 130  # stopped by SIGINT, as `loopgate serve` is
+    assert b"stderr closed: in all, dropped" in err
+
+
+def unread(fd: int) -> int:
+    return struct.unpack("i", fcntl.ioctl(fd, termios.FIONREAD, b"\0\0\0\0"))[0]
+
+
 def test_a_line_over_max_line_bytes_ends_its_run_and_not_the_child(tmp_path: Path) -> None:
     with serve(tmp_path, "--loop-cmd", stdio_command()) as gateway:
         base = gateway.base
@@ -143,6 +191,14 @@ chunkings = st.lists(st.integers(min_value=1, max_value=40), min_size=1, max_siz
 texts = st.lists(st.sampled_from([b"a", b"bb", b"\n", b"ccccccccc"]), max_size=40).map(b"".join)
 
 
+def collect(written: list[bytes]) -> Callable[[bytes], bool]:
+    def write(data: bytes) -> bool:
+        written.append(data)
+        return True
+
+    return write
+
+
 def _chunks(data: bytes, sizes: list[int]) -> list[bytes]:
     chunks, pos, i = [], 0, 0
     while pos < len(data):
@@ -179,7 +235,7 @@ def test_the_relay_writes_whole_lines_within_the_bucket_and_accounts_for_every_b
     now = [0.0]
     written: list[bytes] = []
     bounds = StderrBounds(max_line_bytes=6, bytes_per_s=10, burst_bytes=60, report_every_s=1)
-    relay = StderrRelay(bounds, written.append, clock=lambda: now[0])
+    relay = StderrRelay(bounds, collect(written), clock=lambda: now[0])
     for i, chunk in enumerate(_chunks(data, sizes)):
         now[0] += pauses[i % len(pauses)]
         relay.feed(chunk)
@@ -199,7 +255,7 @@ def test_the_relay_writes_whole_lines_within_the_bucket_and_accounts_for_every_b
 def test_past_a_refused_line_its_chunk_is_dropped_and_the_next_one_tried() -> None:
     written: list[bytes] = []
     bounds = StderrBounds(max_line_bytes=8, bytes_per_s=4, burst_bytes=10, report_every_s=1)
-    relay = StderrRelay(bounds, written.append, clock=lambda: 0.0)
+    relay = StderrRelay(bounds, collect(written), clock=lambda: 0.0)
     assert relay.bucket.capacity == 8 + len(relay.marker) + 1  # a cut line always can pass
     # The cut line does not fit after three others; "2" and "3" would, but go with it.
     relay.feed(b"1\n" * 3 + b"toolong!!x\n2\n3\npar")
