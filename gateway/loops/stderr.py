@@ -22,7 +22,7 @@ import anyio
 import anyio.abc
 import msgspec
 
-from loopgate.gateway.loops.wire import BoundedLines, Line
+from loopgate.gateway.loops.wire import BoundedLines, Cut
 
 log = logging.getLogger("loopgate.loop.stdio")
 
@@ -112,11 +112,11 @@ class StderrRelay:
         dropped = self.lines.push(chunk, self._take)  # before the sum: _take adds to it
         self.tally.dropped_lines += dropped
 
-    def _take(self, line: Line) -> bool:
-        if line.whole:
-            return self._relay(line.data, b"\n", len(line.data) + 1)
+    def _take(self, line: bytes) -> bool:
+        if not isinstance(line, Cut):
+            return self._relay(line, b"\n", len(line) + 1)
         self.tally.cut_lines += 1
-        return self._relay(line.data, self.marker + b"\n", len(line.data))
+        return self._relay(line, self.marker + b"\n", len(line))
 
     def _relay(self, data: bytes, end: bytes, size: int) -> bool:
         """Write ``data + end`` if the bucket has room and the writer takes it; ``size``: the

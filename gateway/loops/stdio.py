@@ -34,6 +34,7 @@ from loopgate.gateway.loops.source import is_terminal
 from loopgate.gateway.loops.stderr import StderrBounds, StderrWriter, capacity, relay_stderr
 from loopgate.gateway.loops.wire import (
     BoundedLines,
+    Cut,
     decode,
     encode,
     encode_request,
@@ -167,10 +168,10 @@ class StdioLoop:
                 return None
             try:
                 for line in lines.feed(chunk):
-                    if not line.whole:
-                        self._too_long(line.data)
-                    elif line.data.strip():
-                        await self._dispatch(line.data)
+                    if isinstance(line, Cut):
+                        self._too_long(line)
+                    elif line.strip():
+                        await self._dispatch(line)
             except (LoopFault, ValueError) as exc:
                 log.error("the loop process broke the protocol: %s", exc)
                 return "the loop process wrote something that is not JSON-RPC on stdout"

@@ -3,7 +3,7 @@
 from __future__ import annotations
 
 from collections.abc import Awaitable, Callable
-from typing import Any, NamedTuple
+from typing import Any
 
 import msgspec
 
@@ -33,17 +33,16 @@ def decode(line: bytes, max_depth: int = json_input.DEFAULT_MAX_DEPTH) -> Any:
         raise ClientError(f"malformed JSON ({describe_input_error(exc)})") from None
 
 
-class Line(NamedTuple):
-    data: bytes
-    whole: bool  # False: the line went past the limit and ``data`` is its first bytes
+class Cut(bytes):
+    """The first ``max_line_bytes`` of a line that was longer."""
 
 
 class BoundedLines:
     """Bytes in, lines out, never holding more than ``max_line_bytes`` of a line.
 
-    A longer line comes out (``whole=False``) as soon as it crosses the limit, holding its
-    first ``max_line_bytes``; the rest of it, up to its newline, is read and discarded, so a
-    100 MB line costs no more memory than a full one.
+    A longer line comes out as a :class:`Cut` as soon as it crosses the limit; the rest of it,
+    up to its newline, is read and discarded, so a 100 MB line costs no more memory than a
+    full one.
     """
 
     def __init__(self, max_line_bytes: int) -> None:
@@ -51,17 +50,29 @@ class BoundedLines:
         self._partial = bytearray()
         self._skipping = False
 
-    def feed(self, chunk: bytes) -> list[Line]:
-        lines: list[Line] = []
+    def feed(self, chunk: bytes) -> list[bytes]:
+        partial = self._partial
+        if self._skipping or len(partial) + len(chunk) > self.max_line_bytes:
+            lines: list[bytes] = []
 
-        def take(line: Line) -> bool:
-            lines.append(line)
-            return True
+            def take(line: bytes) -> bool:
+                lines.append(line)
+                return True
 
-        self.push(chunk, take)
+            self.push(chunk, take)
+            return lines
+        # No line here can be too long: split at C speed (the way of every busy loop).
+        if b"\n" not in chunk:
+            partial += chunk
+            return []
+        lines = chunk.split(b"\n")
+        if partial:
+            lines[0] = bytes(partial) + lines[0]
+            partial.clear()
+        partial += lines.pop()
         return lines
 
-    def push(self, chunk: bytes, take: Callable[[Line], bool]) -> int:
+    def push(self, chunk: bytes, take: Callable[[bytes], bool]) -> int:
         """Hand each line ``chunk`` completes to ``take``; once it answers False, the chunk's
         other complete lines are dropped unseen (counted, not split: no Python per line).
         Returns how many were dropped so."""
@@ -69,22 +80,22 @@ class BoundedLines:
         while pos < size:
             newline = chunk.find(b"\n", pos)
             end = size if newline < 0 else newline
-            line: Line | None = None
+            line: bytes | None = None
             if self._skipping:
                 pass
             elif end - pos > self.max_line_bytes - len(partial):
                 partial += chunk[pos : pos + self.max_line_bytes - len(partial)]
-                line = Line(bytes(partial), False)
+                line = Cut(partial)
                 partial.clear()
                 self._skipping = True
             elif newline < 0:
                 partial += chunk[pos:]
             elif partial:
                 partial += chunk[pos:newline]
-                line = Line(bytes(partial), True)
+                line = bytes(partial)
                 partial.clear()
             else:
-                line = Line(chunk[pos:newline], True)
+                line = chunk[pos:newline]
             if newline < 0:
                 if line is not None:
                     take(line)
@@ -113,10 +124,9 @@ class LineSplitter:
 
     def feed(self, chunk: bytes) -> list[bytes]:
         lines = self._lines.feed(chunk)
-        for line in lines:
-            if not line.whole:
-                raise line_too_long(self.what, self._lines.max_line_bytes)
-        return [line.data for line in lines]
+        if any(isinstance(line, Cut) for line in lines):
+            raise line_too_long(self.what, self._lines.max_line_bytes)
+        return lines
 
     @property
     def pending(self) -> bytes:
