@@ -64,6 +64,12 @@ class Settings(msgspec.Struct, kw_only=True, forbid_unknown_fields=True):
     loop_idle_timeout_s: float = 300.0  # between events (not while asking for permission)
     loop_cancel_grace_s: float = 5.0  # a cancelled loop's time to end its run itself
     loop_restart_max_s: float = 30.0  # longest back-off before a stdio loop is started again
+    # A stdio loop's stderr, relayed to the gateway's: lines cut at this length (and marked),
+    # at most this many bytes a second after a burst; the rest dropped, counted in the log.
+    loop_stderr_max_line_bytes: int = 16 << 10
+    loop_stderr_bytes_per_s: int = 64 << 10
+    loop_stderr_burst_bytes: int = 1 << 20
+    loop_stderr_report_s: float = 10.0  # drops are summed up in the log at most this often
 
     # The reference loop as an agent: its tools and prompt.
     tools: list[str] = msgspec.field(default_factory=list)  # modules of Python functions

@@ -53,7 +53,8 @@ def add_loop_flags(p: argparse.ArgumentParser) -> None:
     plug.add_argument(
         "--loop-cmd",
         metavar="COMMAND",
-        help='a child process speaking JSON-RPC on stdio, e.g. "python my_loop.py"',
+        help='a child process speaking JSON-RPC on stdio, e.g. "python my_loop.py"; its stderr '
+        "is relayed within the LOOPGATE_LOOP_STDERR_* bounds (docs/loops.md)",
     )
     plug.add_argument(
         "--loop-token",

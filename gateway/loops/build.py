@@ -15,6 +15,7 @@ from loopgate.gateway.loops.http import HttpLoop
 from loopgate.gateway.loops.python import load_object, python_loop
 from loopgate.gateway.loops.reference import ReferenceLoop, RunScope, ToolSet
 from loopgate.gateway.loops.source import LoopGuards
+from loopgate.gateway.loops.stderr import StderrBounds
 from loopgate.gateway.loops.stdio import StdioLoop
 from loopgate.gateway.settings import Settings
 from loopgate.gateway.tools.functions import FunctionTools
@@ -74,6 +75,12 @@ def build_loop(
             connect_timeout_s=settings.loop_connect_timeout_s,
             max_line_bytes=settings.max_line_bytes,
             restart_max_s=settings.loop_restart_max_s,
+            stderr=StderrBounds(
+                max_line_bytes=settings.loop_stderr_max_line_bytes,
+                bytes_per_s=settings.loop_stderr_bytes_per_s,
+                burst_bytes=settings.loop_stderr_burst_bytes,
+                report_every_s=settings.loop_stderr_report_s,
+            ),
         )
     return reference_loop(settings, provider, scope=scope)
 

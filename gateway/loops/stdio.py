@@ -3,10 +3,13 @@
 One child serves every run, multiplexed by run id (seed 001's sidecar shape), one message per
 line. The gateway sends ``run.start`` (a request; its params are the LoopRequest) and the
 notifications ``run.cancel``, ``run.steer`` and ``run.respond``; the child sends ``run.event``
-notifications ``{run_id, kind, data}``. The child's stderr is the gateway's.
+notifications ``{run_id, kind, data}``. The child's stderr is relayed to the gateway's within
+bounds (gateway/loops/stderr.py).
 
 A child that exits, or writes anything but JSON-RPC on stdout, ends its open runs with
-``completion{failed}`` naming the cause and is started again with back-off.
+``completion{failed}`` naming the cause and is started again with back-off. A line over
+``max_line_bytes`` is read in bounded chunks and discarded: it ends the run it names
+(``loop_invalid_event``), and the child, whose stream is in step again at the next line, goes on.
 """
 
 from __future__ import annotations
@@ -14,6 +17,7 @@ from __future__ import annotations
 import contextlib
 import itertools
 import logging
+import re
 import shlex
 import shutil
 import subprocess
@@ -27,12 +31,15 @@ import msgspec
 from loopgate.contracts.loop import Emit, LoopFault, RunContext
 from loopgate.contracts.ports import LimitReached, RunFinished
 from loopgate.gateway.loops.source import is_terminal
+from loopgate.gateway.loops.stderr import StderrBounds, StderrWriter, capacity, relay_stderr
 from loopgate.gateway.loops.wire import (
-    LineSplitter,
+    BoundedLines,
+    Cut,
     decode,
     encode,
     encode_request,
     event_parts,
+    line_too_long,
     relay_permission,
 )
 
@@ -44,6 +51,9 @@ STABLE_AFTER_S = 60.0  # a child that ran this long starts its back-off afresh
 STOP_WAIT_S = 2.0
 MAX_PENDING_ASKS = 16
 METHOD_NOT_FOUND = -32601
+# Whose line an over-long one was: the first `"run_id": "…"` in what was kept of it that names
+# an open run (the child's serializer may put `data`, and ids inside it, first).
+RUN_ID = re.compile(rb'"run_id"\s*:\s*"([^"\\]{1,256})"')
 
 
 class StdioLoop:
@@ -58,6 +68,7 @@ class StdioLoop:
         connect_timeout_s: float,
         max_line_bytes: int,
         restart_max_s: float,
+        stderr: StderrBounds,
     ) -> None:
         self.argv = shlex.split(command)
         if not self.argv:
@@ -71,6 +82,8 @@ class StdioLoop:
         self.connect_timeout_s = connect_timeout_s
         self.max_line_bytes = max_line_bytes
         self.restart_max_s = restart_max_s
+        self.stderr = stderr
+        self._stderr_writer: StderrWriter | None = None
         self.runs: dict[str, StdioRun] = {}
         self.ready = anyio.Event()
         self._process: anyio.abc.Process | None = None
@@ -83,6 +96,7 @@ class StdioLoop:
     # --- lifecycle (entered and left by the same task: the hub's) ---------------------------
 
     async def start(self) -> None:
+        self._stderr_writer = StderrWriter(capacity(self.stderr))
         self._tg = anyio.create_task_group()
         await self._tg.__aenter__()
         self._tg.start_soon(self._supervise)
@@ -96,6 +110,9 @@ class StdioLoop:
         if self._tg is not None:
             self._tg.cancel_scope.cancel()
             await self._tg.__aexit__(None, None, None)
+        if self._stderr_writer is not None:
+            with anyio.CancelScope(shield=True):
+                await self._stderr_writer.aclose(STOP_WAIT_S)
 
     def open(self, ctx: RunContext) -> StdioRun:
         return StdioRun(self, ctx)
@@ -119,38 +136,65 @@ class StdioLoop:
         """Run one child until it exits or breaks the protocol; returns what happened."""
         try:
             process = await anyio.open_process(
-                self.argv, stdin=subprocess.PIPE, stdout=subprocess.PIPE, stderr=None
+                self.argv, stdin=subprocess.PIPE, stdout=subprocess.PIPE, stderr=subprocess.PIPE
             )
         except OSError as exc:
             log.error("cannot start the loop process %s: %s", self.argv, exc)
             return "the loop process could not be started"
+        assert process.stderr is not None and self._stderr_writer is not None
         self._process = process
         self.ready.set()
-        try:
-            cause = await self._read(process)
-        finally:
-            self.ready = anyio.Event()
-            self._process = None
-            self._starts.clear()
-            with anyio.CancelScope(shield=True):
-                await _stop(process)
+        async with anyio.create_task_group() as tg:
+            tg.start_soon(relay_stderr, process.stderr, self.stderr, self._stderr_writer.offer)
+            try:
+                cause = await self._read(process)
+            finally:
+                self.ready = anyio.Event()
+                self._process = None
+                self._starts.clear()
+                with anyio.CancelScope(shield=True):
+                    await _stop(process)
+                # Its last words, unless something it started holds its stderr open.
+                tg.cancel_scope.deadline = anyio.current_time() + STOP_WAIT_S
         return cause or f"the loop process exited (code {process.returncode})"
 
     async def _read(self, process: anyio.abc.Process) -> str | None:
         assert process.stdout is not None
-        splitter = LineSplitter(self.max_line_bytes, "the loop process")
+        lines = BoundedLines(self.max_line_bytes)
         while True:
             try:
                 chunk = await process.stdout.receive(READ_CHUNK)
             except (anyio.EndOfStream, anyio.ClosedResourceError, anyio.BrokenResourceError):
                 return None
             try:
-                for line in splitter.feed(chunk):
-                    if line.strip():
+                for line in lines.feed(chunk):
+                    if isinstance(line, Cut):
+                        self._too_long(line)
+                    elif line.strip():
                         await self._dispatch(line)
             except (LoopFault, ValueError) as exc:
                 log.error("the loop process broke the protocol: %s", exc)
                 return "the loop process wrote something that is not JSON-RPC on stdout"
+
+    def _too_long(self, head: bytes) -> None:
+        """A line over the limit ends the run it names (a finished one: none); one naming no
+        run ends every open run, as any of them may have lost an event. The rest of the line
+        is discarded as it arrives; the child goes on."""
+        fault = line_too_long("the loop process", self.max_line_bytes)
+        named = [m.group(1).decode(errors="replace") for m in RUN_ID.finditer(head)]
+        if named:
+            runs = [self.runs[i] for i in named if i in self.runs][:1]
+            ends = f"run {runs[0].ctx.run_id}" if runs else "no open run"
+        else:
+            runs = list(self.runs.values())
+            ends = f"all {len(runs)} open runs (it names none)"
+        log.warning(
+            "the loop process sent a line longer than max_line_bytes (%d); discarded, it ends %s",
+            self.max_line_bytes,
+            ends,
+        )
+        for run in runs:
+            run.fail(fault)
 
     async def _dispatch(self, line: bytes) -> None:
         message = decode(line)

@@ -33,42 +33,111 @@ def decode(line: bytes, max_depth: int = json_input.DEFAULT_MAX_DEPTH) -> Any:
         raise ClientError(f"malformed JSON ({describe_input_error(exc)})") from None
 
 
-class LineSplitter:
-    """Bytes in, complete lines out; a line longer than ``max_line_bytes`` is a fault."""
+class Cut(bytes):
+    """The first ``max_line_bytes`` of a line that was longer."""
 
-    def __init__(self, max_line_bytes: int, what: str) -> None:
+
+class BoundedLines:
+    """Bytes in, lines out, never holding more than ``max_line_bytes`` of a line.
+
+    A longer line comes out as a :class:`Cut` as soon as it crosses the limit; the rest of it,
+    up to its newline, is read and discarded, so a 100 MB line costs no more memory than a
+    full one.
+    """
+
+    def __init__(self, max_line_bytes: int) -> None:
         self.max_line_bytes = max_line_bytes
-        self.what = what
         self._partial = bytearray()
+        self._skipping = False
 
     def feed(self, chunk: bytes) -> list[bytes]:
         partial = self._partial
+        if self._skipping or len(partial) + len(chunk) > self.max_line_bytes:
+            lines: list[bytes] = []
+
+            def take(line: bytes) -> bool:
+                lines.append(line)
+                return True
+
+            self.push(chunk, take)
+            return lines
+        # No line here can be too long: split at C speed (the way of every busy loop).
         if b"\n" not in chunk:
             partial += chunk
-            self._check(len(partial))
             return []
         lines = chunk.split(b"\n")
         if partial:
             lines[0] = bytes(partial) + lines[0]
             partial.clear()
-        rest = lines.pop()
-        if rest:
-            partial += rest
-            self._check(len(partial))
-        for line in lines:
-            self._check(len(line))
+        partial += lines.pop()
+        return lines
+
+    def push(self, chunk: bytes, take: Callable[[bytes], bool]) -> int:
+        """Hand each line ``chunk`` completes to ``take``; once it answers False, the chunk's
+        other complete lines are dropped unseen (counted, not split: no Python per line).
+        Returns how many were dropped so."""
+        partial, size, pos, dropped = self._partial, len(chunk), 0, 0
+        while pos < size:
+            newline = chunk.find(b"\n", pos)
+            end = size if newline < 0 else newline
+            line: bytes | None = None
+            if self._skipping:
+                pass
+            elif end - pos > self.max_line_bytes - len(partial):
+                partial += chunk[pos : pos + self.max_line_bytes - len(partial)]
+                line = Cut(partial)
+                partial.clear()
+                self._skipping = True
+            elif newline < 0:
+                partial += chunk[pos:]
+            elif partial:
+                partial += chunk[pos:newline]
+                line = bytes(partial)
+                partial.clear()
+            else:
+                line = chunk[pos:newline]
+            if newline < 0:
+                if line is not None:
+                    take(line)
+                break
+            self._skipping = False
+            pos = newline + 1
+            if line is not None and not take(line):
+                last = chunk.rfind(b"\n", pos)
+                if last >= 0:
+                    dropped += chunk.count(b"\n", pos, last + 1)
+                    pos = last + 1
+        return dropped
+
+    @property
+    def pending(self) -> bytes:
+        """The last line so far, when the stream ended without its newline."""
+        return bytes(self._partial)
+
+
+class LineSplitter:
+    """Bytes in, complete lines out; a line longer than ``max_line_bytes`` is a fault."""
+
+    def __init__(self, max_line_bytes: int, what: str) -> None:
+        self._lines = BoundedLines(max_line_bytes)
+        self.what = what
+
+    def feed(self, chunk: bytes) -> list[bytes]:
+        lines = self._lines.feed(chunk)
+        if any(isinstance(line, Cut) for line in lines):
+            raise line_too_long(self.what, self._lines.max_line_bytes)
         return lines
 
     @property
     def pending(self) -> bytes:
-        return bytes(self._partial)
+        return self._lines.pending
 
-    def _check(self, size: int) -> None:
-        if size > self.max_line_bytes:
-            raise LoopFault(
-                "loop_invalid_event",
-                f"{self.what} sent a line longer than the limit of {self.max_line_bytes} bytes",
-            )
+
+def line_too_long(what: str, max_line_bytes: int) -> LoopFault:
+    return LoopFault(
+        "loop_invalid_event",
+        f"{what} sent a line longer than the limit of {max_line_bytes} bytes",
+    )
 
 
 def event_parts(value: Any, number: int) -> tuple[str, dict[str, Any]]:

@@ -1,7 +1,8 @@
 """The sample loop as a stdio child speaking the gateway's JSON-RPC (``--loop-cmd``).
 
 Inputs beyond the sample's own: ``die`` exits the process, ``spew`` writes a line that is not
-JSON-RPC. ``--refuse`` answers every run.start with an error.
+JSON-RPC, ``huge N`` writes a ``run.event`` line of N bytes for its run (``huge N anonymous``:
+one that names no run), then completes. ``--refuse`` answers every run.start with an error.
 """
 
 from __future__ import annotations
@@ -70,6 +71,14 @@ async def main(refuse: bool) -> None:
                     await out.write(b"this is not json-rpc\n")
                     await out.flush()
                     continue
+                if word == "huge":
+                    size, *anonymous = params["input"].split()[1:]
+                    async with lock:
+                        await write_huge(out, params["run_id"], int(size), bool(anonymous))
+                    await event_writer(params["run_id"])(
+                        {"kind": "completion", "data": {"status": "completed"}}
+                    )
+                    continue
                 send = event_writer(params["run_id"])
                 ctx = RemoteContext(params, send)
                 runs[ctx.run_id] = ctx
@@ -79,6 +88,22 @@ async def main(refuse: bool) -> None:
                 if ctx is not None:
                     ctx.command(method.removeprefix("run."), params)
         tg.cancel_scope.cancel()
+
+
+async def write_huge(out: Any, run_id: str, size: int, anonymous: bool) -> None:
+    """One line of ``size`` bytes, written a MiB at a time (the child holds no more)."""
+    named = "" if anonymous else f'"run_id":{json.dumps(run_id)},'
+    head = f'{{"jsonrpc":"2.0","method":"run.event","params":{{{named}"kind":"content_delta",'
+    head += '"data":{"delta":"'
+    tail = b'"}}}\n'
+    left = size - len(head) - len(tail)
+    await out.write(head.encode())
+    piece = b"x" * (1 << 20)
+    while left > 0:
+        await out.write(piece[:left])
+        left -= len(piece)
+    await out.write(tail)
+    await out.flush()
 
 
 if __name__ == "__main__":
