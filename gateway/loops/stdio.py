@@ -144,6 +144,7 @@ class StdioLoop:
         assert process.stderr is not None and self._stderr_writer is not None
         self._process = process
         self.ready.set()
+        cause: str | None = None  # bound for type checkers: the group's scope may end _read
         async with anyio.create_task_group() as tg:
             tg.start_soon(relay_stderr, process.stderr, self.stderr, self._stderr_writer.offer)
             try:
