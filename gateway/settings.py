@@ -18,6 +18,8 @@ from loopgate.gateway.journal.base import REDIS_SCHEMES
 ENV_PREFIX = "LOOPGATE_"
 # The recorded streams {"replay": NAME} serves: package data (conformance/streams in a checkout).
 RECORDINGS = Path(__file__).parent.parent / "recordings"
+# Where a --loop's generators run (gateway/loops/python.py).
+LoopRunner = Literal["event_loop", "thread"]
 
 
 class Settings(msgspec.Struct, kw_only=True, forbid_unknown_fields=True):
@@ -58,6 +60,12 @@ class Settings(msgspec.Struct, kw_only=True, forbid_unknown_fields=True):
     loop_idle_timeout_s: float = 300.0  # between events (not while asking for permission)
     loop_cancel_grace_s: float = 5.0  # a cancelled loop's time to end its run itself
     loop_restart_max_s: float = 30.0  # longest back-off before a stdio loop is started again
+    # Where a --loop's generators run: "event_loop" (the gateway's own) or "thread" (one each,
+    # with its own event loop: a loop that blocks stalls only itself; docs/loops.md).
+    loop_runner: LoopRunner = "event_loop"
+    # The event loop not running for this long is logged (WARNING), naming the loop and run
+    # that held it: a blocking call (time.sleep, sync I/O) stalls every client meanwhile.
+    stall_warning_s: float = 1.0
 
     # The reference loop as an agent: its tools and prompt.
     tools: list[str] = msgspec.field(default_factory=list)  # modules of Python functions
