@@ -2,7 +2,7 @@
 
     .venv/bin/python -m benchmarks.loop_plugs [--events N] [--repeat K] [--rate R] [--quick]
 
-Four hubs, each built from its plug's settings as ``loopgate serve`` builds it
+Five hubs, each built from its plug's settings as ``loopgate serve`` builds it
 (``loopgate.gateway.app.build_hub``), run side by side in one event loop; every run is started with
 ``hub.start(StartRun(input=…))`` and read by one ``hub.subscribe(run_id)`` subscriber
 (``next_batch()``), the path every front end takes:
@@ -10,6 +10,8 @@ Four hubs, each built from its plug's settings as ``loopgate serve`` builds it
   reference  anchor: the reference CoreLoop in-process, on a benchmark ModelProvider that streams
              N TextChunks as fast as it can (the loop's real work per delta)
   python     anchor: ``--loop``, an in-process async generator yielding N content_delta events
+  python-thread  the same generator with ``--loop-runner thread``: driven in a worker thread,
+             each event handed to the gateway's event loop
   http       ``--loop-url``: a uvicorn + Starlette NDJSON server in another process
   stdio      ``--loop-cmd``: a child process writing ``run.event`` lines on its stdout
 
@@ -71,7 +73,7 @@ from loopgate.gateway.hub import Hub  # noqa: E402
 from loopgate.gateway.loop.types import FinishChunk, ModelChunk, ModelRequest, TextChunk  # noqa: E402
 from loopgate.gateway.settings import Settings  # noqa: E402
 
-PLUGS = ("reference", "python", "http", "stdio")
+PLUGS = ("reference", "python", "python-thread", "http", "stdio")
 OUT_OF_PROCESS = ("http", "stdio")
 SCRIPT = str(Path(__file__).resolve())
 DELTA = "tok "
@@ -297,8 +299,9 @@ def settings_for(plug: str, n: int, http_url: str) -> Settings:
         # Finished runs are dropped as the next ones start: memory stays flat.
         "max_runs": 1,
     }
-    if plug == "python":
-        return Settings(loop="benchmarks.loop_plugs:python_loop", **limits)
+    if plug in ("python", "python-thread"):
+        runner = "thread" if plug == "python-thread" else "event_loop"
+        return Settings(loop="benchmarks.loop_plugs:python_loop", loop_runner=runner, **limits)
     if plug == "http":
         return Settings(loop_url=http_url, **limits)
     if plug == "stdio":

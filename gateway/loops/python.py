@@ -134,7 +134,7 @@ class EventTaker:
 
     def __call__(self, item: Any) -> bool:
         self.count += 1
-        kind, data = _parts(item, self.count)
+        kind, data = item_parts(item, self.count)
         self.emit(kind, data)
         return is_terminal(kind, data)
 
@@ -174,7 +174,7 @@ def stepping_run(frame: FrameType) -> str | None:
 _DRIVE_CODE = drive.__code__
 
 
-def _parts(item: Any, number: int) -> tuple[Any, Any]:
+def item_parts(item: Any, number: int) -> tuple[Any, Any]:
     if isinstance(item, dict):
         return item.get("kind"), item.get("data", {})
     if isinstance(item, LoopEvent):

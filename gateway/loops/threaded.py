@@ -14,8 +14,9 @@ from __future__ import annotations
 
 import asyncio
 import threading
+from collections import deque
 from collections.abc import Awaitable, Callable, Mapping, Sequence
-from concurrent.futures import CancelledError
+from concurrent.futures import CancelledError, Future
 from contextlib import suppress
 from functools import partial
 from typing import Any, TypeVar
@@ -23,11 +24,16 @@ from typing import Any, TypeVar
 import anyio
 from anyio.from_thread import BlockingPortal
 
-from loopgate.contracts.loop import Emit
+from loopgate.contracts.loop import Emit, LoopFault
 from loopgate.gateway.loops.context import GatewayRunContext, RequestView
-from loopgate.gateway.loops.python import EventTaker, PerRun, drive
+from loopgate.gateway.loops.python import EventTaker, PerRun, drive, item_parts
+from loopgate.gateway.loops.source import is_terminal
 
 T = TypeVar("T")
+# Events the worker thread may have handed over before it waits for the gateway to take them:
+# a fast loop's events cross in batches (a wake-up of the gateway's loop each, not a round trip
+# per event), and what waits is bounded.
+MAX_PENDING = 256
 
 
 class ThreadedRun:
@@ -39,19 +45,22 @@ class ThreadedRun:
 
     async def run(self, emit: Emit) -> None:
         async with BlockingPortal() as portal:
-            worker = _Worker(self.fn, ThreadRunContext(self.ctx, portal), EventTaker(emit), portal)
+            handover = _Handover(EventTaker(emit), portal)
+            worker = _Worker(self.fn, ThreadRunContext(self.ctx, portal), handover)
             thread = threading.Thread(
                 target=worker.main, name=f"loopgate loop {self.ctx.run_id}", daemon=True
             )
             try:
                 thread.start()
-                await worker.done.wait()
+                await handover.ended.wait()
             finally:
-                # Given up on (a deadline, a cancel past its grace, shutdown): the generator
-                # is cancelled at its next await, and nothing it asks for is waited on here.
+                # Over, or given up on (a deadline, a cancel past its grace, shutdown): the
+                # generator is cancelled at its next await, and nothing it asks for is waited
+                # on here.
                 worker.stop()
                 await portal.stop(cancel_remaining=True)
-        error, worker.error = worker.error, None
+        error = handover.fault or worker.error
+        handover.fault = worker.error = None
         if error is not None:
             try:
                 raise error
@@ -67,21 +76,70 @@ class ThreadedRun:
         return self.ctx.queue_steer(content)
 
 
+class _Handover:
+    """A run's items from the worker thread to the gateway's loop, in order: the gateway takes
+    whatever has come at each wake-up, with the taker the event-loop runner uses."""
+
+    def __init__(self, take: EventTaker, portal: BlockingPortal) -> None:
+        self.take = take
+        self.portal = portal
+        # Set on the gateway's loop: the worker is done, or an item broke the run (``fault``).
+        self.ended = anyio.Event()
+        self.fault: Exception | None = None
+        self._items: deque[Any] = deque()
+        self._lock = threading.Lock()
+        self._taking: Future[None] | None = None
+
+    def put(self, item: Any) -> bool:
+        """In the worker: hand ``item`` over; True once the run needs no more."""
+        if self.fault is not None:
+            return True
+        with self._lock:
+            self._items.append(item)
+            taking = self._taking
+            if taking is None:
+                taking = self._taking = self.portal.start_task_soon(self._take_all)
+            full = len(self._items) >= MAX_PENDING
+        if full:
+            taking.result()  # back-pressure: this thread's loop waits, the gateway's does not
+        return _looks_terminal(item)
+
+    def flush(self) -> None:
+        """In the worker, at its end: wait until the gateway has taken every item."""
+        with self._lock:
+            taking = self._taking
+        if taking is not None:
+            taking.result()
+
+    def _take_all(self) -> None:
+        with self._lock:
+            items, self._items = self._items, deque()
+            self._taking = None
+        for item in items:
+            if self.fault is not None:
+                return
+            try:
+                self.take(item)
+            except Exception as exc:  # a LoopFault, or a limit the hub enforced
+                self.fault = exc
+                self.ended.set()
+
+
+def _looks_terminal(item: Any) -> bool:
+    try:
+        kind, data = item_parts(item, 0)
+    except LoopFault:
+        return False  # the gateway's taker says what is wrong with it
+    return type(kind) is str and type(data) is dict and is_terminal(kind, data)
+
+
 class _Worker:
     """What runs in the thread: an event loop of its own driving the run's generator."""
 
-    def __init__(
-        self,
-        fn: PerRun,
-        ctx: ThreadRunContext,
-        take: EventTaker,
-        portal: BlockingPortal,
-    ) -> None:
+    def __init__(self, fn: PerRun, ctx: ThreadRunContext, handover: _Handover) -> None:
         self.fn = fn
         self.ctx = ctx
-        self.take = take
-        self.portal = portal
-        self.done = anyio.Event()  # set on the gateway's loop when the thread's work is over
+        self.handover = handover
         self.error: BaseException | None = None
         self._lock = threading.Lock()
         self._loop: asyncio.AbstractEventLoop | None = None
@@ -89,16 +147,17 @@ class _Worker:
         self._stopped = False
 
     def main(self) -> None:
+        handover = self.handover
         try:
             asyncio.run(self._drive())
         except asyncio.CancelledError:
             pass  # stopped by the gateway, which no longer waits for it
         except BaseException as exc:
             self.error = exc
-        finally:
-            # Unless the gateway stopped waiting (its portal is closed, or closing).
-            with suppress(RuntimeError, CancelledError):
-                self.portal.call(self.done.set)
+        # Unless the gateway stopped waiting (its portal is closed, or closing).
+        with suppress(RuntimeError, CancelledError):
+            handover.flush()  # what the loop yielded before it ended, or failed, is taken first
+            handover.portal.call(handover.ended.set)
 
     async def _drive(self) -> None:
         with self._lock:
@@ -106,7 +165,7 @@ class _Worker:
                 return
             self._loop = asyncio.get_running_loop()
             self._task = asyncio.current_task()
-        await drive(self.fn, self.ctx, partial(self.portal.call, self.take))
+        await drive(self.fn, self.ctx, self.handover.put)
 
     def stop(self) -> None:
         """From the gateway's loop: cancel the generator if it still runs."""

@@ -5,6 +5,7 @@ completes with the same events."""
 
 from __future__ import annotations
 
+import json
 import time
 
 import httpx
@@ -76,3 +77,33 @@ def test_a_blocking_loop_in_a_thread_leaves_the_gateway_answering() -> None:
     assert events[1]["data"] == {"delta": "woke up"}
     assert events[2]["data"] == {"status": "completed", "reason": "stop"}
     assert "loopgate.stall" not in log, log
+
+
+def test_a_blocked_thread_does_not_hold_its_cancelled_run() -> None:
+    # The loop sleeps through the cancel: past the grace the gateway ends the run itself, and
+    # leaves the thread to finish its sleep on its own.
+    env = {"LOOPGATE_LOOP_CANCEL_GRACE_S": "0.5"}
+    args = ("--loop", HOSTILE, "--loop-runner", "thread", "--log-level", "warning")
+    with (
+        gateway_process(*args, env=env) as (base, proc),
+        httpx.Client(base_url=base, timeout=20) as client,
+    ):
+        run_id = start(base, f"block {BLOCK_S * 2}")
+        seen = []
+        with connect_sse(client, "GET", f"/v1/runs/{run_id}/events") as source:
+            for sse in source.iter_sse():
+                seen.append(json.loads(sse.data))
+                if len(seen) == 1:
+                    began = time.monotonic()
+                    assert client.post(f"/v1/runs/{run_id}/cancel").status_code == 202
+        ended_in = time.monotonic() - began
+        again = start(base, "block 0")
+        events = envelopes(read_stream(base, again))
+        stop(proc)
+        assert proc.stderr is not None
+        log = proc.stderr.read().decode()
+    assert [e["kind"] for e in seen] == ["stage_start", "completion"]
+    assert seen[-1]["data"] == {"status": "cancelled", "reason": "cancelled"}
+    assert ended_in < BLOCK_S, ended_in
+    assert [e["kind"] for e in events] == EVENTS
+    assert "Traceback" not in log, log

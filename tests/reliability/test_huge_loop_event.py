@@ -1,10 +1,11 @@
-"""A Python ``--loop`` yielding one event far past ``max_run_bytes``, in a real ``loopgate serve``:
-the run ends ``byte_limit`` and the gateway holds nothing of the event afterwards (RSS from
-``/proc``); a second such run does not add to the first."""
+"""A Python ``--loop`` yielding one event far past ``max_run_bytes``, in a real ``loopgate serve``
+(on its event loop, and in a worker thread): the run ends ``byte_limit`` and the gateway holds
+nothing of the event afterwards (RSS from ``/proc``); a second such run does not add to it."""
 
 from __future__ import annotations
 
 import httpx
+import pytest
 
 from benchmarks.memory_loads import serve
 from tests.gateway.sse_client import envelopes, read_stream
@@ -22,8 +23,9 @@ def huge_run(base: str) -> dict[str, object]:
     return data
 
 
-def test_an_event_past_the_byte_limit_is_refused_and_not_held() -> None:
-    env = {"LOOPGATE_MAX_RUN_BYTES": str(LIMIT)}
+@pytest.mark.parametrize("runner", ["event_loop", "thread"])
+def test_an_event_past_the_byte_limit_is_refused_and_not_held(runner: str) -> None:
+    env = {"LOOPGATE_MAX_RUN_BYTES": str(LIMIT), "LOOPGATE_LOOP_RUNNER": runner}
     with serve("--loop", "tests.loops.hostile_loops:hostile", env=env) as server:
         before = server.rss()
         server.reset_peak()
