@@ -46,7 +46,6 @@ class StallWatchdog:
         # The heartbeat's period: a stall is noticed within a quarter of its threshold.
         self.tick_s = min(threshold_s / 4, 0.25)
         self.beat = clock()
-        self.stalls = 0  # stalls noticed, logged or not
         self._next_warning = 0.0
         self._unlogged = 0
 
@@ -81,7 +80,6 @@ class StallWatchdog:
             quiet = self.clock() - beat
             if quiet >= self.threshold_s:
                 reported = beat
-                self.stalls += 1
                 logged = self._notice(quiet, sys._current_frames().get(loop_thread))
 
     def _notice(self, quiet: float, frame: FrameType | None) -> bool:

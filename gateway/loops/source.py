@@ -13,7 +13,7 @@ import logging
 import math
 import time
 from collections.abc import Mapping
-from typing import TYPE_CHECKING, Any
+from typing import TYPE_CHECKING, Any, NoReturn
 
 import anyio
 import msgspec
@@ -191,6 +191,10 @@ class LoopProducer:
                 "loop_invalid_event",
                 f"event {self.events + 1} is not an object with a string kind and a data object",
             )
+        if self.bytes + _least_bytes(data) > self.guards.max_run_bytes:
+            # Past the limit by its top-level strings alone: refused before it is even encoded,
+            # so a giant event is not copied at all (a 200 MiB one peaked at twice its size).
+            self._over_bytes()
         try:
             validate_event(kind, data)
             encoded = _encode(data)
@@ -214,10 +218,13 @@ class LoopProducer:
             # Refused before the hub keeps it: only this frame holds the encoded copy, and it
             # goes with the exception's traceback (run() keeps a copy without one).
             del encoded
-            limit = self.guards.max_run_bytes
-            raise LoopFault("byte_limit", f"the loop sent more than {limit} bytes of events")
+            self._over_bytes()
         self.oddities.note(self.run_.id, kind, data)
         self._emit(kind, data, encoded)
+
+    def _over_bytes(self) -> NoReturn:
+        limit = self.guards.max_run_bytes
+        raise LoopFault("byte_limit", f"the loop sent more than {limit} bytes of events")
 
     def _conclude(self) -> None:
         """Give the run its terminal event if the loop did not."""
@@ -282,6 +289,12 @@ class _Wakeup:
         event, self.event = self.event, None
         if event is not None:
             event.set()
+
+
+def _least_bytes(data: dict[str, Any]) -> int:
+    """A lower bound of ``data``'s encoded size, cheap enough for every event: its top-level
+    strings (each character is at least a byte of JSON)."""
+    return sum(len(value) for value in data.values() if type(value) is str)
 
 
 def is_terminal(kind: str, data: dict[str, Any]) -> bool:

@@ -26,7 +26,7 @@ from anyio.from_thread import BlockingPortal
 
 from loopgate.contracts.loop import Emit, LoopFault
 from loopgate.gateway.loops.context import GatewayRunContext, RequestView
-from loopgate.gateway.loops.python import EventTaker, PerRun, drive, item_parts
+from loopgate.gateway.loops.python import ACLOSE_TIMEOUT_S, EventTaker, PerRun, drive, item_parts
 from loopgate.gateway.loops.source import is_terminal
 
 T = TypeVar("T")
@@ -53,6 +53,12 @@ class ThreadedRun:
             try:
                 thread.start()
                 await handover.ended.wait()
+                if handover.fault is not None:
+                    # The run is over; the generator is closed first (its finally blocks, and
+                    # what it holds let go), as on the event loop, within the same bound.
+                    worker.stop()
+                    with anyio.move_on_after(ACLOSE_TIMEOUT_S):
+                        await handover.finished.wait()
             finally:
                 # Over, or given up on (a deadline, a cancel past its grace, shutdown): the
                 # generator is cancelled at its next await, and nothing it asks for is waited
@@ -83,8 +89,10 @@ class _Handover:
     def __init__(self, take: EventTaker, portal: BlockingPortal) -> None:
         self.take = take
         self.portal = portal
-        # Set on the gateway's loop: the worker is done, or an item broke the run (``fault``).
+        # Set on the gateway's loop: the worker is done (``finished``), or an item broke the
+        # run (``fault``).
         self.ended = anyio.Event()
+        self.finished = anyio.Event()
         self.fault: Exception | None = None
         self._items: deque[Any] = deque()
         self._lock = threading.Lock()
@@ -110,6 +118,10 @@ class _Handover:
             taking = self._taking
         if taking is not None:
             taking.result()
+
+    def finish(self) -> None:
+        self.finished.set()
+        self.ended.set()
 
     def _take_all(self) -> None:
         with self._lock:
@@ -157,7 +169,7 @@ class _Worker:
         # Unless the gateway stopped waiting (its portal is closed, or closing).
         with suppress(RuntimeError, CancelledError):
             handover.flush()  # what the loop yielded before it ended, or failed, is taken first
-            handover.portal.call(handover.ended.set)
+            handover.portal.call(handover.finish)
 
     async def _drive(self) -> None:
         with self._lock:
