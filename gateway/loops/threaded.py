@@ -25,6 +25,7 @@ import anyio
 from anyio.from_thread import BlockingPortal
 
 from loopgate.contracts.loop import Emit, LoopFault
+from loopgate.contracts.ports import LimitReached, RunFinished
 from loopgate.gateway.loops.context import GatewayRunContext, RequestView
 from loopgate.gateway.loops.python import ACLOSE_TIMEOUT_S, EventTaker, PerRun, drive, item_parts
 from loopgate.gateway.loops.source import is_terminal
@@ -132,7 +133,12 @@ class _Handover:
                 return
             try:
                 self.take(item)
-            except Exception as exc:  # a LoopFault, or a limit the hub enforced
+            except (LoopFault, RunFinished, LimitReached) as exc:
+                # Kept without its traceback, whose frames hold the item and its encoding: the
+                # hub may have ended the run already (memory_limit), and its clients with it.
+                self.fault = exc.with_traceback(None)
+                self.ended.set()
+            except Exception as exc:  # a bug: its traceback goes to the log with it
                 self.fault = exc
                 self.ended.set()
 
