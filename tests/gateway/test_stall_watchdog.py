@@ -1,0 +1,85 @@
+"""The stall watchdog on a real event loop, blocked for real: one warning per stall, at most
+one per ``repeat_s``, the next counting those not logged; the line it is blocked on named."""
+
+from __future__ import annotations
+
+import logging
+import threading
+import time
+
+import anyio
+import pytest
+
+from loopgate.gateway.stall_watchdog import StallWatchdog
+
+pytestmark = pytest.mark.anyio
+
+THRESHOLD_S = 0.2
+
+
+def stall_warnings(caplog: pytest.LogCaptureFixture) -> list[str]:
+    return [
+        r.getMessage()
+        for r in caplog.records
+        if r.name == "loopgate.stall" and r.levelno == logging.WARNING
+    ]
+
+
+class StallEnded(logging.Handler):
+    """Set when the watchdog logs (from its thread) that a stall is over."""
+
+    def __init__(self) -> None:
+        super().__init__(logging.INFO)
+        self.seen = threading.Event()
+
+    def emit(self, record: logging.LogRecord) -> None:
+        if record.getMessage().startswith("the event loop ran again after "):
+            self.seen.set()
+
+
+async def watched_stalls(watchdog: StallWatchdog, stalls: int, *, until_over: bool = False) -> None:
+    """Block the event loop ``stalls`` times under the watchdog; ``until_over``: then wait (5 s
+    at most) for it to log that the last stall is over."""
+    ended = StallEnded()
+    logger = logging.getLogger("loopgate.stall")
+    logger.addHandler(ended)
+    try:
+        async with anyio.create_task_group() as tg:
+            tg.start_soon(watchdog.run)
+            for _ in range(stalls):
+                await anyio.sleep(THRESHOLD_S)  # a few beats first: the stall is a new one
+                time.sleep(THRESHOLD_S * 4)  # noqa: ASYNC251 (the stall under test)
+            if until_over:
+                assert await anyio.to_thread.run_sync(ended.seen.wait, 5)
+            tg.cancel_scope.cancel()
+    finally:
+        logger.removeHandler(ended)
+
+
+async def test_a_stall_is_logged_once_with_where_the_loop_is(
+    caplog: pytest.LogCaptureFixture,
+) -> None:
+    caplog.set_level(logging.INFO, "loopgate.stall")
+    await watched_stalls(StallWatchdog(THRESHOLD_S, "python:some:loop"), 1, until_over=True)
+    (warning,) = stall_warnings(caplog)
+    assert warning.startswith("the event loop has not run for ")
+    # No Python loop was being driven: the line it is blocked on, and no run named.
+    assert "test_stall_watchdog.py" in warning and "in watched_stalls" in warning
+    assert "python:some:loop" not in warning
+    (ended,) = [r.getMessage() for r in caplog.records if r.levelno == logging.INFO]
+    assert ended.startswith("the event loop ran again after ")
+
+
+async def test_stalls_within_the_repeat_interval_are_counted_into_the_next_warning(
+    caplog: pytest.LogCaptureFixture,
+) -> None:
+    clock_offset = [0.0]
+    watchdog = StallWatchdog(
+        THRESHOLD_S, None, repeat_s=60, clock=lambda: time.monotonic() + clock_offset[0]
+    )
+    await watched_stalls(watchdog, 3)
+    assert len(stall_warnings(caplog)) == 1
+    clock_offset[0] = 61  # a minute on: the next stall is logged, with the two in between
+    await watched_stalls(watchdog, 1)
+    _, second = stall_warnings(caplog)
+    assert second.endswith("(2 more stalls since the last warning were not logged)")
