@@ -62,6 +62,10 @@ def build_loop(
         return python_loop(loop, name, settings.loop_runner)
     if settings.loop:
         return python_loop(load_object(settings.loop), settings.loop, settings.loop_runner)
+    if settings.loop_runner != "event_loop":
+        # Said at start-up rather than ignored: the operator meant some loop to run off it.
+        runner = settings.loop_runner
+        raise ValueError(f"--loop-runner {runner} runs a Python --loop; none is given")
     if settings.loop_url:
         return HttpLoop(
             settings.loop_url,

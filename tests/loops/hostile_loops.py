@@ -3,6 +3,8 @@
 The first word of the input picks the misdeed; the second is its size.
 - ``huge N``: one event of N MiB, then a completion;
 - ``block S``: blocks the thread it runs on for S seconds (``time.sleep``), then completes.
+
+``AN_AGENT_LOOP`` is a loop of another shape (an AgentLoop object), for the start-up checks.
 """
 
 from __future__ import annotations
@@ -25,3 +27,22 @@ async def hostile(ctx: Any) -> AsyncIterator[dict[str, Any]]:
         time.sleep(float(size))  # noqa: ASYNC251 (the misdeed under test)
         yield {"kind": "content_delta", "data": {"delta": "woke up"}}
     yield {"kind": "completion", "data": {"status": "completed", "reason": "stop"}}
+
+
+class _AgentLoop:
+    """An object implementing the AgentLoop port itself (it drives its own runs)."""
+
+    name = "an-agent-loop"
+    untrusted = True
+
+    async def start(self) -> None:
+        return None
+
+    async def aclose(self) -> None:
+        return None
+
+    def open(self, ctx: Any) -> Any:
+        raise NotImplementedError
+
+
+AN_AGENT_LOOP = _AgentLoop()

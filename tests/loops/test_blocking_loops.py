@@ -6,15 +6,18 @@ with the same events, and a cancel past its grace ends the run without waiting f
 from __future__ import annotations
 
 import json
+import subprocess
+import sys
 import time
 from collections.abc import Iterator
 from contextlib import contextmanager
 from typing import Any
 
 import httpx
+import pytest
 from httpx_sse import connect_sse
 
-from tests.gateway.harness import gateway_process, stop
+from tests.gateway.harness import REPO, gateway_process, stop
 from tests.gateway.sse_client import envelopes, read_stream
 
 HOSTILE = "tests.loops.hostile_loops:hostile"
@@ -114,3 +117,31 @@ def test_a_blocked_thread_does_not_hold_its_cancelled_run() -> None:
     assert seen[-1]["data"] == {"status": "cancelled", "reason": "cancelled"}
     assert ended_in < BLOCK_S, ended_in
     assert "Traceback" not in served.log, served.log
+
+
+@pytest.mark.parametrize(
+    ("args", "said"),
+    [
+        (
+            ("--loop-runner", "thread"),
+            "loopgate serve: --loop-runner thread runs a Python --loop; none is given",
+        ),
+        (
+            ("--loop", "tests.loops.hostile_loops:AN_AGENT_LOOP", "--loop-runner", "thread"),
+            "loopgate serve: tests.loops.hostile_loops:AN_AGENT_LOOP is an AgentLoop object: "
+            "--loop-runner thread runs async generator functions (and factories of them) only",
+        ),
+    ],
+)
+def test_a_thread_runner_with_nothing_to_run_in_it_stops_the_gateway_at_start(
+    args: tuple[str, ...], said: str
+) -> None:
+    done = subprocess.run(
+        [sys.executable, "-m", "loopgate", "serve", "--port", "1", *args],
+        cwd=REPO,
+        capture_output=True,
+        text=True,
+        timeout=60,
+    )
+    assert done.returncode == 2
+    assert done.stderr.splitlines()[-1] == said
