@@ -13,6 +13,7 @@ import logging
 import sys
 import threading
 import time
+from collections import deque
 from collections.abc import Callable
 from types import FrameType
 
@@ -22,8 +23,10 @@ from loopgate.gateway.loops.python import stepping_run
 
 log = logging.getLogger("loopgate.stall")
 
-# At most one stall warning per this many seconds; the next says how many were not logged.
-REPEAT_S = 60.0
+# At most this many stall warnings per window; the next after it says how many were not
+# logged. More than one: a stall of no interest (a slow start-up) must not hide the next.
+MAX_WARNINGS = 5
+WINDOW_S = 60.0
 # How many runs a warning names (a frame names at most one; this bounds a strange stack).
 MAX_NAMED = 5
 
@@ -36,17 +39,19 @@ class StallWatchdog:
         threshold_s: float,
         loop_name: str | None,
         *,
-        repeat_s: float = REPEAT_S,
+        max_warnings: int = MAX_WARNINGS,
+        window_s: float = WINDOW_S,
         clock: Callable[[], float] = time.monotonic,
     ) -> None:
         self.threshold_s = threshold_s
         self.loop_name = loop_name
-        self.repeat_s = repeat_s
+        self.max_warnings = max_warnings
+        self.window_s = window_s
         self.clock = clock
         # The heartbeat's period: a stall is noticed within a quarter of its threshold.
         self.tick_s = min(threshold_s / 4, 0.25)
         self.beat = clock()
-        self._next_warning = 0.0
+        self._logged: deque[float] = deque()  # when the warnings of the window were logged
         self._unlogged = 0
 
     async def run(self) -> None:
@@ -83,12 +88,15 @@ class StallWatchdog:
                 logged = self._notice(quiet, sys._current_frames().get(loop_thread))
 
     def _notice(self, quiet: float, frame: FrameType | None) -> bool:
-        """Log the stall unless one was logged less than ``repeat_s`` ago; True if it was."""
+        """Log the stall unless ``max_warnings`` were in the last ``window_s``; True if so."""
         now = self.clock()
-        if now < self._next_warning:
+        logged = self._logged
+        while logged and logged[0] <= now - self.window_s:
+            logged.popleft()
+        if len(logged) >= self.max_warnings:
             self._unlogged += 1
             return False
-        self._next_warning = now + self.repeat_s
+        logged.append(now)
         unlogged, self._unlogged = self._unlogged, 0
         message = self.describe(quiet, frame)
         if unlogged:

@@ -1,9 +1,12 @@
 """The stall watchdog on a real event loop, blocked for real: one warning per stall, at most
-one per ``repeat_s``, the next counting those not logged; the line it is blocked on named."""
+``max_warnings`` per ``window_s``, the next counting those not logged; the line it is blocked
+on named. A stall of the busy machine's own (not the test's) may add a warning: the assertions
+pick the test's out by the line named."""
 
 from __future__ import annotations
 
 import logging
+import re
 import threading
 import time
 
@@ -14,7 +17,7 @@ from loopgate.gateway.stall_watchdog import StallWatchdog
 
 pytestmark = pytest.mark.anyio
 
-THRESHOLD_S = 0.2
+THRESHOLD_S = 0.3
 
 
 def stall_warnings(caplog: pytest.LogCaptureFixture) -> list[str]:
@@ -61,25 +64,31 @@ async def test_a_stall_is_logged_once_with_where_the_loop_is(
 ) -> None:
     caplog.set_level(logging.INFO, "loopgate.stall")
     await watched_stalls(StallWatchdog(THRESHOLD_S, "python:some:loop"), 1, until_over=True)
-    (warning,) = stall_warnings(caplog)
+    (warning,) = [w for w in stall_warnings(caplog) if "in watched_stalls" in w]
     assert warning.startswith("the event loop has not run for ")
     # No Python loop was being driven: the line it is blocked on, and no run named.
-    assert "test_stall_watchdog.py" in warning and "in watched_stalls" in warning
+    assert "test_stall_watchdog.py" in warning
     assert "python:some:loop" not in warning
-    (ended,) = [r.getMessage() for r in caplog.records if r.levelno == logging.INFO]
-    assert ended.startswith("the event loop ran again after ")
+    ended = [r.getMessage() for r in caplog.records if r.levelno == logging.INFO]
+    assert ended and all(e.startswith("the event loop ran again after ") for e in ended)
 
 
-async def test_stalls_within_the_repeat_interval_are_counted_into_the_next_warning(
+async def test_stalls_past_the_window_s_allowance_are_counted_into_the_next_warning(
     caplog: pytest.LogCaptureFixture,
 ) -> None:
     clock_offset = [0.0]
     watchdog = StallWatchdog(
-        THRESHOLD_S, None, repeat_s=60, clock=lambda: time.monotonic() + clock_offset[0]
+        THRESHOLD_S,
+        None,
+        max_warnings=1,
+        window_s=60,
+        clock=lambda: time.monotonic() + clock_offset[0],
     )
     await watched_stalls(watchdog, 3)
     assert len(stall_warnings(caplog)) == 1
-    clock_offset[0] = 61  # a minute on: the next stall is logged, with the two in between
+    clock_offset[0] = 61  # a window on: the next stall is logged, with those in between
     await watched_stalls(watchdog, 1)
     _, second = stall_warnings(caplog)
-    assert second.endswith("(2 more stalls since the last warning were not logged)")
+    counted = re.search(r"\((\d+) more stalls since the last warning were not logged\)$", second)
+    assert counted is not None, second
+    assert int(counted.group(1)) >= 2  # the test's two (and any of the machine's own)

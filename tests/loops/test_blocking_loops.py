@@ -69,15 +69,16 @@ def test_a_blocking_loop_on_the_event_loop_is_named_in_one_warning_per_stall() -
     with serving("event_loop", LOOPGATE_STALL_WARNING_S="0.5") as served:
         first = served.start(f"block {BLOCK_S}")
         assert served.kinds(first) == EVENTS
-        # A second stall within a minute of the first is counted, not logged.
-        assert served.kinds(served.start("block 1")) == EVENTS
+        second = served.start("block 1")
+        assert served.kinds(second) == EVENTS
     warnings = [line for line in served.log.splitlines() if "loopgate.stall" in line]
-    assert len(warnings) == 1, served.log
-    (warning,) = warnings
-    assert warning.startswith("WARNING:loopgate.stall:the event loop has not run for ")
-    assert f"the loop {LOOP_NAME} is blocking it in run {first}" in warning
-    assert "hostile_loops.py" in warning and "in hostile" in warning
-    assert "--loop-runner thread" in warning
+    for run_id in (first, second):
+        # Once per stall, however long it lasts (3 s here: a dozen of the watchdog's looks).
+        (warning,) = [w for w in warnings if run_id in w]
+        assert warning.startswith("WARNING:loopgate.stall:the event loop has not run for ")
+        assert f"the loop {LOOP_NAME} is blocking it in run {run_id}" in warning
+        assert "hostile_loops.py" in warning and "in hostile" in warning
+        assert "--loop-runner thread" in warning
     assert "Traceback" not in served.log
 
 
