@@ -3,7 +3,7 @@
     .venv/bin/python -m benchmarks.loop_plugs [--events N] [--repeat K] [--rate R]
         [--delivery-window-ms W] [--quick]
 
-Four hubs, each built from its plug's settings as ``loopgate serve`` builds it
+Five hubs, each built from its plug's settings as ``loopgate serve`` builds it
 (``loopgate.gateway.app.build_hub``), run side by side in one event loop; every run is started with
 ``hub.start(StartRun(input=…))`` and read by one ``hub.subscribe(run_id)`` subscriber
 (``next_batch()``), the path every front end takes:
@@ -11,6 +11,8 @@ Four hubs, each built from its plug's settings as ``loopgate serve`` builds it
   reference  anchor: the reference CoreLoop in-process, on a benchmark ModelProvider that streams
              N TextChunks as fast as it can (the loop's real work per delta)
   python     anchor: ``--loop``, an in-process async generator yielding N content_delta events
+  python-thread  the same generator with ``--loop-runner thread``: driven in a worker thread,
+             each event handed to the gateway's event loop
   http       ``--loop-url``: a uvicorn + Starlette NDJSON server in another process
   stdio      ``--loop-cmd``: a child process writing ``run.event`` lines on its stdout
 
@@ -74,7 +76,7 @@ from loopgate.gateway.hub import Hub  # noqa: E402
 from loopgate.gateway.loop.types import FinishChunk, ModelChunk, ModelRequest, TextChunk  # noqa: E402
 from loopgate.gateway.settings import Settings  # noqa: E402
 
-PLUGS = ("reference", "python", "http", "stdio")
+PLUGS = ("reference", "python", "python-thread", "http", "stdio")
 OUT_OF_PROCESS = ("http", "stdio")
 SCRIPT = str(Path(__file__).resolve())
 DELTA = "tok "
@@ -303,8 +305,9 @@ def settings_for(plug: str, n: int, http_url: str, window_s: float | None = None
     }
     if window_s is not None:
         limits["delivery_window_s"] = window_s
-    if plug == "python":
-        return Settings(loop="benchmarks.loop_plugs:python_loop", **limits)
+    if plug in ("python", "python-thread"):
+        runner = "thread" if plug == "python-thread" else "event_loop"
+        return Settings(loop="benchmarks.loop_plugs:python_loop", loop_runner=runner, **limits)
     if plug == "http":
         return Settings(loop_url=http_url, **limits)
     if plug == "stdio":

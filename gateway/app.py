@@ -30,6 +30,7 @@ from loopgate.gateway.registry import load_adapters
 from loopgate.gateway.settings import Settings
 from loopgate.gateway.sources.ingest import IngestSource
 from loopgate.gateway.sources.replay import ReplaySource
+from loopgate.gateway.stall_watchdog import StallWatchdog
 from loopgate.gateway.telemetry import Telemetry, build_telemetry
 
 
@@ -55,6 +56,7 @@ def build_hub(
         max_age_s=settings.max_run_age_s,
     )
     hub = Hub(settings, journal, sources, loop=agent_loop)
+    hub.services.append(StallWatchdog(settings.stall_warning_s, agent_loop.name).run)
     if telemetry is not None:
         telemetry.attach(hub)
     return hub

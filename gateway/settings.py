@@ -24,6 +24,8 @@ RECORDINGS = next(
     (p for p in (_HERE / "recordings", _HERE / "conformance" / "streams") if p.is_dir()),
     _HERE / "recordings",
 )
+# Where a --loop's generators run (gateway/loops/python.py).
+LoopRunner = Literal["event_loop", "thread"]
 
 
 class Settings(msgspec.Struct, kw_only=True, forbid_unknown_fields=True):
@@ -70,6 +72,12 @@ class Settings(msgspec.Struct, kw_only=True, forbid_unknown_fields=True):
     loop_stderr_bytes_per_s: int = 64 << 10
     loop_stderr_burst_bytes: int = 1 << 20
     loop_stderr_report_s: float = 10.0  # drops are summed up in the log at most this often
+    # Where a --loop's generators run: "event_loop" (the gateway's own) or "thread" (one each,
+    # with its own event loop: a loop that blocks stalls only itself; docs/loops.md).
+    loop_runner: LoopRunner = "event_loop"
+    # The event loop not running for this long is logged (WARNING), naming the loop and run
+    # that held it: a blocking call (time.sleep, sync I/O) stalls every client meanwhile.
+    stall_warning_s: float = 1.0
 
     # The reference loop as an agent: its tools and prompt.
     tools: list[str] = msgspec.field(default_factory=list)  # modules of Python functions

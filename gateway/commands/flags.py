@@ -5,9 +5,11 @@ from __future__ import annotations
 
 import argparse
 from collections.abc import Mapping
+from typing import get_args
 
 from loopgate.gateway.loop.providers import PROVIDERS
 from loopgate.gateway.loop.text_tags import TEXT_TOOLS_MODES
+from loopgate.gateway.settings import LoopRunner
 
 LOG_LEVELS = ["critical", "error", "warning", "info", "debug"]
 
@@ -27,6 +29,7 @@ LOOP_SETTINGS = (
     "loop_url",
     "loop_cmd",
     "loop_token",
+    "loop_runner",
     "tools",
     "demo_tools",
     "system_prompt",
@@ -60,6 +63,13 @@ def add_loop_flags(p: argparse.ArgumentParser) -> None:
         "--loop-token",
         metavar="TOKEN",
         help="sent to an HTTP loop as Authorization: Bearer TOKEN (or LOOPGATE_LOOP_TOKEN)",
+    )
+    plug.add_argument(
+        "--loop-runner",
+        choices=get_args(LoopRunner),
+        help="where --loop's runs are driven: 'event_loop' (the gateway's; the default) or "
+        "'thread' (one each, for a loop that blocks: time.sleep, synchronous I/O; "
+        "LOOPGATE_LOOP_RUNNER)",
     )
     ref = p.add_argument_group("the reference loop")
     add_model_flags(ref)

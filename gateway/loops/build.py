@@ -59,9 +59,14 @@ def build_loop(
     """``loop`` (embedding: an async generator function, a factory or an AgentLoop) wins over
     the settings; without either, the reference loop on ``provider`` (else the settings')."""
     if loop is not None:
-        return python_loop(loop, getattr(loop, "__qualname__", type(loop).__name__))
+        name = getattr(loop, "__qualname__", type(loop).__name__)
+        return python_loop(loop, name, settings.loop_runner)
     if settings.loop:
-        return python_loop(load_object(settings.loop), settings.loop)
+        return python_loop(load_object(settings.loop), settings.loop, settings.loop_runner)
+    if settings.loop_runner != "event_loop":
+        # Said at start-up rather than ignored: the operator meant some loop to run off it.
+        runner = settings.loop_runner
+        raise ValueError(f"--loop-runner {runner} runs a Python --loop; none is given")
     if settings.loop_url:
         return HttpLoop(
             settings.loop_url,

@@ -19,27 +19,13 @@ MAX_QUEUED_STEERS = 64
 Ask = Callable[[Mapping[str, Any], Sequence[str] | None, str | None], Awaitable[str]]
 
 
-class GatewayRunContext:
-    """Implements :class:`contracts.loop.RunContext` for one run."""
+class RequestView:
+    """What a loop reads of its run request, the same in every run context."""
 
-    def __init__(self, request: LoopRequest, ask: Ask, on_change: Callable[[], None]) -> None:
+    def __init__(self, request: LoopRequest) -> None:
         self._request = request
-        self._ask = ask
-        # Called when cancellation is requested or a permission question opens or closes: the
-        # run's watchdog re-reads its deadlines then.
-        self._on_change = on_change
-        self._cancelled = anyio.Event()
-        self._steers: deque[str] = deque()
-        self._steer_waiter: anyio.Event | None = None
         self._messages: list[dict[str, Any]] | None = None
         self._tools: list[dict[str, Any]] | None = None
-        self.asking = 0
-        limit = request.config.get("max_steer_chars")
-        self.max_steer_chars = (
-            limit if type(limit) is int and limit > 0 else DEFAULT_MAX_STEER_CHARS
-        )
-
-    # --- what the loop reads ---------------------------------------------------------------
 
     @property
     def request(self) -> LoopRequest:
@@ -74,6 +60,27 @@ class GatewayRunContext:
     @property
     def config(self) -> dict[str, Any]:
         return self._request.config
+
+
+class GatewayRunContext(RequestView):
+    """Implements :class:`contracts.loop.RunContext` for one run."""
+
+    def __init__(self, request: LoopRequest, ask: Ask, on_change: Callable[[], None]) -> None:
+        super().__init__(request)
+        self._ask = ask
+        # Called when cancellation is requested or a permission question opens or closes: the
+        # run's watchdog re-reads its deadlines then.
+        self._on_change = on_change
+        self._cancelled = anyio.Event()
+        self._steers: deque[str] = deque()
+        self._steer_waiter: anyio.Event | None = None
+        self.asking = 0
+        limit = request.config.get("max_steer_chars")
+        self.max_steer_chars = (
+            limit if type(limit) is int and limit > 0 else DEFAULT_MAX_STEER_CHARS
+        )
+
+    # --- what the loop reads ---------------------------------------------------------------
 
     @property
     def cancelled(self) -> bool:

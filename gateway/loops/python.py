@@ -13,14 +13,16 @@ from __future__ import annotations
 
 import inspect
 from collections.abc import AsyncIterable, Callable
+from types import FrameType
 from typing import Any
 
 import anyio
 
 from loopgate.contracts.envelope import LoopEvent
-from loopgate.contracts.loop import AgentLoop, Emit, LoopFault, RunContext
+from loopgate.contracts.loop import AgentLoop, Emit, LoopFault, LoopRun, RunContext
 from loopgate.gateway.loops.context import GatewayRunContext
 from loopgate.gateway.loops.source import is_terminal
+from loopgate.gateway.settings import LoopRunner
 from loopgate.gateway.user_modules import import_user_module, user_attribute
 
 PerRun = Callable[[RunContext], Any]
@@ -37,8 +39,15 @@ def load_object(spec: str) -> Any:
     return user_attribute(import_user_module(module_name, flag), attr, flag)
 
 
-def python_loop(target: Any, name: str) -> AgentLoop:
+def python_loop(target: Any, name: str, runner: LoopRunner = "event_loop") -> AgentLoop:
+    """``runner``: where the loop's generators run, the gateway's event loop or a thread each
+    (``loop_runner``, docs/loops.md#a-loop-that-blocks)."""
     if _is_agent_loop(target):
+        if runner != "event_loop":
+            raise ValueError(
+                f"{name} is an AgentLoop object: --loop-runner {runner} runs async generator "
+                "functions (and factories of them) only"
+            )
         return target  # type: ignore[no-any-return]
     if not callable(target):
         raise ValueError(f"{name} is not a loop: expected an async generator function")
@@ -46,8 +55,8 @@ def python_loop(target: Any, name: str) -> AgentLoop:
         made = target()
         if inspect.isawaitable(made):
             raise ValueError(f"{name}: a loop factory must be a plain function, not async")
-        return python_loop(made, name)
-    return GeneratorLoop(target, name)
+        return python_loop(made, name, runner)
+    return GeneratorLoop(target, name, runner)
 
 
 def _is_agent_loop(target: Any) -> bool:
@@ -70,9 +79,10 @@ class GeneratorLoop:
 
     untrusted = True
 
-    def __init__(self, fn: PerRun, name: str) -> None:
+    def __init__(self, fn: PerRun, name: str, runner: LoopRunner = "event_loop") -> None:
         self.fn = fn
         self.name = f"python:{name}"
+        self.runner = runner
 
     async def start(self) -> None:
         return None
@@ -80,8 +90,13 @@ class GeneratorLoop:
     async def aclose(self) -> None:
         return None
 
-    def open(self, ctx: RunContext) -> GeneratorRun:
+    def open(self, ctx: RunContext) -> LoopRun:
         assert isinstance(ctx, GatewayRunContext)
+        if self.runner == "thread":
+            # Imported here: the worker thread's machinery is for the loops that ask for it.
+            from loopgate.gateway.loops.threaded import ThreadedRun
+
+            return ThreadedRun(self.fn, ctx)
         return GeneratorRun(self.fn, ctx)
 
 
@@ -91,26 +106,7 @@ class GeneratorRun:
         self.ctx = ctx
 
     async def run(self, emit: Emit) -> None:
-        events = self.fn(self.ctx)
-        if inspect.isawaitable(events):
-            events = await events
-        if not isinstance(events, AsyncIterable):
-            raise LoopFault("loop_error", "the loop did not return an async iterable of events")
-        count = 0
-        try:
-            async for item in events:
-                count += 1
-                kind, data = _parts(item, count)
-                emit(kind, data)
-                if is_terminal(kind, data):
-                    return
-        finally:
-            aclose = getattr(events, "aclose", None)
-            if aclose is not None:
-                # Shielded: the run's own scope may be cancelled (a timeout), and the generator
-                # still deserves to run its finally blocks.
-                with anyio.CancelScope(shield=True), anyio.move_on_after(ACLOSE_TIMEOUT_S):
-                    await aclose()
+        await drive(self.fn, self.ctx, EventTaker(emit))
 
     def cancel(self) -> None:
         return None  # the loop reads ctx.cancelled, which the gateway has set
@@ -119,7 +115,58 @@ class GeneratorRun:
         return self.ctx.queue_steer(content)
 
 
-def _parts(item: Any, number: int) -> tuple[Any, Any]:
+class EventTaker:
+    """Hands a generator's items to the gateway as events; True once the run's last is in."""
+
+    __slots__ = ("count", "emit")
+
+    def __init__(self, emit: Emit) -> None:
+        self.emit = emit
+        self.count = 0
+
+    def __call__(self, item: Any) -> bool:
+        self.count += 1
+        kind, data = item_parts(item, self.count)
+        self.emit(kind, data)
+        return is_terminal(kind, data)
+
+
+async def drive(fn: PerRun, ctx: RunContext, take: Callable[[Any], bool]) -> None:
+    """One run of a per-run generator function: its items to ``take`` until the last.
+
+    The stall watchdog (gateway/stall_watchdog.py) finds this function's frame on a blocked
+    event loop's stack, and names the run from its ``ctx``."""
+    events = fn(ctx)
+    if inspect.isawaitable(events):
+        events = await events
+    if not isinstance(events, AsyncIterable):
+        raise LoopFault("loop_error", "the loop did not return an async iterable of events")
+    try:
+        async for item in events:
+            if take(item):
+                return
+    finally:
+        aclose = getattr(events, "aclose", None)
+        if aclose is not None:
+            # Shielded: the run's own scope may be cancelled (a timeout), and the generator
+            # still deserves to run its finally blocks.
+            with anyio.CancelScope(shield=True), anyio.move_on_after(ACLOSE_TIMEOUT_S):
+                await aclose()
+
+
+def stepping_run(frame: FrameType) -> str | None:
+    """The run whose Python loop this frame is driving, if it is :func:`drive`'s."""
+    if frame.f_code is not _DRIVE_CODE:
+        return None
+    ctx = frame.f_locals.get("ctx")
+    run_id = getattr(ctx, "run_id", None)
+    return run_id if isinstance(run_id, str) else None
+
+
+_DRIVE_CODE = drive.__code__
+
+
+def item_parts(item: Any, number: int) -> tuple[Any, Any]:
     if isinstance(item, dict):
         return item.get("kind"), item.get("data", {})
     if isinstance(item, LoopEvent):

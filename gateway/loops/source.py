@@ -13,7 +13,7 @@ import logging
 import math
 import time
 from collections.abc import Mapping
-from typing import TYPE_CHECKING, Any
+from typing import TYPE_CHECKING, Any, NoReturn
 
 import anyio
 import msgspec
@@ -150,7 +150,10 @@ class LoopProducer:
             try:
                 await self.loop_run.run(emit)
             except LoopFault as fault:
-                self.fault = self.fault or fault
+                # A fresh copy, not the exception: its traceback holds the frames that raised
+                # it, and with them the event that broke a limit (a 1 GiB payload stayed in
+                # memory as long as the run did, counted by no bound).
+                self.fault = self.fault or LoopFault(fault.reason, fault.message)
             except (RunFinished, LimitReached):
                 pass  # the run ended (its terminal event, or a limit the hub enforced)
             except Exception:
@@ -174,10 +177,10 @@ class LoopProducer:
 
     # --- events ----------------------------------------------------------------------------
 
-    def _emit(self, kind: str, data: dict[str, Any]) -> None:
+    def _emit(self, kind: str, data: dict[str, Any], encoded: bytes | None = None) -> None:
         self.events += 1
         self.last_event = time.monotonic()
-        self.hub.publish(self.run_, kind, data)
+        self.hub.publish(self.run_, kind, data, encoded)
 
     def _guarded_emit(self, kind: str, data: dict[str, Any]) -> None:
         """Ingest's rule for a plugged loop's events: only the envelope is strict (a string
@@ -188,6 +191,10 @@ class LoopProducer:
                 "loop_invalid_event",
                 f"event {self.events + 1} is not an object with a string kind and a data object",
             )
+        if self.bytes + _least_bytes(data) > self.guards.max_run_bytes:
+            # Past the limit by its top-level strings alone: refused before it is even encoded,
+            # so a giant event is not copied at all (a 200 MiB one peaked at twice its size).
+            self._over_bytes()
         try:
             validate_event(kind, data)
             encoded = _encode(data)
@@ -206,12 +213,18 @@ class LoopProducer:
             raise LoopFault(
                 "loop_invalid_event", f"event {self.events + 1}: data is not JSON-serialisable"
             ) from None
-        self.oddities.note(self.run_.id, kind, data)
         self.bytes += len(encoded)
         if self.bytes > self.guards.max_run_bytes:
-            limit = self.guards.max_run_bytes
-            raise LoopFault("byte_limit", f"the loop sent more than {limit} bytes of events")
-        self._emit(kind, data)
+            # Refused before the hub keeps it: only this frame holds the encoded copy, and it
+            # goes with the exception's traceback (run() keeps a copy without one).
+            del encoded
+            self._over_bytes()
+        self.oddities.note(self.run_.id, kind, data)
+        self._emit(kind, data, encoded)
+
+    def _over_bytes(self) -> NoReturn:
+        limit = self.guards.max_run_bytes
+        raise LoopFault("byte_limit", f"the loop sent more than {limit} bytes of events")
 
     def _conclude(self) -> None:
         """Give the run its terminal event if the loop did not."""
@@ -276,6 +289,12 @@ class _Wakeup:
         event, self.event = self.event, None
         if event is not None:
             event.set()
+
+
+def _least_bytes(data: dict[str, Any]) -> int:
+    """A lower bound of ``data``'s encoded size, cheap enough for every event: its top-level
+    strings (each character is at least a byte of JSON)."""
+    return sum(len(value) for value in data.values() if type(value) is str)
 
 
 def is_terminal(kind: str, data: dict[str, Any]) -> bool:

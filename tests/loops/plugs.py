@@ -12,7 +12,8 @@ from tests.fakes.servers import serve_app
 from tests.gateway.harness import REPO, running_gateway
 from tests.loops.sample_http import sample_app
 
-PLUGS = ("python", "http", "stdio")
+# python-thread: the same Python loop, each run driven in a worker thread (--loop-runner thread).
+PLUGS = ("python", "python-thread", "http", "stdio")
 SAMPLE = "tests.loops.sample_loop:sample"
 
 
@@ -25,6 +26,8 @@ def plug_settings(plug: str, path: str = "/loop") -> Iterator[dict[str, Any]]:
     """The settings that plug the sample loop in (its HTTP server runs meanwhile)."""
     if plug == "python":
         yield {"loop": SAMPLE}
+    elif plug == "python-thread":
+        yield {"loop": SAMPLE, "loop_runner": "thread"}
     elif plug == "http":
         app = sample_app()
         with serve_app(app) as base:

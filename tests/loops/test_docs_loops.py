@@ -34,7 +34,7 @@ def stream(client: TestClient, prompt: str) -> list[dict[str, Any]]:
 def test_the_echo_loop_and_the_embedding_example(
     tmp_path: Path, monkeypatch: pytest.MonkeyPatch
 ) -> None:
-    my_loop, _ask, embed, _tools = python_blocks()
+    my_loop, _ask, _slow, embed, _tools = python_blocks()
     assert my_loop.startswith("# my_loop.py")
     (tmp_path / "my_loop.py").write_text(my_loop)
     monkeypatch.syspath_prepend(str(tmp_path))
@@ -49,6 +49,24 @@ def test_the_echo_loop_and_the_embedding_example(
         events = stream(client, "hi there")
     text = "".join(e["data"]["delta"] for e in events if e["kind"] == "content_delta")
     assert text == "You said: hi there "
+    assert events[-1]["data"] == {"status": "completed", "reason": "stop"}
+
+
+def test_the_blocking_loop_example_in_a_thread(
+    tmp_path: Path, monkeypatch: pytest.MonkeyPatch
+) -> None:
+    from loopgate.gateway.app import create_app
+    from loopgate.gateway.settings import Settings
+
+    _loop, _ask, slow, *_ = python_blocks()
+    assert slow.startswith("# slow_loop.py")
+    assert "loopgate serve --loop slow_loop:loop --loop-runner thread" in DOC
+    (tmp_path / "slow_loop.py").write_text(slow)
+    monkeypatch.syspath_prepend(str(tmp_path))
+    app = create_app(Settings(loop="slow_loop:loop", loop_runner="thread"))
+    with TestClient(app, base_url="http://localhost") as client:
+        events = stream(client, "hi")
+    assert [e["kind"] for e in events] == ["stage_start", "content_delta", "completion"]
     assert events[-1]["data"] == {"status": "completed", "reason": "stop"}
 
 

@@ -48,9 +48,9 @@ def assert_still_serving(base: str) -> None:
     assert [{"kind": e["kind"], "data": e["data"]} for e in events] == script_for("hello again")
 
 
-@pytest.fixture(scope="module")
-def python_gateway() -> Iterator[str]:
-    with running_gateway(loop=SAMPLE, **GUARDS) as (base, _):
+@pytest.fixture(scope="module", params=["event_loop", "thread"])
+def python_gateway(request: pytest.FixtureRequest) -> Iterator[str]:
+    with running_gateway(loop=SAMPLE, loop_runner=request.param, **GUARDS) as (base, _):
         yield base
 
 
