@@ -30,6 +30,7 @@ from loopgate.gateway.app import create_app
 from loopgate.gateway.http_protocol import GuardedH11Protocol
 from loopgate.gateway.hub import Hub
 from loopgate.gateway.listener import Listener, raise_fd_limit
+from loopgate.gateway.log_limits import RateLimitedLog
 from loopgate.gateway.loops.build import loop_summary
 from loopgate.gateway.redaction import install_redaction
 from loopgate.gateway.settings import Settings
@@ -85,12 +86,20 @@ class GatewayServer(uvicorn.Server):
                 FD_RESERVE,
             )
 
-        def protocol() -> asyncio.Protocol:
+        # One for every connection: what slow clients cost the log, per minute. In uvicorn's
+        # log, where it reports the connections' own trouble (and --log-level applies).
+        report = RateLimitedLog(logging.getLogger("uvicorn.error"), logging.INFO)
+
+        def protocol(last_request: bool = False) -> asyncio.Protocol:
             return GuardedH11Protocol(
                 config=self.config,
                 server_state=self.server_state,
                 app_state=self.lifespan.state,
                 header_timeout_s=settings.header_timeout_s,
+                body_timeout_s=settings.body_timeout_s,
+                body_idle_timeout_s=settings.body_idle_timeout_s,
+                report=report,
+                last_request=last_request,
             )
 
         try:
@@ -106,6 +115,7 @@ class GatewayServer(uvicorn.Server):
                 self.server_state.connections,
                 max_connections=settings.max_connections,
                 close_grace_s=settings.write_timeout_s,
+                health_factory=lambda: protocol(last_request=True),
             )
             listener.start()
             self.listeners.append(listener)

@@ -29,9 +29,12 @@ class Settings(msgspec.Struct, kw_only=True, forbid_unknown_fields=True):
     allowed_origins: list[str] = msgspec.field(default_factory=list)
     # Host header names (or name:port) accepted besides loopback ones (DNS rebinding guard).
     allowed_hosts: list[str] = msgspec.field(default_factory=list)
-    # Hostile connections (docs/reliability.md): a request head must arrive within this; past
-    # max_connections open sockets, new ones are answered 503.
+    # Hostile connections (docs/reliability.md): a request head must arrive within this, its
+    # body within body_timeout_s with no gap over body_idle_timeout_s (else 408); past
+    # max_connections open sockets, new ones are answered 503 (health checks are still served).
     header_timeout_s: float = 15.0
+    body_timeout_s: float = 30.0
+    body_idle_timeout_s: float = 10.0
     max_connections: int = 1_000
     console: bool = True  # the web console at / (docs/console.md)
 
