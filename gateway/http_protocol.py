@@ -181,6 +181,11 @@ class GuardedH11Protocol(H11Protocol):
 
     def _abort(self, cycle: RequestResponseCycle) -> None:
         if cycle is self.cycle:
-            cycle.disconnected = True  # an unfinished response, on purpose: nothing to log
+            self.report(
+                "abort",
+                "dropped a connection whose client stopped reading its response (%s)",
+                cycle.scope["path"],
+            )
+            cycle.disconnected = True  # an unfinished response, on purpose: no error to log
             cycle.message_event.set()
             self.transport.abort()

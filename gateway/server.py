@@ -7,14 +7,17 @@ gives every stream its terminal event and lets it finish on its own.
 
 Connections are accepted by :class:`gateway.listener.Listener` (the cap, the 503 beyond it, fd
 exhaustion) and spoken to by :class:`gateway.http_protocol.GuardedH11Protocol` (uvicorn's h11
-protocol with a deadline for request heads); WebSockets stay uvicorn's. docs/reliability.md
-says why this and not another server.
+protocol with deadlines for request heads and bodies) and
+:class:`gateway.ws_protocol.GuardedWebSocketProtocol` (uvicorn's WebSocket protocol, taking a
+client's bad frames as the client's doing). docs/reliability.md says why this and not another
+server.
 """
 
 from __future__ import annotations
 
 import asyncio
 import contextlib
+import functools
 import logging
 import signal
 import socket
@@ -22,6 +25,7 @@ import sys
 import threading
 from collections.abc import Iterator
 from types import FrameType
+from typing import Any
 
 import uvicorn
 from uvicorn.config import STARTUP_FAILURE
@@ -34,6 +38,7 @@ from loopgate.gateway.log_limits import RateLimitedLog
 from loopgate.gateway.loops.build import loop_summary
 from loopgate.gateway.redaction import install_redaction
 from loopgate.gateway.settings import Settings
+from loopgate.gateway.ws_protocol import GuardedWebSocketProtocol
 
 log = logging.getLogger("loopgate.server")
 
@@ -49,6 +54,13 @@ class GatewayServer(uvicorn.Server):
         # Without settings, the connection bounds are the defaults.
         self.settings = settings or Settings()
         self.listeners: list[Listener] = []
+        # What clients' expected trouble (slow bodies, bad frames) costs the log: a line per
+        # kind a minute, in uvicorn's log, where it reports connections (--log-level applies).
+        self.report = RateLimitedLog(logging.getLogger("uvicorn.error"), logging.INFO)
+        # Loaded by uvicorn with the config, and called as a class; every WebSocket shares the
+        # report.
+        protocol: Any = functools.partial(GuardedWebSocketProtocol, report=self.report)
+        config.ws = protocol
         # The signal that stopped the server, if one did: the command exits 128 + its number.
         self.stopped_by: int | None = None
 
@@ -86,10 +98,6 @@ class GatewayServer(uvicorn.Server):
                 FD_RESERVE,
             )
 
-        # One for every connection: what slow clients cost the log, per minute. In uvicorn's
-        # log, where it reports the connections' own trouble (and --log-level applies).
-        report = RateLimitedLog(logging.getLogger("uvicorn.error"), logging.INFO)
-
         def protocol(last_request: bool = False) -> asyncio.Protocol:
             return GuardedH11Protocol(
                 config=self.config,
@@ -98,7 +106,7 @@ class GatewayServer(uvicorn.Server):
                 header_timeout_s=settings.header_timeout_s,
                 body_timeout_s=settings.body_timeout_s,
                 body_idle_timeout_s=settings.body_idle_timeout_s,
-                report=report,
+                report=self.report,
                 last_request=last_request,
             )
 

@@ -26,6 +26,7 @@ from loopgate.adapters.shared.problem import HttpProblem, problem_for
 from loopgate.adapters.shared.ws import (
     CLOSE_TIMEOUT_S,
     close_stopped_reader,
+    open_both_ways,
     origin_allowed,
     refuse,
     report_cut_off,
@@ -182,7 +183,7 @@ async def serve_ingest_socket(
             await service.end_ingest(run_id)
     if cut.cancel_called:
         await close_stopped_reader(websocket)
-    elif websocket.client_state.name == "CONNECTED":
+    elif open_both_ways(websocket):
         with anyio.move_on_after(CLOSE_TIMEOUT_S):
             await websocket.close()
 
