@@ -94,17 +94,32 @@ def serve(
                 proc.wait()
 
 
+def still_served(server_port: int, client_ports: set[int] | None = None) -> int:
+    """How many connections (of these clients, or all) the server on this port still holds
+    open: its side of each, from /proc/net/tcp, leaves ESTABLISHED once it closes one."""
+    held = 0
+    for line in Path("/proc/net/tcp").read_text().splitlines()[1:]:
+        fields = line.split()
+        local, remote, state = fields[1], fields[2], fields[3]
+        if int(local.split(":")[1], 16) == server_port and state == "01":
+            held += client_ports is None or int(remote.split(":")[1], 16) in client_ports
+    return held
+
+
 # --- raw WebSocket ----------------------------------------------------------------------------
 
 
-def ws_handshake(port: int, path: str, host: str | None = None) -> tuple[socket.socket, bytes]:
+def ws_handshake(
+    port: int, path: str, host: str | None = None, extensions: str | None = None
+) -> tuple[socket.socket, bytes]:
     """A client socket after the upgrade request, and the server's answer head (101 or not)."""
     sock = socket.create_connection(("127.0.0.1", port))
     key = base64.b64encode(os.urandom(16)).decode()
+    offer = f"Sec-WebSocket-Extensions: {extensions}\r\n" if extensions else ""
     sock.sendall(
         f"GET {path} HTTP/1.1\r\nHost: {host or f'127.0.0.1:{port}'}\r\n"
         f"Upgrade: websocket\r\nConnection: Upgrade\r\nSec-WebSocket-Key: {key}\r\n"
-        "Sec-WebSocket-Version: 13\r\n\r\n".encode()
+        f"Sec-WebSocket-Version: 13\r\n{offer}\r\n".encode()
     )
     head = b""
     while b"\r\n\r\n" not in head:

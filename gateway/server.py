@@ -174,6 +174,7 @@ def make_server(settings: Settings, *, log_level: str = "info") -> GatewayServer
         port=settings.port,
         log_level=log_level,
         ws_max_size=settings.max_frame_bytes,
+        ws_per_message_deflate=settings.ws_compression,
         # Not uvloop, even when installed: under it a WebSocket client that floods and reads
         # nothing was never cut off (tests/hostile/test_floods.py).
         loop="asyncio",

@@ -84,6 +84,9 @@ class Settings(msgspec.Struct, kw_only=True, forbid_unknown_fields=True):
     max_body_bytes: int = 1 << 20
     max_line_bytes: int = 2 << 20  # one ingested event (a big tool result fits)
     max_frame_bytes: int = 2 << 20
+    # permessage-deflate on WebSockets: what clients offer by default, and what makes an idle
+    # WebSocket cost 62-75 KiB instead of 27-40 (two zlib states; docs/reliability.md).
+    ws_compression: bool = False
     max_events_per_run: int = 100_000
     max_run_bytes: int = 256 << 20  # encoded payloads an external loop may push into one run
     # A running scripted run measured ~32 KiB of RSS and ~1.4 ms of CPU to start (1,000 at

@@ -10,6 +10,7 @@ taken as the client's doing rather than the server's error.
   application cannot have avoided: it learns of the close only from its next receive. ASGI
   says a send on a closed connection raises an ``OSError``; so it does here (Starlette turns
   it into ``WebSocketDisconnect``). A send after the application's own close still raises.
+- A lost connection's parser is closed, so that nothing of it waits for the cyclic collector.
 """
 
 from __future__ import annotations
@@ -30,6 +31,14 @@ class GuardedWebSocketProtocol(WebSocketsSansIOProtocol):
         super().__init__(*args, **kwargs)
         self.report = report
         self.app_closed = False
+
+    def connection_lost(self, exc: Exception | None) -> None:
+        super().connection_lost(exc)
+        # websockets' parser is a generator holding its protocol: a cycle only the cyclic
+        # collector frees, and with it every buffer and header of the connection (measured:
+        # 2,000 closed connections' worth kept until a full collection). Closing it ends the
+        # cycle, so a connection's memory is free the moment it is lost.
+        self.conn.parser.close()
 
     def send_receive_event_to_app(self) -> None:
         if self.curr_msg_data_type != "text" or self.close_sent:

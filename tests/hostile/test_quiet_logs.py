@@ -14,7 +14,7 @@ import pytest
 from websockets.asyncio.client import connect
 from websockets.exceptions import ConnectionClosed
 
-from tests.hostile.support import Child, serve, wait_until
+from tests.hostile.support import Child, serve, still_served, wait_until
 
 # Per connection, whatever happens: the access lines of uvicorn (and its WebSocket open/close).
 ACCESS = re.compile(r'" (\d{3})|\[accepted\]|connection (open|closed)')
@@ -26,21 +26,6 @@ def unexpected_lines(log: str) -> list[str]:
     lines = log.splitlines()
     start = next(i for i, line in enumerate(lines) if "runs go to" in line) + 1
     return [line for line in lines[start:] if not ACCESS.search(line)]
-
-
-ESTABLISHED = "01"
-
-
-def still_served(server_port: int, client_ports: set[int]) -> int:
-    """How many of these clients' connections the server still holds open (its side of each,
-    from /proc/net/tcp: once it closes one, the state leaves ESTABLISHED)."""
-    held = 0
-    for line in Path("/proc/net/tcp").read_text().splitlines()[1:]:
-        fields = line.split()
-        local, remote, state = fields[1], fields[2], fields[3]
-        if int(local.split(":")[1], 16) == server_port and state == ESTABLISHED:
-            held += int(remote.split(":")[1], 16) in client_ports
-    return held
 
 
 def local_port(response: httpx.Response) -> int:
