@@ -11,7 +11,10 @@ from pathlib import Path
 import anyio
 import httpx
 import pytest
+from hypothesis import HealthCheck, given, settings
+from hypothesis import strategies as st
 from websockets.asyncio.client import connect
+from websockets.sync.client import connect as sync_connect
 from websockets.exceptions import ConnectionClosed
 
 from tests.hostile.support import Child, serve, still_served, wait_until
@@ -118,3 +121,42 @@ def test_sse_clients_that_stop_reading_are_dropped_without_an_error(tmp_path: Pa
         log = served.log()
     other = assert_quiet(log)
     assert len([line for line in other if "stopped reading" in line]) == 1, other
+
+
+FRAME_SETTINGS = settings(
+    max_examples=60,
+    deadline=None,
+    suppress_health_check=[HealthCheck.function_scoped_fixture, HealthCheck.too_slow],
+)
+# Text frames as a fuzzer sends them: any bytes (mostly not UTF-8), or text that is.
+frames = st.binary(min_size=1, max_size=200) | st.text(min_size=1, max_size=200).map(str.encode)
+
+
+def test_fuzzed_text_frames_leave_no_error_in_the_log(tmp_path: Path) -> None:
+    """The fuzzer of item 8, kept bounded: any bytes as a text frame on each WebSocket; a frame
+    that is UTF-8 is answered on an open socket, one that is not closes it with 1007."""
+    with serve(tmp_path) as served:
+
+        @FRAME_SETTINGS
+        @given(payload=frames, endpoint=st.sampled_from(["/rpc/ws", "/agui/ws", "ingest"]))
+        def check(payload: bytes, endpoint: str) -> None:
+            path = endpoint
+            if endpoint == "ingest":
+                run = httpx.post(f"{served.base}/v1/runs", json={"source": "ingest"}).json()
+                path = f"/v1/runs/{run['id']}/ingest"
+            with sync_connect(f"ws://127.0.0.1:{served.port}{path}", open_timeout=10) as ws:
+                ws.send(payload, text=True)
+                try:
+                    payload.decode()
+                except UnicodeDecodeError:
+                    with pytest.raises(ConnectionClosed):
+                        ws.recv(timeout=10)
+                    assert ws.close_code == 1007
+                    return
+                if endpoint == "ingest" and payload.strip().startswith(b"{"):
+                    ws.send('{"kind": "completion", "data": {"status": "completed"}}')
+                assert json.loads(ws.recv(timeout=10))  # an answer, and the socket is open
+
+        check()
+        log = served.log()
+    assert_quiet(log)
