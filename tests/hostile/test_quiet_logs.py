@@ -14,8 +14,8 @@ import pytest
 from hypothesis import HealthCheck, given, settings
 from hypothesis import strategies as st
 from websockets.asyncio.client import connect
-from websockets.sync.client import connect as sync_connect
 from websockets.exceptions import ConnectionClosed
+from websockets.sync.client import connect as sync_connect
 
 from tests.hostile.support import Child, serve, still_served, wait_until
 
