@@ -94,17 +94,32 @@ def serve(
                 proc.wait()
 
 
+def still_served(server_port: int, client_ports: set[int] | None = None) -> int:
+    """How many connections (of these clients, or all) the server on this port still holds
+    open: its side of each, from /proc/net/tcp, leaves ESTABLISHED once it closes one."""
+    held = 0
+    for line in Path("/proc/net/tcp").read_text().splitlines()[1:]:
+        fields = line.split()
+        local, remote, state = fields[1], fields[2], fields[3]
+        if int(local.split(":")[1], 16) == server_port and state == "01":
+            held += client_ports is None or int(remote.split(":")[1], 16) in client_ports
+    return held
+
+
 # --- raw WebSocket ----------------------------------------------------------------------------
 
 
-def ws_handshake(port: int, path: str, host: str | None = None) -> tuple[socket.socket, bytes]:
+def ws_handshake(
+    port: int, path: str, host: str | None = None, extensions: str | None = None
+) -> tuple[socket.socket, bytes]:
     """A client socket after the upgrade request, and the server's answer head (101 or not)."""
     sock = socket.create_connection(("127.0.0.1", port))
     key = base64.b64encode(os.urandom(16)).decode()
+    offer = f"Sec-WebSocket-Extensions: {extensions}\r\n" if extensions else ""
     sock.sendall(
         f"GET {path} HTTP/1.1\r\nHost: {host or f'127.0.0.1:{port}'}\r\n"
         f"Upgrade: websocket\r\nConnection: Upgrade\r\nSec-WebSocket-Key: {key}\r\n"
-        "Sec-WebSocket-Version: 13\r\n\r\n".encode()
+        f"Sec-WebSocket-Version: 13\r\n{offer}\r\n".encode()
     )
     head = b""
     while b"\r\n\r\n" not in head:
@@ -203,22 +218,41 @@ class Slowloris:
     close_max_s: float
     healthz: int  # a well-behaved request in the middle of it: its status …
     healthz_ms: float  # … and how long it took
+    answered_408: int = 0  # slow bodies: answered, then closed at the body deadline
+    other: int = 0  # an ordinary request meanwhile: its status
 
 
-def slowloris(child: Child, sockets: int, horizon_s: float) -> Slowloris:
-    """``sockets`` connections that send a request head one header line a second, never
-    finishing it; how each ends within ``horizon_s``."""
+SLOW_HEAD = (b"GET /v1/runs HTTP/1.1\r\nHost: 127.0.0.1\r\n", b"X-Slow: 1\r\n")
+SLOW_BODY = (
+    b"POST /v1/runs HTTP/1.1\r\nHost: 127.0.0.1\r\ncontent-type: application/json\r\n"
+    b"content-length: 100000\r\n\r\n{",
+    b" ",
+)
+
+
+def slowloris(
+    child: Child, sockets: int, horizon_s: float, slow: tuple[bytes, bytes] = SLOW_HEAD
+) -> Slowloris:
+    """``sockets`` connections that send ``slow[0]`` (by default a request head, never
+    finished), then ``slow[1]`` once a second; how each ends within ``horizon_s``."""
     selector = selectors.DefaultSelector()
     opened = time.monotonic()
     for _ in range(sockets):
         sock = socket.create_connection(("127.0.0.1", child.port))
-        sock.sendall(b"GET /v1/runs HTTP/1.1\r\nHost: 127.0.0.1\r\n")
+        sock.sendall(slow[0])
         sock.setblocking(False)
         selector.register(sock, selectors.EVENT_READ)
+    # The server may still be accepting the last of them: an ordinary request is refused once
+    # it has (if they are more than the cap), then a health check is made.
+    for _ in range(50):
+        other = httpx.get(f"{child.base}/v1/runs", timeout=30).status_code
+        if other == 503:
+            break
+        time.sleep(0.1)
     started = time.monotonic()
     healthz = httpx.get(f"{child.base}/healthz", timeout=30).status_code
     healthz_ms = (time.monotonic() - started) * 1000
-    refused, timed_out, closes = 0, 0, []
+    refused, timed_out, answered_408, closes = 0, 0, 0, []
     trickled = time.monotonic()
     while selector.get_map() and time.monotonic() - opened < horizon_s:
         for key, _ in selector.select(0.2):
@@ -230,6 +264,9 @@ def slowloris(child: Child, sockets: int, horizon_s: float) -> Slowloris:
                 data = b""
             if data.startswith(b"HTTP/1.1 503"):
                 refused += 1
+            elif data.startswith(b"HTTP/1.1 408"):
+                answered_408 += 1
+                closes.append(time.monotonic() - opened)
             elif not data:
                 timed_out += 1
                 closes.append(time.monotonic() - opened)
@@ -241,7 +278,7 @@ def slowloris(child: Child, sockets: int, horizon_s: float) -> Slowloris:
             trickled = time.monotonic()
             for key in list(selector.get_map().values()):
                 with contextlib.suppress(OSError):
-                    key.fileobj.send(b"X-Slow: 1\r\n")  # type: ignore[union-attr]
+                    key.fileobj.send(slow[1])  # type: ignore[union-attr]
     left = len(selector.get_map())
     for key in list(selector.get_map().values()):
         key.fileobj.close()  # type: ignore[union-attr]
@@ -255,7 +292,27 @@ def slowloris(child: Child, sockets: int, horizon_s: float) -> Slowloris:
         closes[-1] if closes else float("nan"),
         healthz,
         healthz_ms,
+        answered_408,
+        other,
     )
+
+
+def slow_body_part(sockets: int) -> None:
+    """Bodies trickled a byte a second (issue 29: 1,200 of them held the cap for good)."""
+    with tempfile.TemporaryDirectory() as tmp, serve(Path(tmp)) as server:
+        r = slowloris(server, sockets, horizon_s=60, slow=SLOW_BODY)
+    row = [
+        sockets,
+        r.answered_503,
+        r.answered_408,
+        r.still_open,
+        f"{r.close_p50_s:.1f} / {r.close_max_s:.1f}",
+        f"{r.healthz} in {r.healthz_ms:.0f} ms",
+        r.other,
+    ]
+    header = ["sockets", "answered 503", "answered 408", "open at 60 s", "408 after s p50 / max"]
+    header += ["/healthz meanwhile", "GET /v1/runs meanwhile"]
+    table("slow bodies: a byte a second (defaults: body timeout 30 s, cap 1,000)", header, [row])
 
 
 @dataclass

@@ -15,6 +15,8 @@ Parts so far:
 - ``slowloris``: 1,500 connections that never finish their request head, against the defaults
   and without the connection cap; then more idle connections than file descriptors (server CPU
   from /proc, log lines, 503s).
+- ``slowbody``: 1,200 connections that send a request body a byte a second, against the
+  defaults: 408s at the body deadline, 503s past the cap, and a health check meanwhile.
 - ``flood``: a client that sends as fast as it can and reads nothing, on each WebSocket
   (``/acp``, ``/rpc/ws``, ``/agui/ws``, ingest) and on ``loopgate acp`` / ``loopgate rpc``'s
   stdin: frames taken, peak RSS, time to the cut-off, log lines.
@@ -211,6 +213,17 @@ def slowloris(args: argparse.Namespace) -> None:
     use_repo(args)
     hostile_loads.REPO = memory_loads.REPO
     hostile_loads.slowloris_part(args.sockets, args.nofile)
+
+
+def slow_body_options(parser: argparse.ArgumentParser) -> None:
+    parser.add_argument("--slow-bodies", type=int, default=1200, help="slow-body sockets")
+
+
+@part("slowbody", slow_body_options)
+def slow_body(args: argparse.Namespace) -> None:
+    use_repo(args)
+    hostile_loads.REPO = memory_loads.REPO
+    hostile_loads.slow_body_part(args.slow_bodies)
 
 
 def flood_options(parser: argparse.ArgumentParser) -> None:

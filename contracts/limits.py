@@ -22,6 +22,8 @@ class EndpointLimits(msgspec.Struct, kw_only=True, frozen=True):
     keepalive_s: float = 15.0
     # A client that takes longer than this to accept one write is cut off (it can resume).
     write_timeout_s: float = 30.0
+    # The longest gap between the events of a streamed ingest body (its run ends past it too).
+    ingest_idle_timeout_s: float = 300.0
     # JSON nested deeper than this is refused where it enters (contracts.json_input).
     max_json_depth: int = DEFAULT_MAX_DEPTH
     # A JSON-RPC response (a batch's, a page of run.events) stops growing past this.

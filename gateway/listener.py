@@ -7,8 +7,11 @@ tick: at the fd limit the server spins and writes thousands of tracebacks a seco
 accepts with the public socket API instead and decides per connection:
 
 - below ``max_connections``: served;
-- at the cap: a 503 problem response, then the socket lingers ≤ 1 s so the client reads it
-  (closing over unread request bytes would reset the connection and lose the answer);
+- at the cap: its request head is read (≤ 1 s, ≤ 8 KiB). A health check (``GET /healthz``) is
+  served, that one request, so that an orchestrator does not restart a server that is merely
+  full; anything else gets a 503 problem response, then the socket lingers ≤ 1 s so the client
+  reads it (closing over unread request bytes would reset the connection and lose the answer).
+  At most ``max_connections / 10`` such connections are open at once: beyond, the oldest goes;
 - out of file descriptors: the spare descriptor kept for this moment is given up to accept the
   waiting client, answer it 503 and close it at once; one warning per minute at most.
 
@@ -31,73 +34,119 @@ from collections.abc import Callable, Collection
 from typing import Any, cast
 
 import anyio
+import h11
 
 from loopgate.adapters.shared.problem import problem_body
+from loopgate.gateway.log_limits import RateLimitedLog
 
 log = logging.getLogger("loopgate.server")
 
 EXHAUSTED = frozenset({errno.EMFILE, errno.ENFILE, errno.ENOBUFS, errno.ENOMEM})
 LINGER_S = 1.0
+# A refused connection's request head: how long and how big, at most (a health check's is tiny).
+HEAD_WAIT_S = 1.0
+HEAD_LIMIT = 8192
+HEALTH = b"/healthz"
 # Accepts handled before letting the rest of the server run.
 ACCEPT_BURST = 64
-REPORT_EVERY_S = 60.0
 SWEEP_EVERY_S = 1.0
 
 
-def _response(status: int, reason: str, detail: str) -> bytes:
+def problem_response(status: int, reason: str, detail: str, *, retry_after: bool = False) -> bytes:
+    """A whole HTTP/1.1 response with a problem body, after which the connection closes."""
     body = problem_body(status, detail)
+    retry = "retry-after: 1\r\n" if retry_after else ""
     head = (
         f"HTTP/1.1 {status} {reason}\r\ncontent-type: application/problem+json\r\n"
-        f"content-length: {len(body)}\r\nretry-after: 1\r\nconnection: close\r\n\r\n"
+        f"content-length: {len(body)}\r\n{retry}connection: close\r\n\r\n"
     )
     return head.encode() + body
 
 
-BUSY = _response(503, "Service Unavailable", "too many open connections; try again shortly")
-NO_FDS = _response(503, "Service Unavailable", "the server is out of file descriptors")
+BUSY = problem_response(
+    503, "Service Unavailable", "too many open connections; try again shortly", retry_after=True
+)
+NO_FDS = problem_response(
+    503, "Service Unavailable", "the server is out of file descriptors", retry_after=True
+)
+
+
+def is_health_check(request: h11.Request) -> bool:
+    return request.method in (b"GET", b"HEAD") and request.target.partition(b"?")[0] == HEALTH
 
 
 class _Refusal(asyncio.Protocol):
-    """Answers 503 at once, reads and drops what the client sends, closes on its EOF or after
-    ``LINGER_S``. Counted in ``refusing`` while it lingers."""
+    """A connection past the cap. Its request head is read (within ``HEAD_WAIT_S``, at most
+    ``HEAD_LIMIT`` bytes): a health check is handed to the server for that one request;
+    anything else is answered 503 at once, and then what the client still sends is read and
+    dropped until its EOF or ``LINGER_S``. Counted in ``refusing`` until then."""
 
-    def __init__(self, refusing: set[_Refusal]) -> None:
-        self.refusing = refusing
+    def __init__(self, listener: Listener) -> None:
+        self.listener = listener
+        self.transport: asyncio.Transport | None = None
+        self.parser = h11.Connection(h11.SERVER, max_incomplete_event_size=HEAD_LIMIT)
+        self.head = bytearray()
+        self.answered = False
         self.timer: asyncio.TimerHandle | None = None
 
     def connection_made(self, transport: asyncio.BaseTransport) -> None:
         # A stream transport, though uvloop's does not subclass asyncio's: no isinstance.
-        stream = cast(asyncio.Transport, transport)
-        self.refusing.add(self)
-        stream.write(BUSY)
-        self.timer = asyncio.get_running_loop().call_later(LINGER_S, stream.abort)
+        self.transport = cast(asyncio.Transport, transport)
+        self.listener._refusing[self] = None
+        self.timer = asyncio.get_running_loop().call_later(HEAD_WAIT_S, self._refuse)
 
     def data_received(self, data: bytes) -> None:
-        pass
+        if self.answered:
+            return
+        self.head += data
+        try:
+            self.parser.receive_data(data)
+            event = self.parser.next_event()
+        except h11.RemoteProtocolError:
+            event = None
+        if event is h11.NEED_DATA:
+            return
+        if isinstance(event, h11.Request) and is_health_check(event):
+            health = self.listener.health_protocol()
+            if health is not None:
+                self._hand_over(health)
+                return
+        self._refuse()
+
+    def _refuse(self) -> None:
+        assert self.transport is not None
+        if self.timer is not None:
+            self.timer.cancel()
+        self.answered = True
+        self.transport.write(BUSY)
+        self.timer = asyncio.get_running_loop().call_later(LINGER_S, self.transport.abort)
+
+    def _hand_over(self, protocol: asyncio.Protocol) -> None:
+        assert self.transport is not None
+        self._forget()
+        self.answered = True
+        self.transport.set_protocol(protocol)
+        protocol.connection_made(self.transport)
+        protocol.data_received(bytes(self.head))
+
+    def evict(self) -> None:
+        assert self.transport is not None
+        self._forget()
+        if not self.answered:
+            self.answered = True
+            self.transport.write(BUSY)  # to the socket at once: its buffer is empty
+        self.transport.abort()
 
     def eof_received(self) -> bool:
         return False  # the transport closes itself
 
     def connection_lost(self, exc: Exception | None) -> None:
+        self._forget()
+
+    def _forget(self) -> None:
         if self.timer is not None:
             self.timer.cancel()
-        self.refusing.discard(self)
-
-
-class _Reporter:
-    """One log line per kind of trouble per ``REPORT_EVERY_S``, with how often it happened."""
-
-    def __init__(self) -> None:
-        self.last: dict[str, float] = {}
-        self.count: dict[str, int] = {}
-
-    def __call__(self, kind: str, message: str, *args: object) -> None:
-        self.count[kind] = self.count.get(kind, 0) + 1
-        now = time.monotonic()
-        if now - self.last.get(kind, -REPORT_EVERY_S) >= REPORT_EVERY_S:
-            log.warning(message + " (%d since the last report)", *args, self.count[kind])
-            self.last[kind] = now
-            self.count[kind] = 0
+        self.listener._refusing.pop(self, None)
 
 
 class Listener:
@@ -111,26 +160,41 @@ class Listener:
         *,
         max_connections: int,
         close_grace_s: float,
+        health_factory: Callable[[], asyncio.Protocol] | None = None,
     ) -> None:
         self.sock = sock
         self.protocol_factory = protocol_factory
+        # The server's protocol for one request, then closed: a health check past the cap.
+        self.health_factory = health_factory
         self.connections = connections  # uvicorn's: HTTP and WebSocket protocols alike
         self.max_connections = max_connections
-        # Refusals lingering at once; beyond, a refused client is closed without waiting.
+        # Refusals open at once; beyond, the oldest is answered if it was not yet and closed,
+        # so that a flood of refused clients cannot keep a health check from being read.
         self.max_refusing = max(16, max_connections // 10)
         self.close_grace_s = close_grace_s
         self.refused = 0
         self.dropped = 0
-        self._refusing: set[_Refusal] = set()
+        self._refusing: dict[_Refusal, None] = {}  # oldest first
         self._starting: set[asyncio.Task[object]] = set()
+        # Of those, the ones admitted below the cap (refusals do not count towards it).
+        self._admitting: set[asyncio.Task[object]] = set()
         self._transports: dict[asyncio.BaseTransport, float | None] = {}
         self._spare: int | None = _open_spare()
-        self._report = _Reporter()
+        self._report = RateLimitedLog(log)
         self._tasks: list[asyncio.Task[None]] = []
 
     @property
     def open_connections(self) -> int:
-        return len(self.connections) + len(self._starting)
+        return len(self.connections) + len(self._admitting)
+
+    def health_protocol(self) -> asyncio.Protocol | None:
+        """A protocol for a health check past the cap, while such checks are few (at most
+        ``max_refusing`` beyond the cap)."""
+        if self.health_factory is None:
+            return None
+        if len(self.connections) >= self.max_connections + self.max_refusing:
+            return None
+        return self.health_factory()
 
     def start(self) -> None:
         self.sock.setblocking(False)
@@ -176,7 +240,7 @@ class Listener:
     def _admit(self, conn: socket.socket) -> None:
         conn.setblocking(False)
         if self.open_connections < self.max_connections:
-            self._connect(conn, self.protocol_factory)
+            self._connect(conn, self.protocol_factory, admitted=True)
             return
         self.refused += 1
         self._report(
@@ -184,19 +248,23 @@ class Listener:
             "%d connections open, the maximum: answering new ones 503",
             self.max_connections,
         )
-        if len(self._refusing) < self.max_refusing:
-            self._connect(conn, lambda: _Refusal(self._refusing))
-        else:
-            _answer_and_close(conn, BUSY)
+        if len(self._refusing) >= self.max_refusing:
+            next(iter(self._refusing)).evict()
+        self._connect(conn, lambda: _Refusal(self), admitted=False)
 
-    def _connect(self, conn: socket.socket, factory: Callable[[], asyncio.Protocol]) -> None:
+    def _connect(
+        self, conn: socket.socket, factory: Callable[[], asyncio.Protocol], admitted: bool
+    ) -> None:
         loop = asyncio.get_running_loop()
         task = loop.create_task(loop.connect_accepted_socket(factory, conn))
         self._starting.add(task)
+        if admitted:
+            self._admitting.add(task)
         task.add_done_callback(self._started)
 
     def _started(self, task: asyncio.Task[object]) -> None:
         self._starting.discard(task)
+        self._admitting.discard(task)
         if task.cancelled() or task.exception() is not None:
             return  # the client left before its transport was set up
         result: Any = task.result()

@@ -7,14 +7,17 @@ gives every stream its terminal event and lets it finish on its own.
 
 Connections are accepted by :class:`gateway.listener.Listener` (the cap, the 503 beyond it, fd
 exhaustion) and spoken to by :class:`gateway.http_protocol.GuardedH11Protocol` (uvicorn's h11
-protocol with a deadline for request heads); WebSockets stay uvicorn's. docs/reliability.md
-says why this and not another server.
+protocol with deadlines for request heads and bodies) and
+:class:`gateway.ws_protocol.GuardedWebSocketProtocol` (uvicorn's WebSocket protocol, taking a
+client's bad frames as the client's doing). docs/reliability.md says why this and not another
+server.
 """
 
 from __future__ import annotations
 
 import asyncio
 import contextlib
+import functools
 import logging
 import signal
 import socket
@@ -22,6 +25,7 @@ import sys
 import threading
 from collections.abc import Iterator
 from types import FrameType
+from typing import Any
 
 import uvicorn
 from uvicorn.config import STARTUP_FAILURE
@@ -30,9 +34,11 @@ from loopgate.gateway.app import create_app
 from loopgate.gateway.http_protocol import GuardedH11Protocol
 from loopgate.gateway.hub import Hub
 from loopgate.gateway.listener import Listener, raise_fd_limit
+from loopgate.gateway.log_limits import RateLimitedLog
 from loopgate.gateway.loops.build import loop_summary
 from loopgate.gateway.redaction import install_redaction
 from loopgate.gateway.settings import Settings
+from loopgate.gateway.ws_protocol import GuardedWebSocketProtocol
 
 log = logging.getLogger("loopgate.server")
 
@@ -48,6 +54,13 @@ class GatewayServer(uvicorn.Server):
         # Without settings, the connection bounds are the defaults.
         self.settings = settings or Settings()
         self.listeners: list[Listener] = []
+        # What clients' expected trouble (slow bodies, bad frames) costs the log: a line per
+        # kind a minute, in uvicorn's log, where it reports connections (--log-level applies).
+        self.report = RateLimitedLog(logging.getLogger("uvicorn.error"), logging.INFO)
+        # Loaded by uvicorn with the config, and called as a class; every WebSocket shares the
+        # report.
+        protocol: Any = functools.partial(GuardedWebSocketProtocol, report=self.report)
+        config.ws = protocol
         # The signal that stopped the server, if one did: the command exits 128 + its number.
         self.stopped_by: int | None = None
 
@@ -85,12 +98,16 @@ class GatewayServer(uvicorn.Server):
                 FD_RESERVE,
             )
 
-        def protocol() -> asyncio.Protocol:
+        def protocol(last_request: bool = False) -> asyncio.Protocol:
             return GuardedH11Protocol(
                 config=self.config,
                 server_state=self.server_state,
                 app_state=self.lifespan.state,
                 header_timeout_s=settings.header_timeout_s,
+                body_timeout_s=settings.body_timeout_s,
+                body_idle_timeout_s=settings.body_idle_timeout_s,
+                report=self.report,
+                last_request=last_request,
             )
 
         try:
@@ -106,6 +123,7 @@ class GatewayServer(uvicorn.Server):
                 self.server_state.connections,
                 max_connections=settings.max_connections,
                 close_grace_s=settings.write_timeout_s,
+                health_factory=lambda: protocol(last_request=True),
             )
             listener.start()
             self.listeners.append(listener)
@@ -156,6 +174,7 @@ def make_server(settings: Settings, *, log_level: str = "info") -> GatewayServer
         port=settings.port,
         log_level=log_level,
         ws_max_size=settings.max_frame_bytes,
+        ws_per_message_deflate=settings.ws_compression,
         # Not uvloop, even when installed: under it a WebSocket client that floods and reads
         # nothing was never cut off (tests/hostile/test_floods.py).
         loop="asyncio",

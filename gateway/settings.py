@@ -37,9 +37,12 @@ class Settings(msgspec.Struct, kw_only=True, forbid_unknown_fields=True):
     allowed_origins: list[str] = msgspec.field(default_factory=list)
     # Host header names (or name:port) accepted besides loopback ones (DNS rebinding guard).
     allowed_hosts: list[str] = msgspec.field(default_factory=list)
-    # Hostile connections (docs/reliability.md): a request head must arrive within this; past
-    # max_connections open sockets, new ones are answered 503.
+    # Hostile connections (docs/reliability.md): a request head must arrive within this, its
+    # body within body_timeout_s with no gap over body_idle_timeout_s (else 408); past
+    # max_connections open sockets, new ones are answered 503 (health checks are still served).
     header_timeout_s: float = 15.0
+    body_timeout_s: float = 30.0
+    body_idle_timeout_s: float = 10.0
     max_connections: int = 1_000
     console: bool = True  # the web console at / (docs/console.md)
 
@@ -101,6 +104,9 @@ class Settings(msgspec.Struct, kw_only=True, forbid_unknown_fields=True):
     max_body_bytes: int = 1 << 20
     max_line_bytes: int = 2 << 20  # one ingested event (a big tool result fits)
     max_frame_bytes: int = 2 << 20
+    # permessage-deflate on WebSockets: what clients offer by default, and what makes an idle
+    # WebSocket cost 62-75 KiB instead of 27-40 (two zlib states; docs/reliability.md).
+    ws_compression: bool = False
     max_events_per_run: int = 100_000
     max_run_bytes: int = 256 << 20  # encoded payloads an external loop may push into one run
     # A running scripted run measured ~32 KiB of RSS and ~1.4 ms of CPU to start (1,000 at

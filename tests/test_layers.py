@@ -81,6 +81,7 @@ RUNTIME_DISTRIBUTIONS = {
     "anyio": "anyio",
     "docstring_parser": "docstring-parser",
     "mcp": "mcp",
+    "h11": "h11",
     "httpx": "httpx",
     "json_repair": "json-repair",
     "msgspec": "msgspec",

@@ -20,11 +20,13 @@ from starlette.websockets import WebSocket, WebSocketDisconnect
 from loopgate.adapters.native.acks import CommitAcks
 from loopgate.adapters.native.runs import RunView, json_response, run_json
 from loopgate.adapters.shared.body import iter_lines
+from loopgate.adapters.shared.connection import stream_body
 from loopgate.adapters.shared.endpoint import guarded
 from loopgate.adapters.shared.problem import HttpProblem, problem_for
 from loopgate.adapters.shared.ws import (
     CLOSE_TIMEOUT_S,
     close_stopped_reader,
+    open_both_ways,
     origin_allowed,
     refuse,
     report_cut_off,
@@ -59,6 +61,9 @@ def routes(service: RunService, limits: EndpointLimits) -> list[BaseRoute]:
     @guarded
     async def ingest_events(request: Request) -> Response:
         run_id = request.path_params["run_id"]
+        # A loop may push a whole run through one streamed body: no total deadline, and the
+        # gap between lines may be as long as the run's own idle bound.
+        stream_body(request.scope, limits.ingest_idle_timeout_s)
         info = await service.get(run_id)  # 404/409 before reading a body for nothing
         if info.state == "finished":
             raise HttpProblem(409, f"run {run_id!r} has already finished ({info.status})")
@@ -178,7 +183,7 @@ async def serve_ingest_socket(
             await service.end_ingest(run_id)
     if cut.cancel_called:
         await close_stopped_reader(websocket)
-    elif websocket.client_state.name == "CONNECTED":
+    elif open_both_ways(websocket):
         with anyio.move_on_after(CLOSE_TIMEOUT_S):
             await websocket.close()
 

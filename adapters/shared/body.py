@@ -6,7 +6,7 @@ from collections.abc import AsyncIterator
 from typing import TypeVar
 
 import msgspec
-from starlette.requests import Request
+from starlette.requests import ClientDisconnect, Request
 
 from loopgate.adapters.shared.numbers import ascii_int
 from loopgate.adapters.shared.problem import HttpProblem
@@ -23,12 +23,22 @@ async def read_body(request: Request, limit: int) -> bytes:
         raise HttpProblem(413, f"request body is larger than the limit of {limit} bytes")
     chunks: list[bytes] = []
     size = 0
-    async for chunk in request.stream():
+    async for chunk in _chunks(request):
         size += len(chunk)
         if size > limit:
             raise HttpProblem(413, f"request body is larger than the limit of {limit} bytes")
         chunks.append(chunk)
     return b"".join(chunks)
+
+
+async def _chunks(request: Request) -> AsyncIterator[bytes]:
+    """The body as it arrives. A client gone before its end (or cut off by the server's body
+    deadline, which has answered it 408) is an ordinary 400: nobody reads it, nothing to log."""
+    try:
+        async for chunk in request.stream():
+            yield chunk
+    except ClientDisconnect:
+        raise HttpProblem(400, "the client left before its request body was complete") from None
 
 
 def decode_json(
@@ -59,7 +69,7 @@ async def iter_lines(request: Request, max_line: int) -> AsyncIterator[tuple[int
     """
     buffer = bytearray()
     number = 0
-    async for chunk in request.stream():
+    async for chunk in _chunks(request):
         buffer += chunk
         while True:
             cut = buffer.find(b"\n")

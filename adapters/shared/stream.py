@@ -17,6 +17,7 @@ from starlette.responses import Response
 from starlette.types import Receive, Scope, Send
 
 from loopgate.adapters.shared import sse
+from loopgate.adapters.shared.connection import abort as abort_connection
 from loopgate.adapters.shared.problem import HttpProblem, from_problem, problem_for
 
 log = logging.getLogger("loopgate.http")
@@ -96,8 +97,12 @@ class StreamResponse(Response):
                 with anyio.CancelScope(shield=True):
                     await self.on_disconnect()
             return
-        with anyio.move_on_after(FINAL_WRITE_S):
+        with anyio.move_on_after(FINAL_WRITE_S) as final:
             await send({"type": "http.response.body", "body": b"", "more_body": False})
+        if final.cancelled_caught:
+            # The client stopped reading (a subscriber cut off, most often): the response
+            # cannot be finished, so the connection goes now, as expected, not as an error.
+            abort_connection(scope)
 
 
 def _single(exc: Exception) -> Exception:

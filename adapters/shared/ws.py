@@ -38,10 +38,18 @@ def report_cut_off(log: logging.Logger, protocol: str, websocket: WebSocket, wai
     )
 
 
+def open_both_ways(websocket: WebSocket) -> bool:
+    """Nobody has closed it: not the client (or the server for it: its receive would have
+    said so), not the application (a close sent, or a send that found the connection gone).
+    Only then is a close frame ours to send."""
+    connected = WebSocketState.CONNECTED
+    return websocket.client_state == connected and websocket.application_state == connected
+
+
 async def close_stopped_reader(websocket: WebSocket) -> None:
     """Close with 1008 a socket whose client stopped reading, without waiting on it: the close
     frame queues behind what it left unread (the server aborts the connection later)."""
-    if websocket.client_state != WebSocketState.CONNECTED:
+    if not open_both_ways(websocket):
         return
     # Exception: gone meanwhile, whichever way Starlette reports it.
     with anyio.move_on_after(CLOSE_TIMEOUT_S, shield=True), contextlib.suppress(Exception):

@@ -86,6 +86,21 @@ def register(sub: argparse._SubParsersAction) -> None:  # type: ignore[type-arg]
         help="close a connection whose request head has not arrived in this time (default 15)",
     )
     p.add_argument(
+        "--body-timeout",
+        dest="body_timeout_s",
+        type=float,
+        metavar="SECONDS",
+        help="answer 408 to a request whose body has not arrived whole in this time (default "
+        "30; a streamed ingest body has no total bound)",
+    )
+    p.add_argument(
+        "--body-idle-timeout",
+        dest="body_idle_timeout_s",
+        type=float,
+        metavar="SECONDS",
+        help="answer 408 to a request body that sends no byte for this long (default 10)",
+    )
+    p.add_argument(
         "--max-connections",
         type=int,
         help="open connections at most; new ones beyond are answered 503 (default 1000)",
@@ -96,6 +111,14 @@ def register(sub: argparse._SubParsersAction) -> None:  # type: ignore[type-arg]
         type=float,
         metavar="SECONDS",
         help="cut off a client that accepts no bytes for this long (default 30)",
+    )
+    p.add_argument(
+        "--ws-compression",
+        dest="ws_compression",
+        action="store_true",
+        default=None,
+        help="compress WebSocket messages when the client offers it (permessage-deflate): "
+        "less traffic, about 35 KiB more memory per connection (default off)",
     )
     p.add_argument(
         "--no-console",
@@ -187,9 +210,12 @@ SETTING_FLAGS = (
     "allowed_origins",
     "allowed_hosts",
     "header_timeout_s",
+    "body_timeout_s",
+    "body_idle_timeout_s",
     "max_connections",
     "console",
     "write_timeout_s",
+    "ws_compression",
     "acp_remote_stdio_mcp",
     "journal",
     "workspace",

@@ -9,7 +9,14 @@ from collections.abc import Callable
 from pathlib import Path
 from typing import TypeVar
 
-from benchmarks.hostile_loads import Child, flood_until_cut_off, serve, ws_frame, ws_handshake
+from benchmarks.hostile_loads import (
+    Child,
+    flood_until_cut_off,
+    serve,
+    still_served,
+    ws_frame,
+    ws_handshake,
+)
 
 T = TypeVar("T")
 
@@ -33,4 +40,4 @@ def rss_mib(pid: int) -> float:
 
 
 __all__ = ["Child", "flood_until_cut_off", "rss_mib", "serve", "wait_until", "ws_frame"]
-__all__ += ["ws_handshake"]
+__all__ += ["still_served", "ws_handshake"]
