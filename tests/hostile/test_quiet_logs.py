@@ -160,3 +160,22 @@ def test_fuzzed_text_frames_leave_no_error_in_the_log(tmp_path: Path) -> None:
         check()
         log = served.log()
     assert_quiet(log)
+
+
+def test_malformed_requests_cost_one_info_line_with_their_count(tmp_path: Path) -> None:
+    """uvicorn logs a WARNING for every request h11 cannot parse: 300 such requests, each on
+    its own socket, leave one line that counts them (and each client still gets its 400)."""
+    requests = 300
+    with serve(tmp_path) as served:
+        for _ in range(requests):
+            with socket.create_connection(("127.0.0.1", served.port), timeout=10) as sock:
+                sock.sendall(b"GET / HTTP/1.1\r\nHost: 127.0.0.1\r\nbroken header\r\n\r\n")
+                answer = b""
+                while chunk := sock.recv(4096):
+                    answer += chunk
+                assert answer.startswith(b"HTTP/1.1 400"), answer[:200]
+        log = served.log()
+    other = assert_quiet(log)
+    assert "Invalid HTTP request received." not in log
+    malformed = [line for line in other if "malformed HTTP requests" in line]
+    assert len(malformed) == 1 and malformed[0].startswith("INFO:"), other
