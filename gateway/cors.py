@@ -20,17 +20,21 @@ from loopgate.contracts.limits import LOOPBACK_ORIGIN
 # DELETE: forgetting a thread. Everything else a page does is GET or POST.
 METHODS = ("GET", "POST", "DELETE")
 # What our clients send beyond the safelisted ones: the token, an EventSource's cursor, the
-# AG-UI client's ``Accept: text/event-stream`` and JSON body, a traced page's W3C context.
+# AG-UI client's ``Accept: text/event-stream`` and JSON body, a traced page's W3C context, and
+# what MCP's streamable HTTP transport sends after ``initialize`` (its session and version).
 REQUEST_HEADERS = (
     "accept",
     "authorization",
     "content-type",
     "last-event-id",
+    "mcp-protocol-version",
+    "mcp-session-id",
     "traceparent",
     "tracestate",
 )
-# A created run's or thread's address; when to retry a 429 or 503.
-EXPOSED_HEADERS = ("location", "retry-after")
+# A created run's or thread's address; when to retry a 429 or 503; the MCP session an
+# ``initialize`` opened, which a browser's MCP client must read to cancel a call later.
+EXPOSED_HEADERS = ("location", "mcp-session-id", "retry-after")
 
 
 class BrowserAccess:

@@ -311,3 +311,40 @@ def test_cors_allows_no_origin_that_the_origin_guard_refuses(listed: tuple[str, 
         assert cors.allows(origin) == limits.origin_allowed(origin), origin
         if not listed and origin in LOOPBACK_ORIGINS:
             assert cors.allows(origin), origin
+
+
+def test_a_pages_mcp_client_may_send_and_read_its_session(gateway: str) -> None:
+    """MCP's streamable HTTP transport sends ``mcp-session-id`` and ``mcp-protocol-version``
+    after ``initialize``, and reads the session from its answer: a page's MCP client (the
+    TypeScript SDK in a browser) needs both allowed, and the session id exposed, to cancel."""
+    asked = "content-type, accept, mcp-session-id, mcp-protocol-version"
+    response = httpx.options(
+        f"{gateway}/mcp",
+        headers={
+            "origin": PAGE,
+            "access-control-request-method": "POST",
+            "access-control-request-headers": asked,
+        },
+    )
+    assert response.status_code == 200, response.text
+    allowed = {h.strip() for h in response.headers["access-control-allow-headers"].split(",")}
+    assert {h.strip() for h in asked.split(",")} <= allowed
+    initialize = {
+        "jsonrpc": "2.0",
+        "id": 1,
+        "method": "initialize",
+        "params": {
+            "protocolVersion": "2025-11-25",
+            "capabilities": {},
+            "clientInfo": {"name": "page", "version": "1"},
+        },
+    }
+    answer = httpx.post(
+        f"{gateway}/mcp",
+        json=initialize,
+        headers={"origin": PAGE, "accept": "application/json, text/event-stream"},
+    )
+    assert answer.status_code == 200, answer.text
+    assert answer.headers["mcp-session-id"]
+    exposed = {h.strip() for h in answer.headers["access-control-expose-headers"].split(",")}
+    assert "mcp-session-id" in exposed
