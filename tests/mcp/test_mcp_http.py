@@ -4,8 +4,9 @@
 from __future__ import annotations
 
 import json
-from collections.abc import Iterator
+from collections.abc import Awaitable, Callable, Iterator
 from functools import partial
+from typing import Any
 
 import anyio
 import httpx
@@ -100,23 +101,29 @@ async def test_cancel_run_on_a_slow_run(gateway: str) -> None:
         await check_live_run_is_its_projection(session, result, progressed)
 
 
+async def cancel_a_slow_call(call_tool: Callable[..., Awaitable[Any]]) -> str:
+    """Calls `run` with the slow tool and, once its sleep has started, cancels the caller's
+    scope, as an SDK's user does; returns the run's id (from its first progress message)."""
+    progressed = Progressed()
+    async with anyio.create_task_group() as tg:
+        tg.start_soon(
+            partial(
+                call_tool,
+                "run",
+                {"prompt": "slow tool, then cancel the call"},
+                progress_callback=progressed,
+            )
+        )
+        await progressed.until("calling tool sleep")
+        tg.cancel_scope.cancel()
+    return progressed.messages[0].split()[1]
+
+
 async def test_cancelling_a_call_cancels_its_run(gateway: str) -> None:
     """The SDK's ClientSession cancels a call when its caller's scope is cancelled: it POSTs
     notifications/cancelled on its own and keeps the call's stream open."""
     async with http_session(f"{gateway}/mcp") as session:
-        progressed = Progressed()
-        async with anyio.create_task_group() as tg:
-            tg.start_soon(
-                partial(
-                    session.call_tool,
-                    "run",
-                    {"prompt": "slow tool, then cancel the call"},
-                    progress_callback=progressed,
-                )
-            )
-            await progressed.until("calling tool sleep")
-            tg.cancel_scope.cancel()
-        run_id = progressed.messages[0].split()[1]
+        run_id = await cancel_a_slow_call(session.call_tool)
         end, took = await run_end(gateway, run_id, within=10)
         assert end.data["status"] == "cancelled"
         print(f"run cancelled {took:.3f} s after the call was")
@@ -128,19 +135,7 @@ async def test_cancelling_a_call_cancels_its_run(gateway: str) -> None:
 async def test_cancelling_a_call_of_the_2026_protocol_cancels_its_run(gateway: str) -> None:
     """At 2026-07-28 the SDK cancels a call over HTTP by closing its stream (no session)."""
     async with Client(streamable_http_client(f"{gateway}/mcp"), mode="auto") as client:
-        progressed = Progressed()
-        async with anyio.create_task_group() as tg:
-            tg.start_soon(
-                partial(
-                    client.call_tool,
-                    "run",
-                    {"prompt": "slow tool, then cancel the call"},
-                    progress_callback=progressed,
-                )
-            )
-            await progressed.until("calling tool sleep")
-            tg.cancel_scope.cancel()
-        run_id = progressed.messages[0].split()[1]
+        run_id = await cancel_a_slow_call(client.call_tool)
         end, took = await run_end(gateway, run_id, within=10)
         assert end.data["status"] == "cancelled"
         print(f"run cancelled {took:.3f} s after the call was")
