@@ -33,22 +33,28 @@ from loopgate.gateway.listener import LINGER_S, problem_response
 from loopgate.gateway.log_limits import RateLimitedLog
 
 log = logging.getLogger("loopgate.http")
-# What uvicorn logs (WARNING) for every request h11 cannot parse: a client can send them as
-# fast as it is answered.
-MALFORMED = "Invalid HTTP request received."
+# What uvicorn logs (WARNING) for every request h11 cannot parse, and for every upgrade to
+# something other than a WebSocket (``curl --http2`` asks for h2c): a client can send either as
+# fast as it is answered. Each is counted into the server's report instead (kind, words).
+COUNTED = {
+    "Invalid HTTP request received.": ("malformed", "malformed HTTP requests answered 400"),
+    "Unsupported upgrade request.": ("upgrade", "upgrades other than WebSocket ignored"),
+}
 
 
-class _CountedMalformed:
-    """uvicorn's logger for one connection, but for its line about a malformed request: that
-    is counted into the server's rate-limited report (one line a minute, with the count)."""
+class _CountedClientLines:
+    """uvicorn's logger for one connection, but for its lines about what a client did wrong:
+    those are counted into the server's rate-limited report (one line a minute, with the
+    count)."""
 
     def __init__(self, logger: logging.Logger, report: RateLimitedLog) -> None:
         self._logger = logger
         self._report = report
 
     def warning(self, msg: object, *args: object, **kwargs: Any) -> None:
-        if msg == MALFORMED:
-            self._report("malformed", "malformed HTTP requests answered 400")
+        counted = COUNTED.get(msg) if isinstance(msg, str) else None
+        if counted is not None:
+            self._report(*counted)
             return
         self._logger.warning(msg, *args, **kwargs)
 
@@ -68,7 +74,7 @@ class GuardedH11Protocol(H11Protocol):
         **kwargs: Any,
     ) -> None:
         super().__init__(*args, **kwargs)
-        self.logger = cast(logging.Logger, _CountedMalformed(self.logger, report))
+        self.logger = cast(logging.Logger, _CountedClientLines(self.logger, report))
         self.header_timeout_s = header_timeout_s
         self.body_timeout_s = body_timeout_s
         self.body_idle_timeout_s = body_idle_timeout_s

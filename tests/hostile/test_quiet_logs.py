@@ -162,20 +162,37 @@ def test_fuzzed_text_frames_leave_no_error_in_the_log(tmp_path: Path) -> None:
     assert_quiet(log)
 
 
-def test_malformed_requests_cost_one_info_line_with_their_count(tmp_path: Path) -> None:
-    """uvicorn logs a WARNING for every request h11 cannot parse: 300 such requests, each on
-    its own socket, leave one line that counts them (and each client still gets its 400)."""
+def exchange(port: int, request: bytes) -> bytes:
+    """What the server answers a raw request, read until it closes."""
+    with socket.create_connection(("127.0.0.1", port), timeout=10) as sock:
+        sock.sendall(request)
+        sock.shutdown(socket.SHUT_WR)  # nothing more: the server answers, then closes
+        answer = b""
+        while chunk := sock.recv(4096):
+            answer += chunk
+    return answer
+
+
+def test_malformed_requests_and_foreign_upgrades_cost_one_info_line_each(tmp_path: Path) -> None:
+    """uvicorn logs a WARNING for every request h11 cannot parse and for every upgrade to
+    something other than a WebSocket (``curl --http2``'s h2c): 300 of each, each on its own
+    socket, leave one line for each kind that counts them, and every client its answer."""
     requests = 300
+    broken = b"GET / HTTP/1.1\r\nHost: 127.0.0.1\r\nbroken header\r\n\r\n"
+    h2c = (
+        b"GET /healthz HTTP/1.1\r\nHost: 127.0.0.1\r\nConnection: Upgrade, HTTP2-Settings\r\n"
+        b"Upgrade: h2c\r\nHTTP2-Settings: AAMAAABkAAQAoAAAAAIAAAAA\r\n\r\n"
+    )
     with serve(tmp_path) as served:
         for _ in range(requests):
-            with socket.create_connection(("127.0.0.1", served.port), timeout=10) as sock:
-                sock.sendall(b"GET / HTTP/1.1\r\nHost: 127.0.0.1\r\nbroken header\r\n\r\n")
-                answer = b""
-                while chunk := sock.recv(4096):
-                    answer += chunk
-                assert answer.startswith(b"HTTP/1.1 400"), answer[:200]
+            answer = exchange(served.port, broken)
+            assert answer.startswith(b"HTTP/1.1 400"), answer[:200]
+            answer = exchange(served.port, h2c)
+            assert answer.startswith(b"HTTP/1.1 200"), answer[:200]  # served as HTTP/1.1
         log = served.log()
     other = assert_quiet(log)
     assert "Invalid HTTP request received." not in log
-    malformed = [line for line in other if "malformed HTTP requests" in line]
-    assert len(malformed) == 1 and malformed[0].startswith("INFO:"), other
+    assert "Unsupported upgrade request." not in log
+    for words in ("malformed HTTP requests", "upgrades other than WebSocket"):
+        counted = [line for line in other if words in line]
+        assert len(counted) == 1 and counted[0].startswith("INFO:"), other
