@@ -28,7 +28,7 @@ from loopgate.adapters.openai.errors import (
     refused,
 )
 from loopgate.adapters.openai.models import model_names
-from loopgate.adapters.openai.projector import CLIENT_TOOLS, CREATED, INCLUDE_USAGE, MODEL
+from loopgate.adapters.openai.projector import CREATED, INCLUDE_USAGE, MODEL
 from loopgate.adapters.openai.request import (
     ChatRequest,
     check,
@@ -41,6 +41,7 @@ from loopgate.adapters.openai.wire import Completion, ErrorBody, Model, ModelLis
 from loopgate.adapters.shared import sse
 from loopgate.adapters.shared.body import read_body
 from loopgate.adapters.shared.follow import CONNECTION, follow, stream_policy
+from loopgate.adapters.shared.projector import CLIENT_TOOLS
 from loopgate.adapters.shared.stream import StreamResponse, Write
 from loopgate.contracts import json_input
 from loopgate.contracts.limits import EndpointLimits

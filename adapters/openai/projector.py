@@ -45,7 +45,7 @@ from loopgate.adapters.openai.wire import (
     Usage,
     WireMessage,
 )
-from loopgate.adapters.shared.projector import TEXT, Call, RunProjector, Segment
+from loopgate.adapters.shared.projector import CLIENT_TOOLS, TEXT, Call, RunProjector, Segment
 from loopgate.contracts.envelope import Envelope
 from loopgate.contracts.events import CompletionView, view_of
 from loopgate.contracts.projector import ProjectorContext
@@ -53,7 +53,6 @@ from loopgate.contracts.projector import ProjectorContext
 # ProjectorContext.options keys, set by the endpoint from the request and the run.
 MODEL = "model"  # the model the request named: every chunk echoes it
 CREATED = "created"  # unix seconds; unset: the first event's time
-CLIENT_TOOLS = "clientTools"  # the request's tool names: their calls go to the client
 INCLUDE_USAGE = "includeUsage"  # the usage chunk (default on; the endpoint says what was asked)
 
 DEFAULT_MODEL = "loopgate"

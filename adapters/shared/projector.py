@@ -67,6 +67,9 @@ TOOL_RESULTS = ("tool_call_result", "tool_error")
 
 # ProjectorContext.options key: the tool calls the client saw before this stream (seen_calls).
 SEEN_CALLS = "seenCalls"
+# ProjectorContext.options key: the names of the tools the client runs (a request's ``tools``),
+# whose calls go to the client; absent where the stream does not know them.
+CLIENT_TOOLS = "clientTools"
 # Set to 1, a hook that raises propagates out of feed and close (RunProjector.strict).
 STRICT_ENV = "LOOPGATE_STRICT_PROJECTORS"
 # Why a stream ended early when a hook raised: the reason its terminal message gives.

@@ -21,9 +21,10 @@ from loopgate.adapters.shared import sse
 from loopgate.adapters.shared.body import decode_json, read_body
 from loopgate.adapters.shared.endpoint import guarded
 from loopgate.adapters.shared.follow import FollowPolicy, follow, stream_policy
+from loopgate.adapters.shared.projector import CLIENT_TOOLS
 from loopgate.adapters.shared.stream import StreamResponse, Write
 from loopgate.adapters.vercel.chunks import Chunk
-from loopgate.adapters.vercel.projector import CLIENT_TOOLS, MESSAGE_ID
+from loopgate.adapters.vercel.projector import MESSAGE_ID
 from loopgate.adapters.vercel.request import (
     ChatRequest,
     check,

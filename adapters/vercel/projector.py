@@ -34,7 +34,7 @@ from typing import Any
 import msgspec
 from msgspec import UnsetType
 
-from loopgate.adapters.shared.projector import TEXT, Call, RunProjector, Segment
+from loopgate.adapters.shared.projector import CLIENT_TOOLS, TEXT, Call, RunProjector, Segment
 from loopgate.adapters.vercel.chunks import (
     DONE,
     UNSET,
@@ -71,9 +71,6 @@ from loopgate.contracts.projector import ProjectorContext
 # ProjectorContext.options key: the assistant message's id (the endpoint's choice: the
 # continued message's own, or the run's id).
 MESSAGE_ID = "messageId"
-# ProjectorContext.options key: the names of the tools the client runs (the request's
-# ``tools``). Absent: the stream does not know (a replay, a run another front end started).
-CLIENT_TOOLS = "clientTools"
 
 DATA_PREFIX = "data-loopgate-"
 # Every round has these: sent as transient data parts (the client's onData sees them) so that
