@@ -10,13 +10,12 @@ of the API: a loop's URL or command is the operator's business.
 
 from __future__ import annotations
 
-from typing import Any
-
 import msgspec
 from starlette.requests import Request
 from starlette.responses import Response
 from starlette.routing import BaseRoute, Route
 
+from loopgate.adapters.shared.served import served_loop
 from loopgate.contracts.ports import RunService
 
 
@@ -26,13 +25,8 @@ class LoopView(msgspec.Struct, kw_only=True):
 
 
 def loop_view(service: RunService) -> LoopView:
-    loop: Any = getattr(service, "loop", None)
-    name = getattr(loop, "name", None)
-    model = getattr(getattr(loop, "provider", None), "model", None)
-    return LoopView(
-        name=name if isinstance(name, str) and name else None,
-        model=model if isinstance(model, str) and model else None,
-    )
+    name, model = served_loop(service)
+    return LoopView(name=name, model=model)
 
 
 def routes(service: RunService) -> list[BaseRoute]:

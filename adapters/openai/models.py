@@ -12,8 +12,7 @@ without one (another implementation of the port) is served as ``loopgate`` alone
 
 from __future__ import annotations
 
-from typing import Any
-
+from loopgate.adapters.shared.served import served_loop
 from loopgate.contracts.ports import RunService
 
 ALIAS = "loopgate"
@@ -23,10 +22,8 @@ _UNNAMED = ("", "reference")
 
 def model_names(service: RunService) -> list[str]:
     names = [ALIAS]
-    loop: Any = getattr(service, "loop", None)
-    model = getattr(getattr(loop, "provider", None), "model", None)
-    name = getattr(loop, "name", None)
+    name, model = served_loop(service)
     for found in (model, name):
-        if isinstance(found, str) and found not in _UNNAMED and found not in names:
+        if found is not None and found not in _UNNAMED and found not in names:
             names.append(found)
     return names
