@@ -15,12 +15,13 @@ from starlette.types import ASGIApp, Receive, Scope, Send
 from loopgate.adapters.shared.problem import problem_body
 from loopgate.contracts.limits import EndpointLimits
 from loopgate.contracts.refusals import Refusal
+from loopgate.gateway import health
 from loopgate.gateway.apidocs.routes import SPEC_PATH, is_docs_path
 from loopgate.gateway.console.routes import is_console_path
 from loopgate.gateway.refusals import PROBLEMS, Refusals
 
 # The API's description is open as /healthz is: it holds no run, thread or setting (docs/api.md).
-OPEN_PATHS = frozenset({"/healthz", SPEC_PATH})
+OPEN_PATHS = frozenset({health.PATH, SPEC_PATH})
 LOOPBACK_NAMES = frozenset({"localhost"})
 NO_TOKEN = Refusal(
     status=401,

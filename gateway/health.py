@@ -10,6 +10,9 @@ from starlette.requests import Request
 from starlette.responses import Response
 from starlette.routing import Route
 
+# Where load balancers and the listener (served even past the connection cap) find it.
+PATH = "/healthz"
+
 
 class Health(msgspec.Struct):
     """The gateway answers; ``adapters`` are the protocols it serves."""
@@ -24,4 +27,4 @@ def route(adapters: Iterable[str]) -> Route:
     async def healthz(request: Request) -> Response:
         return Response(body, media_type="application/json")
 
-    return Route("/healthz", healthz)
+    return Route(PATH, healthz)

@@ -29,7 +29,7 @@ import h11
 from uvicorn.protocols.http.h11_impl import H11Protocol, RequestResponseCycle
 
 from loopgate.adapters.shared.connection import ABORT, STREAM_BODY
-from loopgate.gateway.listener import LINGER_S, problem_response
+from loopgate.gateway.listener import LINGER_S, problem_bytes
 from loopgate.gateway.log_limits import RateLimitedLog
 
 log = logging.getLogger("loopgate.http")
@@ -200,7 +200,7 @@ class GuardedH11Protocol(H11Protocol):
             # An answer is already under way (or out): it cannot become a 408.
             self.transport.abort()
             return
-        self.transport.write(problem_response(408, "Request Timeout", detail))
+        self.transport.write(problem_bytes(408, "Request Timeout", detail))
         self.transport.write_eof()
         # Read on and drop what the client still sends, so that the close does not reset the
         # connection over unread bytes (the client would lose the answer); bounded.

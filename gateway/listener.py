@@ -37,6 +37,7 @@ import anyio
 import h11
 
 from loopgate.adapters.shared.problem import problem_body
+from loopgate.gateway import health
 from loopgate.gateway.log_limits import RateLimitedLog
 
 log = logging.getLogger("loopgate.server")
@@ -46,13 +47,13 @@ LINGER_S = 1.0
 # A refused connection's request head: how long and how big, at most (a health check's is tiny).
 HEAD_WAIT_S = 1.0
 HEAD_LIMIT = 8192
-HEALTH = b"/healthz"
+HEALTH = health.PATH.encode()
 # Accepts handled before letting the rest of the server run.
 ACCEPT_BURST = 64
 SWEEP_EVERY_S = 1.0
 
 
-def problem_response(status: int, reason: str, detail: str, *, retry_after: bool = False) -> bytes:
+def problem_bytes(status: int, reason: str, detail: str, *, retry_after: bool = False) -> bytes:
     """A whole HTTP/1.1 response with a problem body, after which the connection closes."""
     body = problem_body(status, detail)
     retry = "retry-after: 1\r\n" if retry_after else ""
@@ -63,10 +64,10 @@ def problem_response(status: int, reason: str, detail: str, *, retry_after: bool
     return head.encode() + body
 
 
-BUSY = problem_response(
+BUSY = problem_bytes(
     503, "Service Unavailable", "too many open connections; try again shortly", retry_after=True
 )
-NO_FDS = problem_response(
+NO_FDS = problem_bytes(
     503, "Service Unavailable", "the server is out of file descriptors", retry_after=True
 )
 

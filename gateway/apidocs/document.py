@@ -13,6 +13,7 @@ import msgspec
 from loopgate import __version__
 from loopgate.adapters.shared.problem import PROBLEM_TYPE
 from loopgate.contracts.projector import Adapter, describes_http
+from loopgate.gateway import health
 from loopgate.gateway.health import Health
 
 log = logging.getLogger("loopgate.apidocs")
@@ -69,7 +70,7 @@ def gateway_paths() -> dict[str, Any]:
         }
 
     return {
-        "/healthz": get(
+        health.PATH: get(
             "health",
             "Liveness",
             "Whether the gateway answers, and which adapters it serves. Open without a token.",
