@@ -18,6 +18,7 @@ from loopgate.contracts.refusals import Refusal
 from loopgate.gateway import health
 from loopgate.gateway.apidocs.routes import SPEC_PATH, is_docs_path
 from loopgate.gateway.console.routes import is_console_path
+from loopgate.gateway.query_token import event_stream
 from loopgate.gateway.refusals import PROBLEMS, Refusals
 
 # The API's description is open as /healthz is: it holds no run, thread or setting (docs/api.md).
@@ -157,7 +158,7 @@ def is_open_path(method: str, path: str) -> bool:
 
 
 def _event_stream(scope: Scope) -> bool:
-    return scope.get("method") == "GET" and scope["path"].endswith("/events")
+    return event_stream(scope.get("method", ""), scope["path"])
 
 
 class OriginGuard:

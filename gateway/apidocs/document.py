@@ -15,6 +15,7 @@ from loopgate.adapters.shared.problem import PROBLEM_TYPE
 from loopgate.contracts.projector import Adapter, describes_http
 from loopgate.gateway import health
 from loopgate.gateway.health import Health
+from loopgate.gateway.query_token import event_stream
 
 log = logging.getLogger("loopgate.apidocs")
 
@@ -95,8 +96,8 @@ def gateway_paths() -> dict[str, Any]:
 
 
 def _takes_query_token(path: str, method: str, op: Mapping[str, Any]) -> bool:
-    """As gateway/auth.py: WebSocket upgrades (described as their 101) and GET of a stream."""
-    return "101" in op.get("responses", {}) or (method == "get" and path.endswith("/events"))
+    """WebSocket upgrades (described as their 101) and event streams (gateway/query_token.py)."""
+    return "101" in op.get("responses", {}) or event_stream(method, path)
 
 
 # Whether the gateway serves (method, path) without the token: gateway/auth.py decides.
