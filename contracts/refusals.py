@@ -35,17 +35,25 @@ class Refusal(msgspec.Struct, frozen=True, kw_only=True):
     headers: dict[str, str] = msgspec.field(default_factory=dict[str, str])
 
 
-class ShapesRefusals(Adapter, Protocol):
-    """An adapter that answers the gateway's refusals in its protocol's error shape."""
+class ClaimsPaths(Adapter, Protocol):
+    """An adapter whose protocol owns every path under its ``refusal_prefixes``, known or not."""
 
     # Paths whose unknown endpoints are this protocol's (``/v1`` for OpenAI: every path of
     # OpenAI's API loopgate does not serve). The longest prefix of any adapter wins.
     refusal_prefixes: tuple[str, ...]
+
+
+class ShapesRefusals(ClaimsPaths, Protocol):
+    """An adapter that answers the gateway's refusals in its protocol's error shape."""
 
     def refusal_response(self, refusal: Refusal) -> Any:
         """The ASGI response (a Starlette ``Response``) that answers ``refusal``."""
         ...
 
 
+def claims_paths(adapter: Adapter) -> TypeGuard[ClaimsPaths]:
+    return isinstance(getattr(adapter, "refusal_prefixes", None), tuple)
+
+
 def shapes_refusals(adapter: Adapter) -> TypeGuard[ShapesRefusals]:
-    return callable(getattr(adapter, "refusal_response", None))
+    return claims_paths(adapter) and callable(getattr(adapter, "refusal_response", None))

@@ -11,7 +11,12 @@ from starlette.types import Scope
 
 from loopgate.adapters.shared.problem import problem_response
 from loopgate.contracts.projector import Adapter
-from loopgate.contracts.refusals import Refusal, ShapesRefusals, shapes_refusals
+from loopgate.contracts.refusals import (
+    Refusal,
+    ShapesRefusals,
+    claims_paths,
+    shapes_refusals,
+)
 
 
 class Refusals:
@@ -20,12 +25,14 @@ class Refusals:
 
     def __init__(self, served: Iterable[tuple[Adapter, Sequence[BaseRoute]]] = ()) -> None:
         self._routes: list[tuple[BaseRoute, ShapesRefusals | None]] = []
-        self._prefixes: list[tuple[str, ShapesRefusals]] = []
+        # An adapter may claim paths without a shape of its own (the native API's, under
+        # OpenAI's /v1): their refusals are problems, as where nobody claims the path.
+        self._prefixes: list[tuple[str, ShapesRefusals | None]] = []
         for adapter, routes in served:
             shaper = adapter if shapes_refusals(adapter) else None
             self._routes.extend((route, shaper) for route in routes)
-            if shaper is not None:
-                self._prefixes.extend((p.rstrip("/"), shaper) for p in shaper.refusal_prefixes)
+            if claims_paths(adapter):
+                self._prefixes.extend((p.rstrip("/"), shaper) for p in adapter.refusal_prefixes)
         self._prefixes.sort(key=lambda item: len(item[0]), reverse=True)
 
     def response(self, scope: Scope, refusal: Refusal) -> Response:

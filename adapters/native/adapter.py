@@ -5,16 +5,13 @@ from __future__ import annotations
 from typing import Any
 
 import msgspec
-from starlette.responses import Response
 from starlette.routing import BaseRoute
 
 from loopgate.adapters.native.projector import NativeProjector, render_events
-from loopgate.adapters.shared.problem import problem_response
 from loopgate.contracts.envelope import Envelope
 from loopgate.contracts.limits import EndpointLimits
 from loopgate.contracts.ports import RunService
 from loopgate.contracts.projector import ProjectorContext
-from loopgate.contracts.refusals import Refusal
 
 
 class NativeAdapter:
@@ -22,7 +19,7 @@ class NativeAdapter:
     their events as native SSE (``loopgate replay --adapter native``; ``sse`` is an alias)."""
 
     name = "native"
-    # contracts.refusals.ShapesRefusals: its own paths under OpenAI's /v1 keep problem bodies,
+    # contracts.refusals.ClaimsPaths: its own paths under OpenAI's /v1 keep problem bodies,
     # known endpoints or not.
     refusal_prefixes: tuple[str, ...] = ("/v1/runs", "/v1/threads", "/v1/contract", "/v1/loop")
 
@@ -45,9 +42,6 @@ class NativeAdapter:
             *ingest.routes(service, limits),
             *loop.routes(service),
         ]
-
-    def refusal_response(self, refusal: Refusal) -> Response:
-        return problem_response(refusal.status, refusal.detail, headers=refusal.headers)
 
     def openapi(self) -> dict[str, Any]:
         from loopgate.adapters.native.openapi import describe
