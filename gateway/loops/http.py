@@ -20,11 +20,13 @@ from loopgate.contracts.loop import Emit, LoopFault, RunContext
 from loopgate.contracts.ports import LimitReached, RunFinished
 from loopgate.gateway.loops.source import is_terminal
 from loopgate.gateway.loops.wire import (
-    LineSplitter,
+    BoundedLines,
+    Cut,
     decode,
     encode,
     encode_request,
     event_parts,
+    line_too_long,
     relay_permission,
 )
 
@@ -132,10 +134,12 @@ class HttpRun:
                 "POST", loop.url, content=encode_request(request), headers=headers
             ) as response:
                 self._check(response)
-                splitter = LineSplitter(loop.max_line_bytes, "the loop")
+                splitter = BoundedLines(loop.max_line_bytes)
                 count = 0
                 async for chunk in response.aiter_bytes():
                     for line in splitter.feed(chunk):
+                        if isinstance(line, Cut):
+                            raise line_too_long("the loop", loop.max_line_bytes)
                         if line.strip():
                             count += 1
                             if self._handle(line, count, emit, tg):

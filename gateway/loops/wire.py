@@ -115,24 +115,6 @@ class BoundedLines:
         return bytes(self._partial)
 
 
-class LineSplitter:
-    """Bytes in, complete lines out; a line longer than ``max_line_bytes`` is a fault."""
-
-    def __init__(self, max_line_bytes: int, what: str) -> None:
-        self._lines = BoundedLines(max_line_bytes)
-        self.what = what
-
-    def feed(self, chunk: bytes) -> list[bytes]:
-        lines = self._lines.feed(chunk)
-        if any(isinstance(line, Cut) for line in lines):
-            raise line_too_long(self.what, self._lines.max_line_bytes)
-        return lines
-
-    @property
-    def pending(self) -> bytes:
-        return self._lines.pending
-
-
 def line_too_long(what: str, max_line_bytes: int) -> LoopFault:
     return LoopFault(
         "loop_invalid_event",
