@@ -88,6 +88,9 @@ def sample_app() -> Starlette:
     async def garbage(request: Request) -> Response:
         return Response(b"this is not json\n", media_type=NDJSON)
 
+    async def too_long(request: Request) -> Response:
+        return Response(b"x" * (3 << 20) + b"\n", media_type=NDJSON)  # past the 2 MiB default
+
     app = Starlette(
         routes=[
             Route("/loop", loop, methods=["POST"]),
@@ -100,6 +103,7 @@ def sample_app() -> Starlette:
             Route("/hang", hang, methods=["POST"]),
             Route("/drop", drop, methods=["POST"]),
             Route("/garbage", garbage, methods=["POST"]),
+            Route("/toolong", too_long, methods=["POST"]),
         ]
     )
     app.state.seen = seen

@@ -101,6 +101,11 @@ def loop_server() -> Iterator[str]:
         ("/hang", "loop_timeout", "the loop sent no event within 1 s"),
         ("/drop", "loop_disconnected", "the connection to the loop broke"),
         ("/garbage", "loop_invalid_event", "event 1: malformed JSON"),
+        (
+            "/toolong",
+            "loop_invalid_event",
+            "the loop sent a line longer than the limit of 2097152 bytes",
+        ),
     ],
 )
 def test_http_loop_faults(loop_server: str, path: str, reason: str, message: str) -> None:
