@@ -13,6 +13,7 @@ import msgspec
 
 from loopgate.contracts.envelope import Envelope, LoopEvent
 from loopgate.contracts.messages import Message, ToolSpec
+from loopgate.contracts.principal import Owner, Principal
 
 # A tracestate (W3C trace-context: at most 32 list members) longer than this is dropped, not
 # cut, by the hub and by telemetry alike.
@@ -44,6 +45,9 @@ class StartRun(msgspec.Struct, kw_only=True, omit_defaults=True):
     # MCP servers the client asked the agent to use (ACP session/new ``mcpServers``), handed
     # to the loop (the reference loop connects them for the thread).
     mcp_servers: list[dict[str, Any]] = msgspec.field(default_factory=list)
+    # Who asked: set by the run service from the request's principal (whatever a client put
+    # here is replaced), and handed to the loop (never the credential).
+    principal: Principal | None = None
 
 
 class RunInfo(msgspec.Struct, kw_only=True):
@@ -62,6 +66,8 @@ class RunInfo(msgspec.Struct, kw_only=True):
     # answer yet (known to the instance that runs it); unset, and absent from its JSON,
     # otherwise, so the run bodies clients know stay as they were.
     awaiting: Literal["approval"] | msgspec.UnsetType = msgspec.UNSET
+    # Who started it (None: recorded before owners were kept; the admin's only).
+    owner: Owner | None = None
 
 
 class ThreadInfo(msgspec.Struct, kw_only=True):
@@ -75,6 +81,7 @@ class ThreadInfo(msgspec.Struct, kw_only=True):
     created_at: int  # unix ns
     # Free-form, as a run's; ACP keeps {"acp": {"cwd": …}} here, as it does on its runs.
     metadata: dict[str, Any] = msgspec.field(default_factory=dict)
+    owner: Owner | None = None
 
 
 class CommandResult(msgspec.Struct, kw_only=True):
@@ -97,6 +104,17 @@ class RunNotFound(LookupError):
     def __init__(self, run_id: str) -> None:
         super().__init__(f"no run with id {run_id!r}")
         self.run_id = run_id
+
+
+class ThreadNotFound(RunNotFound):
+    """No thread with this id exists for the caller: never recorded, forgotten, or someone
+    else's (which is not found either: no existence oracle). A ``RunNotFound`` so every
+    adapter answers it with its protocol's not-found."""
+
+    def __init__(self, thread_id: str) -> None:
+        LookupError.__init__(self, f"no thread with id {thread_id!r}")
+        self.run_id = thread_id
+        self.thread_id = thread_id
 
 
 class RunGone(RunNotFound):
@@ -132,6 +150,19 @@ class LimitReached(Exception):
 class Unavailable(LimitReached):
     """What the request needs is out of reach for now (the shared journal's Redis); the
     request may be sent again in ``retry_after`` seconds (HTTP 503)."""
+
+
+class QuotaExceeded(LimitReached):
+    """The caller (or its tenant) is at a quota the operator set: concurrent runs, runs per
+    minute, events or tokens per day. HTTP 429 with ``Retry-After``, in each protocol's shape."""
+
+
+class Forbidden(Exception):
+    """The caller's scopes do not allow this (a ``read`` principal starting a run): 403."""
+
+    def __init__(self, detail: str) -> None:
+        super().__init__(detail)
+        self.detail = detail
 
 
 class RunTooLarge(LimitReached):

@@ -17,10 +17,13 @@ from loopgate.contracts.limits import EndpointLimits
 from loopgate.contracts.refusals import Reason, Refusal
 from loopgate.gateway import health
 from loopgate.gateway.apidocs import routes as apidocs
-from loopgate.gateway.auth import HostGuard, OriginGuard, TokenAuth, is_open_path
+from loopgate.gateway.auth import HostGuard, OriginGuard, is_open_path
 from loopgate.gateway.console import routes as console
 from loopgate.gateway.cors import BrowserAccess
 from loopgate.gateway.hub import Hub, Source
+from loopgate.gateway.identity.audit import AccessAudit
+from loopgate.gateway.identity.middleware import Authenticate
+from loopgate.gateway.identity.sources import credential_sources
 from loopgate.gateway.journal import open_journal
 from loopgate.gateway.loop.types import ModelProvider
 from loopgate.gateway.loops.build import build_loop, guards_from
@@ -134,7 +137,7 @@ def create_app(
 
     routes = [
         health.route(adapters),
-        *apidocs.routes(adapters, token=bool(settings.token), is_open=is_open_path),
+        *apidocs.routes(adapters, token=bool(credential_sources(settings)), is_open=is_open_path),
         *(console.routes() if settings.console else []),
     ]
     served = [(adapter, adapter.routes(hub, limits)) for adapter in adapters.values()]
@@ -147,12 +150,18 @@ def create_app(
     )
     app.state.hub = hub
     app.state.settings = settings
-    if settings.token:
-        app.add_middleware(TokenAuth, token=settings.token, refusals=refusals)
+    sources = credential_sources(settings)
+    app.add_middleware(
+        Authenticate,
+        sources=sources,
+        is_open=is_open_path,
+        refusals=refusals,
+        observe=AccessAudit(),
+    )
     app.add_middleware(OriginGuard, limits=limits, refusals=refusals)
     # Outside the token and Origin guards: a browser's preflight carries no token.
     app.add_middleware(BrowserAccess, allowed_origins=settings.allowed_origins)
-    if settings.allowed_hosts or not settings.token:
+    if settings.allowed_hosts or not sources:
         # Outermost: a request for another site's name gets nothing, not even a preflight.
         # With a token (a gateway on the network, reached by any name) it is off unless asked.
         app.add_middleware(HostGuard, allowed=settings.allowed_hosts, refusals=refusals)

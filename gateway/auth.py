@@ -5,10 +5,8 @@ and the Origin check on state-changing requests."""
 
 from __future__ import annotations
 
-import hmac
 import ipaddress
 from collections.abc import Iterable
-from urllib.parse import parse_qs
 
 from starlette.types import ASGIApp, Receive, Scope, Send
 
@@ -18,25 +16,11 @@ from loopgate.contracts.refusals import Refusal
 from loopgate.gateway import health
 from loopgate.gateway.apidocs.routes import SPEC_PATH, is_docs_path
 from loopgate.gateway.console.routes import is_console_path
-from loopgate.gateway.query_token import event_stream
 from loopgate.gateway.refusals import PROBLEMS, Refusals
 
 # The API's description is open as /healthz is: it holds no run, thread or setting (docs/api.md).
 OPEN_PATHS = frozenset({health.PATH, SPEC_PATH})
 LOOPBACK_NAMES = frozenset({"localhost"})
-NO_TOKEN = Refusal(
-    status=401,
-    detail="no bearer token: send the gateway's token as 'Authorization: Bearer <token>'",
-    reason="no_credentials",
-    headers={"www-authenticate": "Bearer"},
-)
-WRONG_TOKEN = Refusal(
-    status=401,
-    detail="wrong bearer token: 'Authorization: Bearer <token>' must carry the gateway's token",
-    reason="wrong_credentials",
-    # RFC 6750: a token was sent, and it is not one this server takes.
-    headers={"www-authenticate": 'Bearer error="invalid_token"'},
-)
 
 
 class HostGuard:
@@ -112,53 +96,12 @@ def _hostname(host: str) -> str | None:
     return name.rstrip(".")
 
 
-class TokenAuth:
-    def __init__(self, app: ASGIApp, token: str, refusals: Refusals = PROBLEMS) -> None:
-        self.app = app
-        self.token = token.encode()
-        self.refusals = refusals
-
-    async def __call__(self, scope: Scope, receive: Receive, send: Send) -> None:
-        if scope["type"] not in ("http", "websocket") or _open(scope):
-            await self.app(scope, receive, send)
-            return
-        presented = self._presented(scope)
-        if presented:
-            await self.app(scope, receive, send)
-            return
-        if scope["type"] == "websocket":
-            await send({"type": "websocket.close", "code": 1008, "reason": "unauthorized"})
-            return
-        refusal = NO_TOKEN if presented is None else WRONG_TOKEN
-        await self.refusals.response(scope, refusal)(scope, receive, send)
-
-    def _presented(self, scope: Scope) -> bool | None:
-        """Whether the request carries the token; None when it carries none at all."""
-        for name, value in scope["headers"]:
-            if name == b"authorization" and value[:7].lower() == b"bearer ":
-                return hmac.compare_digest(value[7:].strip(), self.token)
-        if scope["type"] == "websocket" or _event_stream(scope):
-            # Browsers cannot set headers on a WebSocket upgrade, nor on an EventSource.
-            query = parse_qs(scope.get("query_string", b"").decode())
-            for candidate in query.get("token", []):
-                return hmac.compare_digest(candidate.encode(), self.token)
-        return None
-
-
-def _open(scope: Scope) -> bool:
-    return is_open_path(scope.get("method", ""), scope["path"])
-
-
 def is_open_path(method: str, path: str) -> bool:
     """``/healthz``, the API's description, and the static files of the console and of the
     description's page (the console asks for the token itself)."""
     return path in OPEN_PATHS or (
         method in ("GET", "HEAD") and (is_console_path(path) or is_docs_path(path))
     )
-
-
-def _event_stream(scope: Scope) -> bool:
-    return event_stream(scope.get("method", ""), scope["path"])
 
 
 class OriginGuard:

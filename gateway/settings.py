@@ -34,6 +34,8 @@ class Settings(msgspec.Struct, kw_only=True, forbid_unknown_fields=True):
     # Required when listening beyond loopback; checked as a bearer token on every endpoint.
     token: str | None = None
     token_file: str | None = None  # the token read from a file (not visible in `ps`)
+    # API keys, hashed, each with its principal (docs/auth.md; `loopgate keys`).
+    keys_file: str | None = None
     allowed_origins: list[str] = msgspec.field(default_factory=list)
     # Host header names (or name:port) accepted besides loopback ones (DNS rebinding guard).
     allowed_hosts: list[str] = msgspec.field(default_factory=list)
@@ -176,10 +178,15 @@ class Settings(msgspec.Struct, kw_only=True, forbid_unknown_fields=True):
                 raise ValueError("give --token or --token-file, not both")
             self.token = read_token_file(self.token_file)
 
+    @property
+    def has_credentials(self) -> bool:
+        """Whether any credential source is configured (then every request needs one)."""
+        return bool(self.token or self.keys_file)
+
     def check_listening(self) -> None:
         """For the command that listens (serve): beyond loopback, a token is required. Only
         there: ``run``, ``acp`` and ``rpc`` listen on nothing, whatever LOOPGATE_HOST says."""
-        if not is_loopback(self.host) and not self.token:
+        if not is_loopback(self.host) and not self.has_credentials:
             raise ValueError(
                 f"listening on {self.host} (beyond loopback) requires a token: "
                 "set --token-file or LOOPGATE_TOKEN_FILE (or --token, LOOPGATE_TOKEN)"

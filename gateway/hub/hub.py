@@ -36,7 +36,10 @@ from loopgate.contracts.ports import (
     ThreadExists,
     ThreadInfo,
 )
+from loopgate.contracts.principal import current
+from loopgate.gateway.hub import access
 from loopgate.gateway.hub.run import Producer, Run, RunSubscription, new_record
+from loopgate.gateway.identity.audit import audit
 from loopgate.gateway.journal.base import EVENT_OVERHEAD_BYTES, Journal, RunRecord
 from loopgate.gateway.settings import Settings
 from loopgate.gateway.sources.ingest import IngestProducer
@@ -116,6 +119,8 @@ class Hub:
         self.sources = dict(sources)
         self.clock = clock
         self.run_observers: list[RunObserver] = []
+        # Checks every start passes first (quotas), in order.
+        self.admission: list[access.Admission] = []
         self.subscription_observers: list[SubscriptionObserver] = []
         # Tasks that live as long as the hub does, started when it is entered.
         self.services: list[Callable[[], Coroutine[Any, Any, None]]] = []
@@ -482,6 +487,7 @@ class Hub:
     async def start(self, request: StartRun) -> RunInfo:
         if self._closing:
             raise LimitReached("the server is shutting down", retry_after=5)
+        principal = access.may_start()
         source = self.sources.get(request.source)
         if source is None:
             raise ClientError(f"unknown source {request.source!r}")
@@ -493,6 +499,12 @@ class Hub:
             raise LimitReached(
                 f"too many active runs (limit {self.settings.max_active_runs}); retry later"
             )
+        if request.thread_id and request.thread_id != run_id:
+            await self._check_thread(request.thread_id)
+        for admit in self.admission:
+            await admit(principal)
+        # The loop learns who asked from here only: whatever a client put in the request goes.
+        request.principal = principal
         prepared = source.prepare(request)
         # Last, once nothing else can refuse the start: a claimed id stays taken.
         if request.run_id and self._remote is not None and not await self._remote.claim(run_id):
@@ -509,6 +521,7 @@ class Hub:
             run_id, request.thread_id or run_id, request.source, self.clock(), metadata
         )
         record.input = input_messages(request)
+        record.owner = principal.owner
         run = Run(record)
         for observe in self.run_observers:
             observe(run)
@@ -522,6 +535,7 @@ class Hub:
         # A created run survives a crash (its events may not have yet: they get their own
         # commits, and an ingest push is acknowledged only after its commit).
         await self.journal.flush()
+        audit("run_started", principal, run_id=run_id, thread_id=record.thread_id)
         return run.info()
 
     async def _produce(self, run: Run, producer: Producer) -> None:
@@ -540,15 +554,17 @@ class Hub:
             run.producer = None
 
     async def get(self, run_id: str) -> RunInfo:
-        return (await self._load(run_id)).info()
+        return (await self._visible(run_id)).info()
 
     async def list_runs(self, *, limit: int = 100, thread_id: str | None = None) -> list[RunInfo]:
+        owner = access.owner_filter()
         infos = {
             r.id: r.info()
             for r in self._runs.values()
-            if thread_id is None or r.record.thread_id == thread_id
+            if (thread_id is None or r.record.thread_id == thread_id)
+            and (owner is None or r.record.owner == owner)
         }
-        for record in await self.journal.list_runs(limit, thread_id):
+        for record in await self.journal.list_runs(limit, thread_id, owner):
             if record.id not in infos:
                 infos[record.id] = self._cold(record).info()
         return sorted(infos.values(), key=lambda i: i.created_at, reverse=True)[:limit]
@@ -597,6 +613,8 @@ class Hub:
         ``remote`` is the command as sent to the instance that owns a remote run.
         """
         run = await self._load(run_id)
+        principal = access.check_run(run_id, run.record.owner, control=True)
+        audit(f"run_{verb}", principal, run_id=run_id)
         if run.remote and not run.finished and self._remote is not None:
             return await self._remote.command(run, verb, remote)
         if run.finished or run.producer is None:
@@ -611,7 +629,7 @@ class Hub:
         return env
 
     async def push_nowait(self, run_id: str, event: LoopEvent) -> Envelope:
-        run = await self._load(run_id)
+        run = await self._visible(run_id, control=True)
         if run.remote and not run.finished and self._remote is not None:
             # The owner appends (one writer per run): it answers once the event is committed.
             return await self._remote.push(run, event)
@@ -630,7 +648,7 @@ class Hub:
         return self.publish(run, event.kind, event.data, encoded)
 
     async def wait_committed(self, run_id: str, seq: int) -> None:
-        await self._wait_committed(await self._load(run_id), seq)
+        await self._wait_committed(await self._visible(run_id), seq)
 
     async def _wait_committed(self, run: Run | None, seq: int) -> None:
         if run is not None and run.remote:
@@ -644,7 +662,7 @@ class Hub:
                 raise RunFinished(run.id, run.record.status)
 
     async def end_ingest(self, run_id: str) -> None:
-        run = await self._load(run_id)
+        run = await self._visible(run_id, control=True)
         if run.remote and not run.finished and self._remote is not None:
             await self._remote.end_ingest(run)
             return
@@ -655,7 +673,7 @@ class Hub:
 
     @asynccontextmanager
     async def command_channel(self, run_id: str) -> AsyncIterator[AsyncIterator[dict[str, Any]]]:
-        run = await self._load(run_id)
+        run = await self._visible(run_id, control=True)
         if run.record.source != "ingest":
             raise RunNotIngest(f"run {run_id!r} is produced by its {run.record.source} source")
         # A finished run has let its producer go: its channel carries nothing, as it would.
@@ -672,6 +690,7 @@ class Hub:
             send.close()
 
     async def release_thread(self, thread_id: str) -> None:
+        await self._check_thread(thread_id)
         release = getattr(self.loop, "release_thread", None)
         if release is not None:
             await release(thread_id)
@@ -679,10 +698,17 @@ class Hub:
     async def create_thread(
         self, thread_id: str | None = None, *, metadata: dict[str, Any] | None = None
     ) -> ThreadInfo:
+        principal = access.may_start()
         thread_id = thread_id or f"thread_{uuid.uuid4().hex}"
         if await self.journal.load_thread(thread_id) is not None:
             raise ThreadExists(thread_id)
-        thread = ThreadInfo(id=thread_id, created_at=self.clock(), metadata=dict(metadata or {}))
+        await self._check_thread(thread_id)  # someone else's runs may name it already
+        thread = ThreadInfo(
+            id=thread_id,
+            created_at=self.clock(),
+            metadata=dict(metadata or {}),
+            owner=principal.owner,
+        )
         self.journal.record_thread(thread)
         # Recorded means committed, as a started run is: another process may look it up next.
         await self.journal.flush()
@@ -695,18 +721,23 @@ class Hub:
         return thread
 
     async def get_thread(self, thread_id: str) -> ThreadInfo | None:
-        return await self.journal.load_thread(thread_id)
+        thread = await self.journal.load_thread(thread_id)
+        if thread is None or not current().sees(thread.owner):
+            return None
+        return thread
 
     async def list_threads(self, *, limit: int = 100) -> list[ThreadInfo]:
-        return await self.journal.list_threads(limit)
+        return await self.journal.list_threads(limit, access.owner_filter())
 
     async def forget_thread(self, thread_id: str) -> bool:
+        if await self.get_thread(thread_id) is None:
+            return False
         return await self.journal.forget_thread(thread_id)
 
     async def history(
         self, run_id: str, *, after: int = 0, limit: int | None = None
     ) -> list[Envelope]:
-        run = await self._load(run_id)
+        run = await self._visible(run_id)
         start = max(after, 0)
         if run.pages is not None:
             return await self.journal.load_events(run_id, after=start, limit=limit)
@@ -717,7 +748,7 @@ class Hub:
     async def subscribe(
         self, run_id: str, *, after: int = 0, consumer: str = "api"
     ) -> AsyncIterator[RunSubscription]:
-        run = await self._load(run_id)
+        run = await self._visible(run_id)
         if len(run.subscribers) >= self.settings.max_subscribers_per_run:
             raise LimitReached(
                 f"run {run_id} has the maximum of {self.settings.max_subscribers_per_run} "
@@ -761,6 +792,26 @@ class Hub:
             return self._runs[run_id]
         except KeyError:
             raise RunNotFound(run_id) from None
+
+    async def _visible(self, run_id: str, *, control: bool = False) -> Run:
+        """The run, if the request's principal may see it (and control it, if asked)."""
+        run = await self._load(run_id)
+        access.check_run(run_id, run.record.owner, control=control)
+        return run
+
+    async def _check_thread(self, thread_id: str) -> None:
+        """ThreadNotFound when the thread is someone else's: its record's owner, else its
+        newest run's (a thread exists as soon as a run names it)."""
+        if access.owner_filter() is None:
+            return  # an admin's: every thread is
+        thread = await self.journal.load_thread(thread_id)
+        if thread is not None:
+            access.check_thread(thread_id, thread.owner)
+            return
+        newest = [r.record for r in self._runs.values() if r.record.thread_id == thread_id]
+        newest += await self.journal.list_runs(1, thread_id)
+        if newest:
+            access.check_thread(thread_id, max(newest, key=lambda r: r.created_at).owner)
 
     async def _load(self, run_id: str) -> Run:
         run = self._runs.get(run_id)

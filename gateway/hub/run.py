@@ -205,6 +205,7 @@ class Run:
             metadata=r.metadata,
             input=r.input,
             awaiting="approval" if self.asking and not ended else msgspec.UNSET,
+            owner=r.owner,
         )
 
     def notify(self) -> None:

@@ -19,6 +19,7 @@ import msgspec
 from loopgate.contracts.envelope import Envelope
 from loopgate.contracts.messages import Message
 from loopgate.contracts.ports import RunSource, RunState, ThreadInfo
+from loopgate.contracts.principal import Owner
 
 # What one event of a running run costs beyond its encoded payload: the Envelope, its data
 # dict, the ints and strings in them, the list slot and the byte-offset slot. Measured with
@@ -78,6 +79,8 @@ class RunRecord(msgspec.Struct, kw_only=True):
     last_seq: int = 0
     metadata: dict[str, Any] = msgspec.field(default_factory=dict)
     input: list[Message] = msgspec.field(default_factory=list)
+    # Who started it; None for runs recorded before owners were kept (the admin's only).
+    owner: Owner | None = None
 
 
 class Journal(Protocol):
@@ -118,8 +121,10 @@ class Journal(Protocol):
         first, at most ``max_bytes`` counted as the hub counts them."""
         ...
 
-    async def list_runs(self, limit: int, thread_id: str | None = None) -> list[RunRecord]:
-        """Newest first."""
+    async def list_runs(
+        self, limit: int, thread_id: str | None = None, owner: Owner | None = None
+    ) -> list[RunRecord]:
+        """Newest first; only ``owner``'s when given (up to ``limit`` of them)."""
         ...
 
     async def delete(self, run_ids: list[str]) -> None: ...
@@ -130,8 +135,8 @@ class Journal(Protocol):
 
     async def load_thread(self, thread_id: str) -> ThreadInfo | None: ...
 
-    async def list_threads(self, limit: int) -> list[ThreadInfo]:
-        """Newest first."""
+    async def list_threads(self, limit: int, owner: Owner | None = None) -> list[ThreadInfo]:
+        """Newest first; only ``owner``'s when given (up to ``limit`` of them)."""
         ...
 
     async def forget_thread(self, thread_id: str) -> bool:

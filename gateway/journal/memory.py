@@ -12,6 +12,7 @@ from itertools import islice
 
 from loopgate.contracts.envelope import Envelope
 from loopgate.contracts.ports import ThreadInfo
+from loopgate.contracts.principal import Owner
 from loopgate.gateway.journal.base import CommitListener, RunRecord
 
 
@@ -50,7 +51,9 @@ class MemoryJournal:
     ) -> list[Envelope]:
         return []
 
-    async def list_runs(self, limit: int, thread_id: str | None = None) -> list[RunRecord]:
+    async def list_runs(
+        self, limit: int, thread_id: str | None = None, owner: Owner | None = None
+    ) -> list[RunRecord]:
         return []
 
     async def delete(self, run_ids: list[str]) -> None:
@@ -66,8 +69,11 @@ class MemoryJournal:
     async def load_thread(self, thread_id: str) -> ThreadInfo | None:
         return self._threads.get(thread_id)
 
-    async def list_threads(self, limit: int) -> list[ThreadInfo]:
-        return list(islice(reversed(self._threads.values()), limit))
+    async def list_threads(self, limit: int, owner: Owner | None = None) -> list[ThreadInfo]:
+        threads = reversed(self._threads.values())
+        if owner is not None:
+            threads = (t for t in threads if t.owner == owner)
+        return list(islice(threads, limit))
 
     async def forget_thread(self, thread_id: str) -> bool:
         return self._threads.pop(thread_id, None) is not None

@@ -40,6 +40,7 @@ from redis.exceptions import NoScriptError, RedisError, ResponseError
 
 from loopgate.contracts.envelope import Envelope
 from loopgate.contracts.ports import ThreadInfo, Unavailable
+from loopgate.contracts.principal import Owner
 from loopgate.gateway.journal import redis_follow
 from loopgate.gateway.journal.base import (
     EVENT_OVERHEAD_BYTES,
@@ -56,6 +57,8 @@ _encode = msgspec.json.Encoder().encode
 _pack = msgspec.msgpack.Encoder().encode
 _decode_record = msgspec.json.Decoder(RunRecord).decode
 _decode_thread = msgspec.json.Decoder(ThreadInfo).decode
+# Runs or threads read per round trip while listing one owner's.
+OWNER_PAGE = 500
 _decode_data = msgspec.json.Decoder(dict[str, Any]).decode
 
 T = TypeVar("T", int, float)
@@ -511,10 +514,25 @@ class RedisJournal:
         self.follower.unwatch(run_id)
 
     @_reaching
-    async def list_runs(self, limit: int, thread_id: str | None = None) -> list[RunRecord]:
+    async def list_runs(
+        self, limit: int, thread_id: str | None = None, owner: Owner | None = None
+    ) -> list[RunRecord]:
         index = self._key("runs") if thread_id is None else self._key("thread-runs", thread_id)
-        ids = [i.decode() for i in await self._redis().zrevrange(index, 0, limit - 1)]
-        return [r for r in await self._records(ids) if r is not None]
+        if owner is None:
+            ids = [i.decode() for i in await self._redis().zrevrange(index, 0, limit - 1)]
+            return [r for r in await self._records(ids) if r is not None]
+        # One owner's: the index is read newest first, a page at a time, until enough are
+        # found; retention bounds how far that can go.
+        found: list[RunRecord] = []
+        start = 0
+        while len(found) < limit:
+            page = await self._redis().zrevrange(index, start, start + OWNER_PAGE - 1)
+            records = await self._records([i.decode() for i in page])
+            found += [r for r in records if r is not None and r.owner == owner]
+            if len(page) < OWNER_PAGE:
+                break
+            start += OWNER_PAGE
+        return found[:limit]
 
     async def _records(self, ids: list[str]) -> list[RunRecord | None]:
         """The runs' records; a running one's ``last_seq`` is its stream's, as it is now (the
@@ -553,12 +571,20 @@ class RedisJournal:
         return _decode_thread(raw) if raw is not None else None
 
     @_reaching
-    async def list_threads(self, limit: int) -> list[ThreadInfo]:
-        ids = await self._redis().zrevrange(self._key("threads"), 0, limit - 1)
-        if not ids:
-            return []
-        raws = await self._redis().mget([self._key("thread", i.decode()) for i in ids])
-        return [_decode_thread(r) for r in raws if r is not None]
+    async def list_threads(self, limit: int, owner: Owner | None = None) -> list[ThreadInfo]:
+        found: list[ThreadInfo] = []
+        start, page_size = 0, limit if owner is None else OWNER_PAGE
+        while len(found) < limit:
+            ids = await self._redis().zrevrange(self._key("threads"), start, start + page_size - 1)
+            if not ids:
+                break
+            raws = await self._redis().mget([self._key("thread", i.decode()) for i in ids])
+            threads = [_decode_thread(r) for r in raws if r is not None]
+            found += [t for t in threads if owner is None or t.owner == owner]
+            if owner is None or len(ids) < page_size:
+                break
+            start += page_size
+        return found[:limit]
 
     # --- retention ------------------------------------------------------------------------
 

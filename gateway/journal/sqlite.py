@@ -38,6 +38,7 @@ import msgspec
 
 from loopgate.contracts.envelope import Envelope
 from loopgate.contracts.ports import ThreadInfo
+from loopgate.contracts.principal import Owner
 from loopgate.gateway.journal.base import (
     EVENT_OVERHEAD_BYTES,
     CommitListener,
@@ -78,6 +79,11 @@ CREATE INDEX IF NOT EXISTS threads_created ON threads (created_at);
 
 _encode = msgspec.json.Encoder().encode
 _decode_record = msgspec.json.Decoder(RunRecord).decode
+# The owner is kept in the record's JSON (records stay one column, and older databases read).
+_OWNED = (
+    "json_extract(CAST(record AS TEXT), '$.owner.subject') = ? "
+    "AND json_extract(CAST(record AS TEXT), '$.owner.tenant') = ?"
+)
 _decode_thread = msgspec.json.Decoder(ThreadInfo).decode
 _decode_data = msgspec.json.Decoder(dict[str, Any]).decode
 
@@ -316,13 +322,20 @@ class SqliteJournal:
                 cursor.close()
         return out
 
-    async def list_runs(self, limit: int, thread_id: str | None = None) -> list[RunRecord]:
-        if thread_id is None:
-            sql, params = "SELECT record FROM runs ORDER BY created_at DESC LIMIT ?", (limit,)
-        else:
-            sql = "SELECT record FROM runs WHERE thread_id = ? ORDER BY created_at DESC LIMIT ?"
-            params = (thread_id, limit)  # type: ignore[assignment]
-        rows = await self._query(sql, params)
+    async def list_runs(
+        self, limit: int, thread_id: str | None = None, owner: Owner | None = None
+    ) -> list[RunRecord]:
+        where: list[str] = []
+        params: list[Any] = []
+        if thread_id is not None:
+            where.append("thread_id = ?")
+            params.append(thread_id)
+        if owner is not None:
+            where.append(_OWNED)
+            params += [owner.subject, owner.tenant]
+        clause = f"WHERE {' AND '.join(where)} " if where else ""
+        sql = f"SELECT record FROM runs {clause}ORDER BY created_at DESC LIMIT ?"
+        rows = await self._query(sql, (*params, limit))
         return [_decode_record(r[0]) for r in rows]
 
     async def load_thread(self, thread_id: str) -> ThreadInfo | None:
@@ -332,10 +345,13 @@ class SqliteJournal:
         rows = await self._query("SELECT record FROM threads WHERE id = ?", (thread_id,))
         return _decode_thread(rows[0][0]) if rows else None
 
-    async def list_threads(self, limit: int) -> list[ThreadInfo]:
-        rows = await self._query(
-            "SELECT record FROM threads ORDER BY created_at DESC LIMIT ?", (limit,)
-        )
+    async def list_threads(self, limit: int, owner: Owner | None = None) -> list[ThreadInfo]:
+        if owner is None:
+            sql, params = "SELECT record FROM threads ORDER BY created_at DESC LIMIT ?", (limit,)
+        else:
+            sql = f"SELECT record FROM threads WHERE {_OWNED} ORDER BY created_at DESC LIMIT ?"
+            params = (owner.subject, owner.tenant, limit)  # type: ignore[assignment]
+        rows = await self._query(sql, params)
         return [_decode_thread(r[0]) for r in rows]
 
     # --- retention ------------------------------------------------------------------------

@@ -1,0 +1,68 @@
+"""The audit log: one JSON line per security-relevant action, on the ``loopgate.audit`` logger.
+
+Run started, cancelled, steered, answered; access refused; a credential used (once per
+principal and transport per minute, not per request: a busy key would drown the rest). Each line
+names the principal (subject, tenant, how it was proven) and the run, never a credential.
+Operators route the logger where they keep such lines (docs/auth.md)."""
+
+from __future__ import annotations
+
+import logging
+import time
+from collections.abc import MutableMapping
+from typing import Any
+
+import msgspec
+
+from loopgate.contracts.principal import Principal
+from loopgate.gateway.identity.presented import Rejected
+
+log = logging.getLogger("loopgate.audit")
+_encode = msgspec.json.Encoder().encode
+# A credential's use is told at most this often per principal: enough to see who is active.
+USED_EVERY_S = 60.0
+MAX_REMEMBERED = 10_000
+
+
+def who(principal: Principal) -> dict[str, Any]:
+    return {"subject": principal.subject, "tenant": principal.tenant, "via": principal.via}
+
+
+def audit(action: str, principal: Principal | None, **fields: Any) -> None:
+    """Write one line: ``{"audit": action, "principal": {...}, **fields}``."""
+    if not log.isEnabledFor(logging.INFO):
+        return
+    line: dict[str, Any] = {"audit": action, "ts": time.time()}
+    if principal is not None:
+        line["principal"] = who(principal)
+    line.update({k: v for k, v in fields.items() if v is not None})
+    log.info("%s", _encode(line).decode())
+
+
+class AccessAudit:
+    """The middleware's observer: refusals always, a credential's use now and then."""
+
+    def __init__(self, clock: Any = time.monotonic) -> None:
+        self.clock = clock
+        self._seen: dict[tuple[str, str, str], float] = {}
+
+    def __call__(
+        self,
+        scope: MutableMapping[str, Any],
+        principal: Principal | None,
+        rejected: Rejected | None,
+    ) -> None:
+        client = scope.get("client")
+        where = {"path": scope.get("path", "")[:200], "client": client[0] if client else None}
+        if principal is None:
+            reason = rejected.reason if rejected is not None else "no_or_unknown_credentials"
+            audit("access_refused", None, reason=reason, **where)
+            return
+        key = (principal.via, principal.tenant, principal.subject)
+        now = self.clock()
+        if now - self._seen.get(key, float("-inf")) < USED_EVERY_S:
+            return
+        if len(self._seen) >= MAX_REMEMBERED:
+            self._seen.clear()
+        self._seen[key] = now
+        audit("credential_used", principal, transport=scope["type"], **where)

@@ -1,0 +1,18 @@
+"""The credential sources the settings configure, in the order they are asked."""
+
+from __future__ import annotations
+
+from loopgate.gateway.identity.keys import ApiKeys
+from loopgate.gateway.identity.presented import CredentialSource
+from loopgate.gateway.identity.single_token import SingleToken
+from loopgate.gateway.settings import Settings
+
+
+def credential_sources(settings: Settings) -> list[CredentialSource]:
+    """None configured: the development default (loopback only; Settings.check_listening)."""
+    sources: list[CredentialSource] = []
+    if settings.keys_file:
+        sources.append(ApiKeys(settings.keys_file))
+    if settings.token:
+        sources.append(SingleToken(settings.token))
+    return sources
