@@ -34,6 +34,7 @@ from loopgate.adapters.shared.jsonrpc import (
     parse,
 )
 from loopgate.adapters.shared.rpc_errors import (
+    FORBIDDEN,
     INTERNAL_ERROR,
     INVALID_PARAMS,
     LIMIT_REACHED,
@@ -47,6 +48,7 @@ from loopgate.adapters.shared.rpc_errors import (
 )
 from loopgate.contracts.client_errors import ClientError, client_message
 from loopgate.contracts.ports import (
+    Forbidden,
     LimitReached,
     RunExists,
     RunFinished,
@@ -88,6 +90,8 @@ def error_for(exc: Exception) -> dict[str, Any] | None:
         )
     if isinstance(exc, LimitReached):
         return error_object(LIMIT_REACHED, exc.detail, retryAfter=exc.retry_after)
+    if isinstance(exc, Forbidden):
+        return error_object(FORBIDDEN, exc.detail)
     if isinstance(exc, RunExists):
         return error_object(
             RUN_EXISTS, f"a run with id {exc.run_id!r} already exists", runId=exc.run_id

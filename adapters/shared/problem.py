@@ -89,6 +89,7 @@ def problem_for(exc: Exception) -> HttpProblem | None:
     it may be Python's ``invalid literal for int()``."""
     from loopgate.contracts.client_errors import client_message
     from loopgate.contracts.ports import (
+        Forbidden,
         LimitReached,
         RunExists,
         RunFinished,
@@ -106,6 +107,8 @@ def problem_for(exc: Exception) -> HttpProblem | None:
         return None
     if isinstance(exc, RunGone):
         return HttpProblem(410, detail)
+    if isinstance(exc, Forbidden):
+        return HttpProblem(403, detail)
     if isinstance(exc, RunNotFound):
         return HttpProblem(404, detail)
     if isinstance(exc, RunTooLarge):

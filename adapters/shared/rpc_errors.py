@@ -34,6 +34,7 @@ TOO_LARGE = -32006
 NOT_ACCEPTED = -32007
 RUN_GONE = -32008
 RESPONSE_LIMIT = -32009
+FORBIDDEN = -32010
 
 
 class ErrorCode(NamedTuple):
@@ -81,6 +82,8 @@ TABLE: tuple[ErrorCode, ...] = (
     ErrorCode(RESPONSE_LIMIT, "Response limit reached", "the batch's response reached its size "
               "limit before this item: it was not run; send it again in a request of its own",
               ("jsonrpc",)),
+    ErrorCode(FORBIDDEN, "Forbidden", "the caller's scopes do not allow this (a read-only key "
+              "starting or cancelling a run)", ("jsonrpc",)),
 )  # fmt: skip
 
 

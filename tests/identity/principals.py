@@ -1,0 +1,56 @@
+"""Principals for tests: a keys file with two users of two tenants, an admin and a reader.
+
+Written with the gateway's own key functions, as `loopgate keys add` writes them, so a gateway
+started with ``keys_file=`` (or ``--keys-file``) takes these keys."""
+
+from __future__ import annotations
+
+import time
+from pathlib import Path
+from typing import NamedTuple
+
+from loopgate.contracts.principal import Scope
+from loopgate.gateway.identity.keys import KeyEntry, KeysFile, hash_secret, new_key, write_keys
+
+
+class TestKey(NamedTuple):
+    name: str
+    subject: str
+    tenant: str
+    scope: Scope
+    key: str  # what a client sends as its bearer token
+
+    @property
+    def headers(self) -> dict[str, str]:
+        return {"authorization": f"Bearer {self.key}"}
+
+
+# name -> (subject, tenant, scope)
+PEOPLE: dict[str, tuple[str, str, Scope]] = {
+    "alice": ("alice", "acme", "run"),
+    "bob": ("bob", "globex", "run"),
+    "root": ("root", "ops", "admin"),
+    "viewer": ("viewer", "acme", "read"),
+}
+
+
+def write_test_keys(path: Path) -> dict[str, TestKey]:
+    """A keys file at ``path`` with one key for each of :data:`PEOPLE`; their keys by name."""
+    entries: list[KeyEntry] = []
+    keys: dict[str, TestKey] = {}
+    for name, (subject, tenant, scope) in PEOPLE.items():
+        key, key_id, secret = new_key()
+        entries.append(
+            KeyEntry(
+                name=name,
+                id=key_id,
+                hash=hash_secret(secret),
+                subject=subject,
+                tenant=tenant,
+                scopes=[scope],
+                created_at=time.time(),
+            )
+        )
+        keys[name] = TestKey(name, subject, tenant, scope, key)
+    write_keys(path, KeysFile(keys=entries))
+    return keys
