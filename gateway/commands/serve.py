@@ -64,6 +64,12 @@ def register(sub: argparse._SubParsersAction) -> None:  # type: ignore[type-arg]
         help="read the bearer token from this file (or set LOOPGATE_TOKEN)",
     )
     p.add_argument(
+        "--keys-file",
+        metavar="PATH",
+        help="API keys, each with its own principal (or set LOOPGATE_KEYS_FILE; made with "
+        "`loopgate keys add`, re-read when it changes; docs/auth.md)",
+    )
+    p.add_argument(
         "--allowed-origin",
         dest="allowed_origins",
         action="append",
@@ -207,6 +213,7 @@ SETTING_FLAGS = (
     "port",
     "token",
     "token_file",
+    "keys_file",
     "allowed_origins",
     "allowed_hosts",
     "header_timeout_s",

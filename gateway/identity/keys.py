@@ -13,18 +13,26 @@ from __future__ import annotations
 
 import base64
 import contextlib
+import fcntl
 import hashlib
 import hmac
+import logging
 import os
+import re
 import secrets
 import time
+import unicodedata
+from collections.abc import Iterable, Iterator
 from pathlib import Path
 
 import anyio
 import msgspec
 
+from loopgate.contracts.client_errors import describe_input_error
 from loopgate.contracts.principal import Principal, Quota, Scope
 from loopgate.gateway.identity.presented import Presented, Rejected
+
+log = logging.getLogger("loopgate.server")
 
 PREFIX = "lg_"
 ID_CHARS = 12
@@ -32,6 +40,9 @@ ID_CHARS = 12
 SCRYPT_N, SCRYPT_R, SCRYPT_P = 2**14, 8, 1
 # How often the file's modification time is looked at (a stat), at most.
 RELOAD_EVERY_S = 1.0
+# A key's name: what `loopgate keys revoke` takes and `list` shows, safe in any terminal or log.
+NAME = re.compile(r"[A-Za-z0-9._-]{1,64}")
+MAX_TEXT_CHARS = 256  # a subject, tenant or display name
 
 
 class KeyEntry(msgspec.Struct, kw_only=True, omit_defaults=True):
@@ -96,29 +107,130 @@ def split_key(key: str) -> tuple[str, str] | None:
     return key_id, secret
 
 
+def control_character(text: str) -> str | None:
+    """The first control (or other unprintable format) character in ``text``, as ``U+XXXX``."""
+    for char in text:
+        if unicodedata.category(char) in ("Cc", "Cf", "Zl", "Zp"):
+            return f"U+{ord(char):04X}"
+    return None
+
+
+def problem_with_text(what: str, text: str) -> str | None:
+    """What is wrong with a subject, tenant or display name, in words; None if nothing."""
+    if not text.strip():
+        return f"{what} is empty"
+    if len(text) > MAX_TEXT_CHARS:
+        return f"{what} is longer than {MAX_TEXT_CHARS} characters"
+    char = control_character(text)
+    if char is not None:
+        return f"{what} contains a control character ({char})"
+    return None
+
+
+def problem_with_name(name: str) -> str | None:
+    char = control_character(name)
+    if char is not None:
+        return f"the name contains a control character ({char})"
+    if NAME.fullmatch(name) is None:
+        return "a name is 1 to 64 characters of A-Z, a-z, 0-9, '.', '_' and '-'"
+    return None
+
+
+def problems(keys: Iterable[KeyEntry]) -> Iterator[str]:
+    """What makes a keys file unusable: bad names, ids or identities, a name or id twice."""
+    names: set[str] = set()
+    ids: set[str] = set()
+    for n, entry in enumerate(keys):
+        where = f"key {n + 1}"
+        name_problem = problem_with_name(entry.name)
+        if name_problem is not None:
+            yield f"{where}: {name_problem}"
+        elif entry.name in names:
+            yield f"{where}: the name {entry.name!r} is used twice"
+        else:
+            where = f"key {entry.name!r}"
+        names.add(entry.name)
+        if len(entry.id) != ID_CHARS or not all(c in "0123456789abcdef" for c in entry.id):
+            yield f"{where}: its id is not {ID_CHARS} hex digits"
+        elif entry.id in ids:
+            yield f"{where}: its id is used by another key"
+        ids.add(entry.id)
+        if not entry.hash.startswith("scrypt$"):
+            yield f"{where}: its hash is not an scrypt hash (write keys with `loopgate keys add`)"
+        for what, text in (("the subject", entry.subject), ("the tenant", entry.tenant)):
+            problem = problem_with_text(what, text)
+            if problem is not None:
+                yield f"{where}: {problem}"
+        if entry.display_name is not None:
+            problem = problem_with_text("the display name", entry.display_name)
+            if problem is not None:
+                yield f"{where}: {problem}"
+        if entry.quota is not None:
+            for field in entry.quota.__struct_fields__:
+                limit = getattr(entry.quota, field)
+                if limit is not None and limit <= 0:
+                    yield f"{where}: quota {field} must be positive"
+
+
 def read_keys(path: Path) -> KeysFile:
     """The file's keys; an absent file has none. ValueError names what is wrong in it."""
     try:
         raw = path.read_bytes()
     except FileNotFoundError:
         return KeysFile()
+    except PermissionError:
+        raise ValueError(f"cannot read the keys file {path}: permission denied") from None
+    except IsADirectoryError:
+        raise ValueError(f"cannot read the keys file {path}: it is a directory") from None
     except OSError as exc:
         raise ValueError(f"cannot read the keys file {path}: {exc.__class__.__name__}") from None
     try:
-        return msgspec.json.decode(raw, type=KeysFile)
+        keys = msgspec.json.decode(raw, type=KeysFile)
     except msgspec.ValidationError as exc:
-        raise ValueError(f"the keys file {path} is not valid: {exc}") from None
+        raise ValueError(
+            f"the keys file {path} is not valid: {describe_input_error(exc, root='file')}"
+        ) from None
     except msgspec.DecodeError:
         raise ValueError(f"the keys file {path} is not JSON") from None
+    found = next(problems(keys.keys), None)
+    if found is not None:
+        raise ValueError(f"the keys file {path} is not valid: {found}")
+    return keys
 
 
 def write_keys(path: Path, keys: KeysFile) -> None:
     """Replace the file at once (a reader never sees half of it), readable by its owner only."""
     tmp = path.with_name(f".{path.name}.{os.getpid()}.tmp")
     fd = os.open(tmp, os.O_WRONLY | os.O_CREAT | os.O_TRUNC, 0o600)
-    with os.fdopen(fd, "wb") as f:
-        f.write(msgspec.json.format(msgspec.json.encode(keys), indent=2) + b"\n")
-    os.replace(tmp, path)
+    try:
+        # A leftover temporary file keeps its old mode through O_CREAT: set it again.
+        os.fchmod(fd, 0o600)
+        with os.fdopen(fd, "wb") as f:
+            f.write(msgspec.json.format(msgspec.json.encode(keys), indent=2) + b"\n")
+            f.flush()
+            # On disk before it replaces the old file: a crash leaves one or the other whole.
+            os.fsync(f.fileno())
+        os.replace(tmp, path)
+    except BaseException:
+        with contextlib.suppress(OSError):
+            os.unlink(tmp)
+        raise
+
+
+@contextlib.contextmanager
+def editing(path: Path) -> Iterator[KeysFile]:
+    """The file's keys to change, written back (atomically) when the block ends without an
+    exception. One editor at a time: two `loopgate keys add` at once would each write the file
+    as it was read, and one key would be lost."""
+    lock = path.with_name(f".{path.name}.lock")
+    fd = os.open(lock, os.O_RDWR | os.O_CREAT, 0o600)
+    try:
+        fcntl.flock(fd, fcntl.LOCK_EX)
+        keys = read_keys(path)
+        yield keys
+        write_keys(path, keys)
+    finally:
+        os.close(fd)  # and with it the lock
 
 
 class ApiKeys:
@@ -129,34 +241,53 @@ class ApiKeys:
     def __init__(self, path: str | Path, clock: object = time.monotonic) -> None:
         self.path = Path(path)
         self._clock = clock
-        self._stamp: tuple[int, int] | None = None
+        self._stamp: tuple[int, int, int] | None = None
         self._checked = float("-inf")
+        self._broken: tuple[int, int, int] | None = None  # the broken version last told of
         self._by_id: dict[str, KeyEntry] = {}
         self._pepper = secrets.token_bytes(32)
         self._verified: dict[str, bytes] = {}  # id -> HMAC of the key that verified
         # scrypt runs on threads, two at a time: wrong secrets sent in a burst cost the
         # event loop nothing, and the machine at most two cores for a moment.
         self._hashing = anyio.CapacityLimiter(2)
+        if not self.path.exists():
+            # A mistyped path would otherwise serve with no keys at all, refusing everyone.
+            raise ValueError(
+                f"the keys file {self.path} does not exist: create it with "
+                f"`loopgate keys add NAME --tenant TENANT --keys-file {self.path}`"
+            )
         self.reload(force=True)
 
     def reload(self, *, force: bool = False) -> None:
-        """Read the file again if it changed; a broken file keeps the keys read before it."""
+        """Read the file again if it changed (ValueError if it is broken: the caller keeps
+        the keys read before it)."""
         now = self._clock()  # type: ignore[operator]
         if not force and now - self._checked < RELOAD_EVERY_S:
             return
         self._checked = now
         try:
             st = self.path.stat()
-            stamp = (st.st_mtime_ns, st.st_size)
+            # `loopgate keys` replaces the file (a new inode) and a size or time may repeat.
+            stamp = (st.st_ino, st.st_mtime_ns, st.st_size)
         except FileNotFoundError:
-            stamp = (0, 0)
+            stamp = (0, 0, 0)  # removed: no keys (read_keys reads an absent file as empty)
         if stamp == self._stamp and not force:
             return
-        keys = read_keys(self.path)  # ValueError at start-up; below, once running
+        try:
+            keys = read_keys(self.path)
+        except ValueError as problem:
+            if self._stamp is not None and stamp != self._broken:
+                # Told once per broken version, to the operator's log; requests go on.
+                log.warning("%s; the keys read before it stay in force", problem)
+            self._broken = stamp
+            raise
         self._stamp = stamp
-        self._by_id = {k.id: k for k in keys.keys}
+        before, self._by_id = self._by_id, {k.id: k for k in keys.keys}
+        # A key verified before stays verified only while its entry says the same.
         self._verified = {
-            i: v for i, v in self._verified.items() if i in self._by_id and self._usable(i)
+            i: mark
+            for i, mark in self._verified.items()
+            if self._usable(i) and i in before and before[i].hash == self._by_id[i].hash
         }
 
     def _usable(self, key_id: str) -> bool:
