@@ -137,7 +137,7 @@ def create_app(
 
     routes = [
         health.route(adapters),
-        *apidocs.routes(adapters, token=bool(credential_sources(settings)), is_open=is_open_path),
+        *apidocs.routes(adapters, token=settings.has_credentials, is_open=is_open_path),
         *(console.routes() if settings.console else []),
     ]
     served = [(adapter, adapter.routes(hub, limits)) for adapter in adapters.values()]

@@ -33,6 +33,7 @@ from uvicorn.config import STARTUP_FAILURE
 from loopgate.gateway.app import create_app
 from loopgate.gateway.http_protocol import GuardedH11Protocol
 from loopgate.gateway.hub import Hub
+from loopgate.gateway.identity.audit import route_audit
 from loopgate.gateway.listener import Listener, raise_fd_limit
 from loopgate.gateway.log_limits import RateLimitedLog
 from loopgate.gateway.loops.build import loop_summary
@@ -182,6 +183,7 @@ def make_server(settings: Settings, *, log_level: str = "info") -> GatewayServer
         # Event streams must never be compressed or buffered; uvicorn does neither.
         proxy_headers=False,
     )
+    route_audit(settings.audit_log)
     # uvicorn configured its loggers just now: their handlers get the filter too.
     install_redaction()
     return GatewayServer(config, app.state.hub, settings)

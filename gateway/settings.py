@@ -36,6 +36,8 @@ class Settings(msgspec.Struct, kw_only=True, forbid_unknown_fields=True):
     token_file: str | None = None  # the token read from a file (not visible in `ps`)
     # API keys, hashed, each with its principal (docs/auth.md; `loopgate keys`).
     keys_file: str | None = None
+    # Where the audit log's JSON lines go: "stderr", "off", or a file (appended to).
+    audit_log: str = "stderr"
     allowed_origins: list[str] = msgspec.field(default_factory=list)
     # Host header names (or name:port) accepted besides loopback ones (DNS rebinding guard).
     allowed_hosts: list[str] = msgspec.field(default_factory=list)
@@ -188,8 +190,9 @@ class Settings(msgspec.Struct, kw_only=True, forbid_unknown_fields=True):
         there: ``run``, ``acp`` and ``rpc`` listen on nothing, whatever LOOPGATE_HOST says."""
         if not is_loopback(self.host) and not self.has_credentials:
             raise ValueError(
-                f"listening on {self.host} (beyond loopback) requires a token: "
-                "set --token-file or LOOPGATE_TOKEN_FILE (or --token, LOOPGATE_TOKEN)"
+                f"listening on {self.host} (beyond loopback) requires credentials: set "
+                "--keys-file, a JWKS (--jwks-url), --trusted-proxy, or a token (--token-file, "
+                "LOOPGATE_TOKEN_FILE) — docs/auth.md"
             )
 
 

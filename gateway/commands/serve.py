@@ -70,6 +70,12 @@ def register(sub: argparse._SubParsersAction) -> None:  # type: ignore[type-arg]
         "`loopgate keys add`, re-read when it changes; docs/auth.md)",
     )
     p.add_argument(
+        "--audit-log",
+        metavar="DEST",
+        help="where the audit log's JSON lines go: stderr (the default), off, or a file "
+        "(or set LOOPGATE_AUDIT_LOG; docs/auth.md)",
+    )
+    p.add_argument(
         "--allowed-origin",
         dest="allowed_origins",
         action="append",
@@ -214,6 +220,7 @@ SETTING_FLAGS = (
     "token",
     "token_file",
     "keys_file",
+    "audit_log",
     "allowed_origins",
     "allowed_hosts",
     "header_timeout_s",

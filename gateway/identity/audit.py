@@ -8,6 +8,8 @@ Operators route the logger where they keep such lines (docs/auth.md)."""
 from __future__ import annotations
 
 import logging
+import logging.handlers
+import sys
 import time
 from collections.abc import MutableMapping
 from typing import Any
@@ -22,6 +24,27 @@ _encode = msgspec.json.Encoder().encode
 # A credential's use is told at most this often per principal: enough to see who is active.
 USED_EVERY_S = 60.0
 MAX_REMEMBERED = 10_000
+
+
+def route_audit(destination: str) -> None:
+    """Send the audit lines to ``destination`` ("stderr", "off" or a file), each a bare JSON
+    line, whatever the server's log level: an operator who asked for audit lines gets them."""
+    for old in list(log.handlers):
+        log.removeHandler(old)
+        old.close()
+    log.propagate = False
+    if destination == "off":
+        log.setLevel(logging.CRITICAL + 1)
+        return
+    handler: logging.Handler
+    if destination == "stderr":
+        handler = logging.StreamHandler(sys.stderr)
+    else:
+        # Reopened when logrotate moves the file away.
+        handler = logging.handlers.WatchedFileHandler(destination, encoding="utf-8")
+    handler.setFormatter(logging.Formatter("%(message)s"))
+    log.addHandler(handler)
+    log.setLevel(logging.INFO)
 
 
 def who(principal: Principal) -> dict[str, Any]:
