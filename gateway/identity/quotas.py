@@ -55,10 +55,10 @@ DAY_S = 86_400
 # A run going at once ends when it ends: a client is told to ask again in this many seconds.
 CONCURRENT_RETRY_S = 1
 _UNITS: dict[QuotaName, str] = {
-    "concurrent_runs": "runs at once",
-    "runs_per_minute": "run starts a minute",
-    "events_per_day": "events a UTC day",
-    "tokens_per_day": "model tokens a UTC day",
+    "concurrent_runs": "runs going at once",
+    "runs_per_minute": "runs started in any minute",
+    "events_per_day": "events in a UTC day",
+    "tokens_per_day": "model tokens in a UTC day",
 }
 # The kind whose usage counts as tokens, and its fields (the contract's llm_response).
 RESPONSE = "llm_response"
@@ -199,7 +199,7 @@ def refusal_detail(refusal: Refusal) -> str:
         if name == "concurrent_runs"
         else f"retry in {refusal.retry_after} s"
     )
-    return f"quota exceeded: {name} of {whose} is {limit} {_UNITS[name]}; {when}"
+    return f"quota exceeded: {name} of {whose} is {limit} ({_UNITS[name]}); {when}"
 
 
 class Quotas:
