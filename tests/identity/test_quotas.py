@@ -4,6 +4,7 @@ touches another principal or tenant; a concurrency slot comes back however its r
 
 from __future__ import annotations
 
+import json
 from collections.abc import Callable, Iterator
 from contextlib import contextmanager
 from pathlib import Path
@@ -12,6 +13,7 @@ from typing import Any
 import httpx
 import openai
 import pytest
+import websockets.sync.client as ws_client
 
 from loopgate.contracts.principal import Principal, Quota
 from loopgate.gateway.identity.quotas import (
@@ -286,3 +288,44 @@ async def test_the_minute_window_slides_and_the_day_rolls_over() -> None:
 @pytest.fixture
 def anyio_backend() -> str:
     return "asyncio"
+
+
+def test_ag_ui_over_a_websocket_gets_a_rate_limited_run_error(keyring: tuple[Path, Keys]) -> None:
+    with gateway(keyring, quota_concurrent_runs=1) as (http, keys, base):
+        alice = keys["alice"]
+        started(http, alice)
+        body = {
+            "threadId": "t-quota-ws",
+            "runId": "agui-quota-ws",
+            "messages": [{"id": "m1", "role": "user", "content": "hi"}],
+        }
+        url = base.replace("http", "ws") + "/agui/ws"
+        with ws_client.connect(url, additional_headers=alice.headers) as ws:
+            ws.send(json.dumps(body))
+            error = json.loads(ws.recv(timeout=20))
+        assert error["type"] == "RUN_ERROR" and error["code"] == "rate_limited"
+        assert error["message"].startswith("quota exceeded: concurrent_runs")
+
+
+def test_mcp_run_tool_says_the_quota_as_a_tool_error(keyring: tuple[Path, Keys]) -> None:
+    with gateway(keyring, quota_concurrent_runs=1) as (http, keys, _):
+        alice = keys["alice"]
+        started(http, alice)
+        call = {
+            "jsonrpc": "2.0",
+            "id": 1,
+            "method": "tools/call",
+            "params": {"name": "run", "arguments": {"prompt": "hi"}},
+        }
+        accept = {"accept": "application/json, text/event-stream"}
+        response = http.post("/mcp", json=call, headers={**alice.headers, **accept})
+        assert response.status_code == 200, response.text
+        if response.headers["content-type"].startswith("text/event-stream"):
+            data = [line[6:] for line in response.text.splitlines() if line.startswith("data: ")]
+            answer = json.loads(data[-1])
+        else:
+            answer = response.json()
+        result = answer["result"]
+        assert result["isError"] is True
+        assert result["content"][0]["text"].startswith("quota exceeded: concurrent_runs")
+        assert "retry" in result["content"][0]["text"]
