@@ -31,7 +31,11 @@ import anyio
 from redis.exceptions import RedisError
 
 from loopgate.contracts.ports import Unavailable
-from loopgate.gateway.identity.quotas import (
+from loopgate.gateway.journal.redis_streams import COMMAND_TIMEOUT_S, RedisJournal
+
+# Relative: this module and quotas.py meet each other's classes under one name however either
+# was imported (a checker reading the file at its own path, or as loopgate.…).
+from .quotas import (
     CONCURRENT_RETRY_S,
     DAY_S,
     QUOTAS,
@@ -42,7 +46,6 @@ from loopgate.gateway.identity.quotas import (
     until_tomorrow,
     utc_day,
 )
-from loopgate.gateway.journal.redis_streams import COMMAND_TIMEOUT_S, RedisJournal
 
 log = logging.getLogger("loopgate.quotas")
 

@@ -115,7 +115,8 @@ def limits_of(principal: Principal, defaults: Limits) -> Limits:
     chosen: dict[str, int] = {}
     for name in QUOTAS:
         mine = getattr(own, name)
-        chosen[name] = max(mine, 0) if mine is not None else defaults.of(name)
+        # A negative one is no limit of its own (never "none at all"): the default holds.
+        chosen[name] = mine if mine is not None and mine >= 0 else defaults.of(name)
     return Limits(**chosen)
 
 
@@ -362,8 +363,9 @@ def build_quotas(settings: Settings, journal: Journal) -> Quotas:
     ledger: Ledger
     if getattr(journal, "shared", False):
         # Imported only here: Redis is needed only when the journal is in it.
-        from loopgate.gateway.identity.quota_redis import RedisLedger
         from loopgate.gateway.journal.redis_streams import RedisJournal
+
+        from .quota_redis import RedisLedger
 
         assert isinstance(journal, RedisJournal)
         ledger = RedisLedger(journal)
