@@ -276,6 +276,7 @@ class MemoryLedger:
         self.clock = clock
         self._active: dict[tuple[str, str | None], int] = {}
         self._starts: dict[tuple[str, str | None], deque[float]] = {}
+        self._swept = 0.0
         self._day = ""
         # (tenant, subject or None) → [events, tokens] of ``_day``
         self._daily: dict[tuple[str, str | None], list[int]] = {}
@@ -283,6 +284,15 @@ class MemoryLedger:
     async def admit(self, hold: Hold) -> Refusal | None:
         now = self.clock()
         self._roll(now)
+        if now - self._swept >= WINDOW_S:
+            # Windows of parties that started nothing since: gone, so that many principals
+            # that each started once (JWT subjects) do not stay in memory for good.
+            self._swept = now
+            stale = now - WINDOW_S
+            for key in [
+                k for k, starts in self._starts.items() if not starts or starts[-1] <= stale
+            ]:
+                del self._starts[key]
         for party in hold.parties:
             refusal = self._check(party, now)
             if refusal is not None:

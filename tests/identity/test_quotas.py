@@ -17,6 +17,7 @@ import websockets.sync.client as ws_client
 
 from loopgate.contracts.principal import Principal, Quota
 from loopgate.gateway.identity.quotas import (
+    WINDOW_S,
     Hold,
     Limits,
     MemoryLedger,
@@ -282,6 +283,11 @@ async def test_the_minute_window_slides_and_the_day_rolls_over() -> None:
     assert refusal.retry_after == 40
     now[0] += 40  # the start left the window; the day is over too (30 s into the next)
     assert until_tomorrow(now[0]) == 86_400 - 30
+    last = hold()
+    assert await ledger.admit(last) is None
+    # A start refused after admission is taken back; its party's empty window is swept later.
+    await ledger.refund(last)
+    now[0] += WINDOW_S
     assert await ledger.admit(hold()) is None
 
 
