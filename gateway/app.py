@@ -23,6 +23,7 @@ from loopgate.gateway.cors import BrowserAccess
 from loopgate.gateway.hub import Hub, Source
 from loopgate.gateway.identity.audit import AccessAudit
 from loopgate.gateway.identity.middleware import Authenticate
+from loopgate.gateway.identity.quotas import build_quotas
 from loopgate.gateway.identity.sources import credential_sources
 from loopgate.gateway.journal import open_journal
 from loopgate.gateway.loop.types import ModelProvider
@@ -60,6 +61,9 @@ def build_hub(
     )
     hub = Hub(settings, journal, sources, loop=agent_loop)
     hub.services.append(StallWatchdog(settings.stall_warning_s, agent_loop.name).run)
+    quotas = build_quotas(settings, journal)
+    hub.admission.append(quotas.admit)
+    hub.services.append(quotas.ledger.serve)
     if telemetry is not None:
         telemetry.attach(hub)
     return hub

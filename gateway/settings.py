@@ -50,6 +50,17 @@ class Settings(msgspec.Struct, kw_only=True, forbid_unknown_fields=True):
     max_connections: int = 1_000
     console: bool = True  # the web console at / (docs/console.md)
 
+    # Quotas (docs/auth.md#quotas): per principal (subject and tenant; an API key's own limits
+    # win) and per tenant, across instances when the journal is Redis. 0: no limit.
+    quota_concurrent_runs: int = 0
+    quota_runs_per_minute: int = 0
+    quota_events_per_day: int = 0
+    quota_tokens_per_day: int = 0
+    tenant_quota_concurrent_runs: int = 0
+    tenant_quota_runs_per_minute: int = 0
+    tenant_quota_events_per_day: int = 0
+    tenant_quota_tokens_per_day: int = 0
+
     provider: Literal["scripted", "openai"] = "scripted"
     scripted_delay_s: float = 0.02
     openai_base_url: str | None = None
@@ -198,7 +209,20 @@ class Settings(msgspec.Struct, kw_only=True, forbid_unknown_fields=True):
 
 # Limits that must be positive (zero would mean "never" or "nothing", which is never meant);
 # a delay or a window of zero means none.
-ZERO_ALLOWED = ("port", "scripted_delay_s", "delivery_window_s")
+ZERO_ALLOWED = (
+    "port",
+    "scripted_delay_s",
+    "delivery_window_s",
+    # 0: no limit
+    "quota_concurrent_runs",
+    "quota_runs_per_minute",
+    "quota_events_per_day",
+    "quota_tokens_per_day",
+    "tenant_quota_concurrent_runs",
+    "tenant_quota_runs_per_minute",
+    "tenant_quota_events_per_day",
+    "tenant_quota_tokens_per_day",
+)
 POSITIVE_FIELDS = tuple(
     f.name
     for f in msgspec.structs.fields(Settings)

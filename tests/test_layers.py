@@ -127,6 +127,7 @@ OPTIONAL_MODULES = {  # --journal redis://
     "gateway/journal/redis_streams.py": "redis",
     "gateway/journal/redis_follow.py": "redis",
     "gateway/journal/redis_connect.py": "redis",
+    "gateway/identity/quota_redis.py": "redis",
 }
 
 

@@ -50,6 +50,7 @@ from loopgate.contracts.history import (
 from loopgate.contracts.messages import Message
 from loopgate.contracts.ports import (
     LimitReached,
+    QuotaExceeded,
     RunFinished,
     RunInfo,
     RunNotFound,
@@ -556,11 +557,13 @@ class AcpAgent:
         try:
             return await self.service.start(request)
         except LimitReached as exc:
-            raise AgentError(
-                INTERNAL_ERROR,
-                f"the gateway is busy: {exc.detail}",
-                {"retryAfter": exc.retry_after},
-            ) from None
+            # A quota is the caller's own limit, not a busy gateway: its words say which.
+            said = (
+                exc.detail
+                if isinstance(exc, QuotaExceeded)
+                else f"the gateway is busy: {exc.detail}"
+            )
+            raise AgentError(INTERNAL_ERROR, said, {"retryAfter": exc.retry_after}) from None
         except ClientError as exc:
             raise AgentError(INVALID_PARAMS, f"Invalid params: {exc.message}") from None
 

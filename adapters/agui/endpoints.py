@@ -43,6 +43,8 @@ from loopgate.contracts.ports import RunService
 from .adapter import AguiAdapter
 
 log = logging.getLogger("loopgate.agui")
+# RUN_ERROR codes of refused starts on the socket (a POST answers the HTTP status instead).
+_CODES = {429: "rate_limited", 503: "unavailable"}
 CONSUMER = "agui"
 
 
@@ -235,7 +237,7 @@ class _Socket:
                     log.exception("starting an AG-UI run failed")
                     await self.error("internal error; the server log has the details", "internal")
                     return
-                await self.error(problem.detail, "invalid_input")
+                await self.error(problem.detail, _CODES.get(problem.status, "invalid_input"))
                 return
             self.run_id = plan.info.id
             self.detached = detached(body) or not plan.drives

@@ -185,6 +185,35 @@ def register(sub: argparse._SubParsersAction) -> None:  # type: ignore[type-arg]
         metavar="BYTES",
         help="largest request body; bigger is answered 413 (default 1048576)",
     )
+    quota = p.add_argument_group(
+        "quotas",
+        "per principal (an API key's own limits win; docs/auth.md#quotas); 0: no limit "
+        "(the default). Per tenant: LOOPGATE_TENANT_QUOTA_*",
+    )
+    quota.add_argument(
+        "--quota-concurrent-runs",
+        type=int,
+        metavar="N",
+        help="runs one principal may have going at once; more are answered 429",
+    )
+    quota.add_argument(
+        "--quota-runs-per-minute",
+        type=int,
+        metavar="N",
+        help="runs one principal may start in any minute",
+    )
+    quota.add_argument(
+        "--quota-events-per-day",
+        type=int,
+        metavar="N",
+        help="events one principal's runs may produce a UTC day (checked when a run starts)",
+    )
+    quota.add_argument(
+        "--quota-tokens-per-day",
+        type=int,
+        metavar="N",
+        help="model tokens one principal's runs may use a UTC day (checked when a run starts)",
+    )
     p.add_argument(
         "--otel-endpoint",
         help="OTLP/HTTP base URL to send traces to, e.g. http://127.0.0.1:4318 "
@@ -238,6 +267,10 @@ SETTING_FLAGS = (
     "max_active_runs",
     "max_subscribers_per_run",
     "max_body_bytes",
+    "quota_concurrent_runs",
+    "quota_runs_per_minute",
+    "quota_events_per_day",
+    "quota_tokens_per_day",
     "otel_endpoint",
     "otel_service_name",
     "otel_export_timeout_s",

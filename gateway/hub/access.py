@@ -8,14 +8,45 @@ not allow the action on its own run gets :class:`Forbidden`.
 
 from __future__ import annotations
 
-from collections.abc import Awaitable, Callable
+import logging
+from collections.abc import Awaitable, Callable, Sequence
+from typing import TYPE_CHECKING, Protocol
+
+import anyio
 
 from loopgate.contracts.ports import Forbidden, RunNotFound, ThreadNotFound
 from loopgate.contracts.principal import Owner, Principal, current
 
+if TYPE_CHECKING:
+    from loopgate.gateway.hub.run import Run
+
+log = logging.getLogger("loopgate.hub")
+
+
+class Ticket(Protocol):
+    """What an admission took for a start it let through (a quota's concurrency slot): bound
+    to the run once it exists, which gives it back when it ends; refunded when the start is
+    refused after all (a bad request, a taken id), so a refused start costs nothing."""
+
+    def bind(self, run: Run) -> None: ...
+
+    async def refund(self) -> None: ...
+
+
 # Checks a start must pass before anything is recorded (quotas: gateway/identity/quotas.py);
-# each raises QuotaExceeded (a LimitReached) to refuse.
-Admission = Callable[[Principal], Awaitable[None]]
+# each raises QuotaExceeded (a LimitReached) to refuse, or returns what it took (or None).
+Admission = Callable[[Principal], Awaitable[Ticket | None]]
+
+
+async def refund(tickets: Sequence[Ticket]) -> None:
+    """Give back what the admissions of a start that failed took; never raises (the start's
+    own error is what the caller hears)."""
+    with anyio.CancelScope(shield=True):
+        for ticket in tickets:
+            try:
+                await ticket.refund()
+            except Exception:
+                log.exception("an admission could not give back what a refused start took")
 
 
 def may_start() -> Principal:

@@ -501,16 +501,23 @@ class Hub:
             )
         if request.thread_id and request.thread_id != run_id:
             await self._check_thread(request.thread_id)
-        for admit in self.admission:
-            await admit(principal)
-        # The loop learns who asked from here only: whatever a client put in the request goes.
-        request.principal = principal
-        prepared = source.prepare(request)
-        # Last, once nothing else can refuse the start: a claimed id stays taken.
-        if request.run_id and self._remote is not None and not await self._remote.claim(run_id):
-            raise RunExists(run_id)
-        if run_id in self._runs:
-            raise RunExists(run_id)  # started here by another request while this one waited
+        tickets: list[access.Ticket] = []
+        try:
+            for admit in self.admission:
+                if (ticket := await admit(principal)) is not None:
+                    tickets.append(ticket)
+            # The loop learns who asked from here only: whatever a client put in the request
+            # goes.
+            request.principal = principal
+            prepared = source.prepare(request)
+            # Last, once nothing else can refuse the start: a claimed id stays taken.
+            if request.run_id and self._remote is not None and not await self._remote.claim(run_id):
+                raise RunExists(run_id)
+            if run_id in self._runs:
+                raise RunExists(run_id)  # started here by another request while this one waited
+        except BaseException:
+            await access.refund(tickets)
+            raise
         metadata = dict(request.metadata)
         if request.traceparent:
             metadata.setdefault("traceparent", request.traceparent)
@@ -523,6 +530,8 @@ class Hub:
         record.input = input_messages(request)
         record.owner = principal.owner
         run = Run(record)
+        for ticket in tickets:
+            ticket.bind(run)
         for observe in self.run_observers:
             observe(run)
         self._admit(run)

@@ -287,6 +287,11 @@ class RedisJournal:
             raise RuntimeError("the journal is closed")
         return self._client
 
+    def client(self) -> Any:
+        """The journal's Redis client (its pool), for what else lives in this Redis beside
+        the runs (the quotas' counters); RuntimeError before it opens and after it closes."""
+        return self._redis()
+
     async def aclose(self) -> None:
         if self._client is None:
             return
