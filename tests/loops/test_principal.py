@@ -30,9 +30,11 @@ LOCAL = {"subject": "local", "tenant": "default", "scopes": ["admin"], "name": "
 def whoami_gateway(plug: str, **settings: Any) -> Iterator[str]:
     """A real gateway whose loop is the whoami loop of ``plug``; yields its base URL."""
     if plug == "http":
-        with serve_app(http_app()) as loop_base:
-            with running_gateway(loop_url=f"{loop_base}/loop", **settings) as (base, _):
-                yield base
+        with (
+            serve_app(http_app()) as loop_base,
+            running_gateway(loop_url=f"{loop_base}/loop", **settings) as (base, _),
+        ):
+            yield base
         return
     plugged: dict[str, Any] = {
         "python": {"loop": "tests.loops.whoami:python_loop"},

@@ -87,7 +87,11 @@ def stdio_main() -> None:
         write({"jsonrpc": "2.0", "id": message["id"], "result": None})
         for item in answer(params.get("principal"), line):
             write(
-                {"jsonrpc": "2.0", "method": "run.event", "params": {"run_id": params["run_id"], **item}}
+                {
+                    "jsonrpc": "2.0",
+                    "method": "run.event",
+                    "params": {"run_id": params["run_id"], **item},
+                }
             )
 
 
