@@ -5,6 +5,7 @@ own user (``local``) on a gateway without credentials — and never the credenti
 from __future__ import annotations
 
 import json
+import re
 import shlex
 import sys
 from collections.abc import Iterator
@@ -16,7 +17,7 @@ import httpx
 import pytest
 
 from tests.fakes.servers import serve_app
-from tests.gateway.harness import running_gateway
+from tests.gateway.harness import REPO, running_gateway
 from tests.gateway.sse_client import envelopes, read_stream
 from tests.identity import principals
 from tests.loops.whoami import http_app
@@ -114,4 +115,36 @@ def test_a_reference_loop_tool_sees_the_principal(tmp_path: Path) -> None:
     assert results == {
         "alice": {"subject": "alice", "tenant": "acme"},
         "root": {"subject": "root", "tenant": "ops"},
+    }
+
+
+def test_the_tool_in_auth_md_answers_from_the_callers_tenant(
+    tmp_path: Path, monkeypatch: pytest.MonkeyPatch
+) -> None:
+    """docs/auth.md's ``team_tools.py``, as written, served to alice and bob."""
+    section = (REPO / "docs" / "auth.md").read_text().split("## What the loop learns", 1)[1]
+    (module,) = re.findall(r"```python\n(# team_tools\.py.*?)```", section, re.S)
+    (tmp_path / "team_tools.py").write_text(module)
+    monkeypatch.syspath_prepend(str(tmp_path))
+    keys = principals.write_test_keys(tmp_path / "keys.json")
+    settings = {"keys_file": str(tmp_path / "keys.json"), "tools": ["team_tools"]}
+    answers = {}
+    with running_gateway(**settings, demo_tools=False) as (base, _):
+        for person in ("alice", "bob"):
+            key = keys[person]
+            # The scripted model's "client tool" scenario calls the tool with the prompt's
+            # first words as its topic: "client tool launch".
+            started = httpx.post(
+                f"{base}/v1/runs",
+                json={"input": "client tool: launch"},
+                headers=key.headers,
+                timeout=10,
+            )
+            assert started.status_code == 201, started.text
+            events = envelopes(read_stream(base, started.json()["id"], headers=key.headers))
+            (result,) = [e["data"] for e in events if e["kind"] == "tool_call_result"]
+            answers[person] = result["resultPreview"]
+    assert answers == {
+        "alice": "launch on Friday",
+        "bob": "globex has no notes on client tool launch",
     }
