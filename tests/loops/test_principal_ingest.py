@@ -50,12 +50,14 @@ def test_an_ingest_run_is_owned_by_the_principal_that_pushes_it(tmp_path: Path) 
                 ws_client.connect(url, additional_headers=bob.headers, open_timeout=5)
             assert refused_ws.value.response.status_code == 403
 
-        # The owner pushes the first event over WebSocket, the rest over HTTP.
-        with ws_client.connect(ws_url, additional_headers=alice.headers, open_timeout=5) as ws:
-            ws.send(json.dumps(EVENTS[0]))
-        pushed = http.post(push, content=ndjson(EVENTS[1:]), headers=alice.headers)
+        # The owner pushes the first event over HTTP, the terminal one over WebSocket (closing
+        # that socket earlier would end the run as truncated).
+        pushed = http.post(push, content=ndjson(EVENTS[:1]), headers=alice.headers)
         assert pushed.status_code == 200, pushed.text
-        assert pushed.json()["run"]["status"] == "completed"
+        with ws_client.connect(ws_url, additional_headers=alice.headers, open_timeout=5) as ws:
+            ws.send(json.dumps(EVENTS[1]))
+            assert json.loads(ws.recv(timeout=10))["type"] == "end"
+        assert http.get(f"/v1/runs/{run_id}", headers=alice.headers).json()["status"] == "completed"
 
         events = http.get(f"{push}?stream=false", headers=alice.headers)
         assert events.status_code == 200, events.text
