@@ -16,6 +16,13 @@ from typing import Any
 import httpx
 import pytest
 
+from loopgate.contracts.loop import LOCAL_LOOP_PRINCIPAL, LoopPrincipal
+from loopgate.contracts.messages import Message, ToolCall
+from loopgate.gateway.loop.core import CoreLoop
+from loopgate.gateway.loop.hooks import NoHooks
+from loopgate.gateway.loop.scripted import ScriptedProvider
+from loopgate.gateway.loop.tools import DemoTools
+from loopgate.gateway.loop.types import LoopContext, ToolResult
 from tests.fakes.servers import serve_app
 from tests.gateway.harness import REPO, running_gateway
 from tests.gateway.sse_client import envelopes, read_stream
@@ -148,3 +155,34 @@ def test_the_tool_in_auth_md_answers_from_the_callers_tenant(
         "alice": "launch on Friday",
         "bob": "globex has no notes on client tool launch",
     }
+
+
+@pytest.mark.anyio
+async def test_the_reference_loops_hooks_and_tools_see_the_turns_principal(
+    tmp_path: Path,
+) -> None:
+    """Every LoopContext of a turn (each hook call, each tool call) carries the principal the
+    CoreLoop was made for; one made without one runs for the machine's own user."""
+    seen: list[tuple[str, LoopPrincipal]] = []
+
+    class Watch(NoHooks):
+        def pre_step(self, ctx: LoopContext) -> None:
+            seen.append(("pre_step", ctx.principal))
+
+        def post_tool_result(self, ctx: LoopContext, call: ToolCall, result: ToolResult) -> None:
+            seen.append((f"tool {call.name}", ctx.principal))
+
+    alice = LoopPrincipal(subject="alice", tenant="acme", scopes=("run",), via="key")
+    for principal in (alice, None):
+        seen.clear()
+        extra = {} if principal is None else {"principal": principal}
+        loop = CoreLoop(ScriptedProvider(delay_s=0), DemoTools(tmp_path), hooks=Watch(), **extra)
+        events: list[str] = []
+
+        async def sink(kind: str, data: dict[str, Any], events: list[str] = events) -> None:
+            events.append(kind)
+
+        await loop.run_turn([Message(role="user", content="What time is it?")], sink)
+        assert "tool clock" in [what for what, _ in seen] and len(seen) >= 3, seen
+        assert {who for _, who in seen} == {principal or LOCAL_LOOP_PRINCIPAL}
+        assert events[-1] == "completion"
