@@ -15,8 +15,45 @@ from typing import Any, Literal, Protocol
 import msgspec
 
 from loopgate.contracts.messages import Message, ToolSpec
+from loopgate.contracts.principal import DEFAULT_TENANT, GRANTS, LOCAL, Principal, Scope
 
 Approval = Literal["auto", "always", "never"]
+
+
+class LoopPrincipal(msgspec.Struct, frozen=True, kw_only=True):
+    """Who asked for the run, as the loop learns it: the request's principal without its
+    limits. No credential ever reaches a loop (the gateway checked it and keeps it).
+
+    ``subject`` and ``tenant`` are the run's owner; ``scopes`` what the caller may do at the
+    gateway (``admin``, ``run``, ``read``); ``name`` a display name (a key's name, a token's
+    ``name`` claim) or None; ``via`` how it was proven: ``key``, ``jwt``, ``proxy``, ``token``
+    or ``local`` (the machine's own user: no credential configured, or a stdio command).
+    """
+
+    subject: str
+    tenant: str = DEFAULT_TENANT
+    scopes: tuple[Scope, ...] = ("run",)
+    name: str | None = None
+    via: str = "local"
+
+    @classmethod
+    def of(cls, principal: Principal) -> LoopPrincipal:
+        return cls(
+            subject=principal.subject,
+            tenant=principal.tenant,
+            scopes=principal.scopes,
+            name=principal.name,
+            via=principal.via,
+        )
+
+    def may(self, action: Literal["all", "start", "control", "read"]) -> bool:
+        """Whether the caller's scopes grant ``action`` at the gateway, as
+        :meth:`contracts.principal.Principal.may` says (a tool authorising by scope)."""
+        return any(action in GRANTS[scope] for scope in self.scopes)
+
+
+# Who a run acts for when no request named anyone: the machine's own user.
+LOCAL_LOOP_PRINCIPAL = LoopPrincipal.of(LOCAL)
 
 
 class LoopRequest(msgspec.Struct, kw_only=True):
@@ -43,6 +80,8 @@ class LoopRequest(msgspec.Struct, kw_only=True):
     # W3C trace context of the run's span (or the caller's), for the loop's own spans.
     traceparent: str | None = None
     tracestate: str | None = None
+    # Who asked for the run (the request's principal; never its credential).
+    principal: LoopPrincipal = LOCAL_LOOP_PRINCIPAL
 
 
 # Called with each event the loop produces (kind, data). Never blocks.
@@ -89,6 +128,11 @@ class RunContext(Protocol):
 
     @property
     def config(self) -> dict[str, Any]: ...
+
+    @property
+    def principal(self) -> LoopPrincipal:
+        """Who asked for the run: subject, tenant, scopes, name, how it was proven."""
+        ...
 
     @property
     def cancelled(self) -> bool:

@@ -11,6 +11,7 @@ from __future__ import annotations
 from collections.abc import Sequence
 
 from loopgate.contracts.client_errors import ClientError
+from loopgate.contracts.loop import LOCAL_LOOP_PRINCIPAL, LoopPrincipal
 from loopgate.contracts.messages import Message, ToolSpec
 from loopgate.gateway.loop.config import LoopConfig
 from loopgate.gateway.loop.control import TurnControl
@@ -38,6 +39,7 @@ class CoreLoop:
         permissions: PermissionGate | None = None,
         client_tools: Sequence[ToolSpec] = (),
         scope: SpanScope = no_scope,
+        principal: LoopPrincipal = LOCAL_LOOP_PRINCIPAL,
     ) -> None:
         self.provider = provider
         self.executor = executor
@@ -47,6 +49,8 @@ class CoreLoop:
         self.permissions = permissions
         self.client_tools = list(client_tools)
         self.scope = scope
+        # Who the turns run for: every LoopContext (tools, hooks) carries it.
+        self.principal = principal
         server_names = {spec.name for spec in executor.specs()}
         clash = sorted(server_names & {spec.name for spec in self.client_tools})
         if clash:

@@ -113,6 +113,7 @@ class TurnState:
             messages=self.request_messages(),
             consecutive_tool_errors=self.consecutive_errors,
             tokens_used=self.prompt_tokens + self.completion_tokens,
+            principal=self.loop.principal,
         )
 
     def summary(self, status: str, reason: str) -> dict[str, Any]:

@@ -8,6 +8,7 @@ from typing import Any, Literal, Protocol
 
 import msgspec
 
+from loopgate.contracts.loop import LOCAL_LOOP_PRINCIPAL, LoopPrincipal
 from loopgate.contracts.messages import Message, ToolCall, ToolSpec
 
 # --- model provider -------------------------------------------------------------------------
@@ -115,6 +116,8 @@ class LoopContext(msgspec.Struct, kw_only=True):
 
     ``history`` is everything the turn has recorded; ``messages`` what the next model request
     sends: the same list, unless a ``pre_step`` hook compacted or rewrote the model's view.
+    ``principal`` is who asked for the run (subject, tenant, scopes; never a credential), for a
+    tool or hook that decides by who is asking.
     """
 
     round: int
@@ -123,6 +126,7 @@ class LoopContext(msgspec.Struct, kw_only=True):
     consecutive_tool_errors: int = 0
     tokens_used: int = 0
     messages: list[Message] = msgspec.field(default_factory=list)
+    principal: LoopPrincipal = LOCAL_LOOP_PRINCIPAL
 
 
 EventSink = Callable[[str, dict[str, Any]], Awaitable[None]]

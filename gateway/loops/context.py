@@ -10,7 +10,7 @@ import anyio
 import msgspec
 
 from loopgate.contracts.client_errors import ClientError
-from loopgate.contracts.loop import LoopRequest
+from loopgate.contracts.loop import LoopPrincipal, LoopRequest
 
 DEFAULT_MAX_STEER_CHARS = 32_000
 # Steering messages a loop has not taken yet; beyond this a client is told to wait.
@@ -60,6 +60,10 @@ class RequestView:
     @property
     def config(self) -> dict[str, Any]:
         return self._request.config
+
+    @property
+    def principal(self) -> LoopPrincipal:
+        return self._request.principal
 
 
 class GatewayRunContext(RequestView):

@@ -1,6 +1,7 @@
 """A loop behind an HTTP endpoint, in any language: ``--loop-url URL``.
 
-Per run the gateway POSTs the :class:`contracts.loop.LoopRequest` as JSON and reads the
+Per run the gateway POSTs the :class:`contracts.loop.LoopRequest` as JSON (its ``principal``
+says who asked; the caller's credential is never forwarded, only ``--loop-token``) and reads the
 response, one ``{"kind", "data"}`` object per line (``application/x-ndjson``), up to the
 terminal completion. Closing the connection cancels. Commands go to ``URL/commands`` as JSON:
 ``{"type": "cancel" | "steer" | "respond", "run_id", …}``; a loop without that endpoint

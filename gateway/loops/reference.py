@@ -144,6 +144,7 @@ class ReferenceRun:
                 permissions=ContextPermissionGate(self.ctx, tools, request.approval),
                 client_tools=request.tools,
                 scope=scope,
+                principal=request.principal,
             )
         except ValueError as exc:  # client tools named like the loop's own: our own words
             message = client_message(exc) or "the run's tools could not be set up"

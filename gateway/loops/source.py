@@ -22,7 +22,14 @@ from loopgate.contracts.client_errors import ClientError
 from loopgate.contracts.contract import is_terminal_completion
 from loopgate.contracts.envelope import EnvelopeError, validate_event
 from loopgate.contracts.json_input import DEFAULT_MAX_DEPTH, JsonTooDeep, check_depth
-from loopgate.contracts.loop import AgentLoop, LoopFault, LoopRequest, LoopRun
+from loopgate.contracts.loop import (
+    LOCAL_LOOP_PRINCIPAL,
+    AgentLoop,
+    LoopFault,
+    LoopPrincipal,
+    LoopRequest,
+    LoopRun,
+)
 from loopgate.contracts.messages import Message
 from loopgate.contracts.oddities import OddityLog
 from loopgate.contracts.ports import LimitReached, RunFinished, StartRun
@@ -81,6 +88,13 @@ class LoopSource:
             metadata=dict(request.metadata),
             approval=request.approval,
             mcp_servers=list(request.mcp_servers),
+            # The hub set it from the request's principal; without a hub (an embedding
+            # program's own call) the run acts for the machine's own user.
+            principal=(
+                LOCAL_LOOP_PRINCIPAL
+                if request.principal is None
+                else LoopPrincipal.of(request.principal)
+            ),
         )
         check = getattr(self.loop, "check", None)
         if check is not None:

@@ -1,7 +1,8 @@
 """A loop as a long-lived child process speaking JSON-RPC 2.0 on stdio: ``--loop-cmd "CMD"``.
 
 One child serves every run, multiplexed by run id (seed 001's sidecar shape), one message per
-line. The gateway sends ``run.start`` (a request; its params are the LoopRequest) and the
+line. The gateway sends ``run.start`` (a request; its params are the LoopRequest, whose
+``principal`` says who asked, never with the credential) and the
 notifications ``run.cancel``, ``run.steer`` and ``run.respond``; the child sends ``run.event``
 notifications ``{run_id, kind, data}``. The child's stderr is relayed to the gateway's within
 bounds (gateway/loops/stderr.py).

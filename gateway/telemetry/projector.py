@@ -57,6 +57,9 @@ TOOL_TYPE = "gen_ai.tool.type"
 TOOL_ARGUMENTS = "gen_ai.tool.call.arguments"
 TOOL_RESULT = "gen_ai.tool.call.result"
 ERROR_TYPE = "error.type"
+# Who the run is for (semconv's enduser namespace, Development status); the tenant is ours.
+ENDUSER_ID = "enduser.id"
+TENANT = "loopgate.tenant"
 
 DELTAS = frozenset(("content_delta", "reasoning_delta"))
 # Span events (point-in-time annotations on the run span) for these kinds.
@@ -119,6 +122,9 @@ class TraceContext(msgspec.Struct, frozen=True, kw_only=True):
     agent_name: str = "loopgate"
     provider_name: str = "unknown"
     input: tuple[Message, ...] = ()
+    # The run's owner; None leaves the enduser attributes out (a recorded stream has none).
+    enduser_id: str | None = None
+    tenant: str | None = None
 
 
 class _Chat:
@@ -148,6 +154,7 @@ class TraceProjector(RunProjector[Record]):
         "_dropped",
         "_tool_calls",
         "_tools",
+        "_who",
         "content",
         "max_content_chars",
         "max_open_spans",
@@ -177,6 +184,12 @@ class TraceProjector(RunProjector[Record]):
         # Open approval spans: key → the key of their parent (insertion-ordered).
         self._approvals: dict[str, str] = {}
         self._dropped = 0
+        # Every span of the run says whose it is: a trace backend filters any of them by user.
+        self._who: Attributes = {}
+        if context.enduser_id is not None:
+            self._who[ENDUSER_ID] = context.enduser_id
+        if context.tenant is not None:
+            self._who[TENANT] = context.tenant
 
     # --- the run span -------------------------------------------------------------------
 
@@ -189,6 +202,7 @@ class TraceProjector(RunProjector[Record]):
             CONVERSATION: ctx.thread_id,
             "loopgate.run.id": ctx.run_id,
             "loopgate.run.source": ctx.source,
+            **self._who,
         }
         if self.content and ctx.input:
             messages = _messages(ctx.input[-MAX_INPUT_MESSAGES:], self._clip)
@@ -296,7 +310,7 @@ class TraceProjector(RunProjector[Record]):
         provider = data.get("provider")
         if not isinstance(provider, str) or not provider:
             provider = self.trace.provider_name
-        attrs: Attributes = {OPERATION: "chat", PROVIDER: provider}
+        attrs: Attributes = {OPERATION: "chat", PROVIDER: provider, **self._who}
         if model:
             attrs[REQUEST_MODEL] = model
         _copy_int(data, "round", attrs, "loopgate.round")
@@ -379,6 +393,7 @@ class TraceProjector(RunProjector[Record]):
             TOOL_NAME: call.name,
             TOOL_CALL_ID: call.id,
             TOOL_TYPE: "function",
+            **self._who,
         }
         _copy_int(envelope.data, "round", attrs, "loopgate.round")
         if self.content and call.arguments is not None:
@@ -409,6 +424,7 @@ class TraceProjector(RunProjector[Record]):
             "loopgate.permission.request_id": request_id,
             TOOL_NAME: name,
             TOOL_CALL_ID: call_id,
+            **self._who,
         }
         out.append(
             SpanStart(

@@ -27,6 +27,7 @@ from opentelemetry.trace import set_span_in_context
 
 from loopgate.contracts.contract import is_terminal_completion
 from loopgate.contracts.envelope import Envelope
+from loopgate.contracts.principal import LOCAL, Owner
 from loopgate.gateway.telemetry.delivery import Deliveries, delivery_summary, served_now
 from loopgate.gateway.telemetry.metrics import hub_meters
 from loopgate.gateway.telemetry.projector import (
@@ -213,6 +214,7 @@ class Telemetry:
     def _projector(self, run: Run) -> TraceProjector:
         record = run.record
         metadata = record.metadata
+        who = _enduser(record.owner)
         return TraceProjector(
             TraceContext(
                 run_id=run.id,
@@ -223,6 +225,8 @@ class Telemetry:
                 provider_name=_name(metadata.get("provider"))
                 or (self.loop_provider_name if record.source == "loop" else "unknown"),
                 input=tuple(record.input) if self.content else (),
+                enduser_id=who.subject if who is not None else None,
+                tenant=who.tenant if who is not None else None,
             ),
             content=self.content,
             max_content_chars=self.max_content_chars,
@@ -314,6 +318,14 @@ class _Traced:
     def _forget(self) -> None:
         self.dead = True
         self.owner._runs.pop(self.run.id, None)
+
+
+def _enduser(owner: Owner | None) -> Owner | None:
+    """The owner the run's spans name. The machine's own user (no credential configured, a
+    stdio command) is nobody in particular: its runs name no one."""
+    if owner is None or owner == LOCAL.owner:
+        return None
+    return owner
 
 
 def _name(value: Any) -> str | None:
