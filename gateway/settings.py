@@ -237,7 +237,9 @@ def check_jwt_settings(settings: Settings) -> None:
     if not (settings.jwks_url or settings.jwks_file):
         given = [n for n in ("jwt_issuer", "jwt_audience") if getattr(settings, n)]
         if given:
-            raise ValueError(f"{' and '.join(given)} need a JWKS: set --jwks-url or --jwks-file")
+            raise ValueError(
+                f"{' and '.join(given)} given without a JWKS: set --jwks-url or --jwks-file"
+            )
         return
     missing = [n for n in ("jwt_issuer", "jwt_audience") if not getattr(settings, n)]
     if missing:

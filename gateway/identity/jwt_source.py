@@ -7,12 +7,13 @@ configured ones and it is within its validity (with ``jwt_leeway_s`` of clock sk
 claims become the principal.
 
 The keys are fetched again every ``jwks_refresh_s`` and when a token names a key id the cache
-does not hold (the provider rotated its keys), at most once per :data:`REFETCH_EVERY_S` either
-way: tokens with made-up key ids cannot turn the gateway into a flood of requests to the
-provider. A fetch is bounded by ``jwks_timeout_s``; when it fails, the keys fetched before go
-on working, and with none fetched yet a token is refused as ``unavailable`` (HTTP 401, not 503:
-the gateway itself is fine, and serves every other credential; a 503 would have load balancers
-take out an instance that only cannot verify this one kind of token for now).
+does not hold (the provider rotated its keys), at most once per :data:`REFETCH_EVERY_S` (or
+``jwks_refresh_s`` if shorter) either way: tokens with made-up key ids cannot turn the gateway
+into a flood of requests to the provider. A fetch is bounded by ``jwks_timeout_s``; when it
+fails, the keys fetched before go on working, and with none fetched yet a token is refused as
+``unavailable`` (HTTP 401, not 503: the gateway itself is fine and serves every other
+credential; a 503 would have load balancers take out an instance that only cannot verify this
+one kind of token for now).
 """
 
 from __future__ import annotations
@@ -21,6 +22,7 @@ import base64
 import binascii
 import logging
 import re
+import ssl
 import time
 import unicodedata
 from collections.abc import Callable, Iterable, Mapping
@@ -148,6 +150,7 @@ class KeySet:
         self._tried_at = float("-inf")
         self._loading: anyio.Event | None = None
         self.fetches = 0  # attempts, for tests and the curious
+        self._tls: ssl.SSLContext | None = None
         if self.file is not None:
             # Read now: a missing or broken file is the operator's to fix before serving.
             try:
@@ -169,8 +172,8 @@ class KeySet:
         when stale (cached ones serve while a fetch is under way, and after it failed).
         :class:`Rejected` ``unavailable`` when there are none to verify with."""
         keys = self.keys
-        stale = self.clock() - self._loaded_at >= self.refresh_s
-        if keys is not None and (not stale or self._loading is not None):
+        fresh = self.clock() - self._loaded_at < self.refresh_s
+        if keys is not None and (fresh or self._loading is not None or not self._may_fetch()):
             return keys
         await self.refetch()
         if self.keys is None:
@@ -182,13 +185,13 @@ class KeySet:
         return self.keys
 
     async def refetch(self) -> None:
-        """Fetch the keys again unless a fetch was tried in the last REFETCH_EVERY_S; joins
-        one under way instead of starting another."""
+        """Fetch the keys again, unless one was tried too recently (:meth:`_may_fetch`);
+        joins a fetch under way instead of starting another."""
         loading = self._loading
         if loading is not None:
             await loading.wait()
             return
-        if self.clock() - self._tried_at < REFETCH_EVERY_S:
+        if not self._may_fetch():
             return
         self._loading = loading = anyio.Event()
         self._tried_at = self.clock()
@@ -203,6 +206,12 @@ class KeySet:
         finally:
             self._loading = None
             loading.set()
+
+    def _may_fetch(self) -> bool:
+        """At most one fetch per REFETCH_EVERY_S, or per ``refresh_s`` if the operator asked
+        for a shorter one: tokens with made-up key ids, or a provider that is down, cost it
+        (and every request) no more than that."""
+        return self.clock() - self._tried_at >= min(self.refresh_s, REFETCH_EVERY_S)
 
     async def _load(self) -> tuple[VerifyKey, ...] | None:
         what = f"no answer in {self.timeout_s} s"
@@ -220,9 +229,15 @@ class KeySet:
 
     async def _fetch(self) -> bytes:
         assert self.url is not None
+        verify: ssl.SSLContext | bool = False  # plain http: allowed to loopback only
+        if self.url.startswith("https:"):
+            if self._tls is None:
+                # Loading the CA bundle takes 100-300 ms: once, on a thread (not the loop's).
+                self._tls = await anyio.to_thread.run_sync(httpx.create_ssl_context)
+            verify = self._tls
         timeout = httpx.Timeout(self.timeout_s)
         async with (
-            httpx.AsyncClient(timeout=timeout, follow_redirects=False) as client,
+            httpx.AsyncClient(timeout=timeout, verify=verify, follow_redirects=False) as client,
             client.stream("GET", self.url, headers={"accept": "application/json"}) as response,
         ):
             if response.status_code != 200:
