@@ -36,7 +36,7 @@ import msgspec
 from jwt.algorithms import ECAlgorithm, OKPAlgorithm, RSAAlgorithm
 
 from loopgate.contracts.principal import DEFAULT_TENANT, SCOPES, Principal, Scope
-from loopgate.gateway.identity.presented import Presented, Rejected
+from loopgate.gateway.identity.presented import Presented, Rejected, RejectReason
 from loopgate.gateway.settings import Settings
 
 log = logging.getLogger("loopgate.identity")
@@ -199,6 +199,7 @@ class KeySet:
         try:
             # Shielded: the requests waiting on this fetch are not failed by the one that
             # started it going away (a client hanging up); the fetch is bounded anyway.
+            keys: tuple[VerifyKey, ...] | None = None
             with anyio.CancelScope(shield=True):
                 keys = await self._load()
             if keys is not None:
@@ -444,36 +445,25 @@ def display_name(claims: Mapping[str, Any]) -> str | None:
 
 
 # The words for each of PyJWT's refusals (never its own: they are the library's, not ours).
-_REFUSALS: tuple[tuple[type[jwt.PyJWTError], Rejected], ...] = (
-    (jwt.ExpiredSignatureError, Rejected("expired", "the token has expired")),
-    (jwt.ImmatureSignatureError, Rejected("not_yet_valid", "the token is not valid yet")),
-    (
-        jwt.InvalidIssuerError,
-        Rejected("wrong_issuer", "the token was issued by another issuer than the configured"),
-    ),
-    (
-        jwt.InvalidAudienceError,
-        Rejected("wrong_audience", "the token is meant for another audience than this gateway"),
-    ),
-    (
-        jwt.InvalidAlgorithmError,
-        Rejected("bad_signature", "the token is signed with an algorithm its key is not for"),
-    ),
-    (jwt.InvalidKeyError, Rejected("bad_signature", "the token's key cannot verify it")),
+_REFUSALS: tuple[tuple[type[jwt.PyJWTError], RejectReason, str], ...] = (
+    (jwt.ExpiredSignatureError, "expired", "the token has expired"),
+    (jwt.ImmatureSignatureError, "not_yet_valid", "the token is not valid yet (nbf or iat)"),
+    (jwt.InvalidIssuerError, "wrong_issuer", "the token's issuer (iss) is not the one trusted"),
+    (jwt.InvalidAudienceError, "wrong_audience", "the token is meant for another audience (aud)"),
+    (jwt.InvalidAlgorithmError, "bad_signature", "the token's algorithm is not its key's"),
+    (jwt.InvalidKeyError, "bad_signature", "the token's key cannot verify it"),
 )
-_MISSING: dict[str, Rejected] = {
-    "exp": Rejected("malformed", "the token has no expiry (exp): this gateway takes none"),
-    "iss": Rejected("wrong_issuer", "the token names no issuer (iss)"),
-    "aud": Rejected("wrong_audience", "the token names no audience (aud)"),
+_MISSING: dict[str, tuple[RejectReason, str]] = {
+    "exp": ("malformed", "the token has no expiry (exp): this gateway takes none without one"),
+    "iss": ("wrong_issuer", "the token names no issuer (iss)"),
+    "aud": ("wrong_audience", "the token names no audience (aud)"),
 }
 
 
 def rejection(exc: jwt.PyJWTError) -> Rejected:
-    if isinstance(exc, jwt.MissingRequiredClaimError):
-        known = _MISSING.get(exc.claim)
-        if known is not None:
-            return Rejected(known.reason, known.detail)
-    for kind, rejected in _REFUSALS:
+    if isinstance(exc, jwt.MissingRequiredClaimError) and exc.claim in _MISSING:
+        return Rejected(*_MISSING[exc.claim])
+    for kind, reason, detail in _REFUSALS:
         if isinstance(exc, kind):
-            return Rejected(rejected.reason, rejected.detail)
+            return Rejected(reason, detail)
     return Rejected("malformed", "the token is not a well-formed JWT (its parts or claims)")

@@ -10,12 +10,15 @@ import hashlib
 import hmac
 import json
 import logging
+import ssl
 import threading
 import time
 import uuid
 from collections.abc import Iterator
 from contextlib import contextmanager
+from datetime import UTC, datetime, timedelta
 from http.server import BaseHTTPRequestHandler, ThreadingHTTPServer
+from ipaddress import IPv4Address
 from pathlib import Path
 from typing import Any
 
@@ -23,8 +26,10 @@ import anyio
 import httpx
 import jwt
 import pytest
-from cryptography.hazmat.primitives import serialization
+from cryptography import x509
+from cryptography.hazmat.primitives import hashes, serialization
 from cryptography.hazmat.primitives.asymmetric import ec, ed25519, rsa
+from cryptography.x509.oid import NameOID
 from jwt.algorithms import ECAlgorithm, OKPAlgorithm, RSAAlgorithm
 from websockets.asyncio.client import connect
 from websockets.exceptions import InvalidStatus
@@ -114,7 +119,7 @@ class JwksServer:
     """A JWKS endpoint on 127.0.0.1: what it publishes can change, it counts the fetches, and
     it can answer 503 ("down") or not at all ("hang")."""
 
-    def __init__(self) -> None:
+    def __init__(self, tls: tuple[Path, Path] | None = None) -> None:
         self.keys: list[dict[str, Any]] = []
         self.mode = "ok"
         self.fetches = 0
@@ -145,7 +150,13 @@ class JwksServer:
 
         self.httpd = ThreadingHTTPServer(("127.0.0.1", 0), Handler)
         self.httpd.daemon_threads = True
-        self.url = f"http://127.0.0.1:{self.httpd.server_address[1]}/jwks.json"
+        scheme = "http"
+        if tls is not None:
+            served = ssl.SSLContext(ssl.PROTOCOL_TLS_SERVER)
+            served.load_cert_chain(*tls)
+            self.httpd.socket = served.wrap_socket(self.httpd.socket, server_side=True)
+            scheme = "https"
+        self.url = f"{scheme}://127.0.0.1:{self.httpd.server_address[1]}/jwks.json"
         self.thread = threading.Thread(target=self.httpd.serve_forever, daemon=True)
 
     def publish(self, *keys: SigningKey) -> None:
@@ -163,8 +174,8 @@ class JwksServer:
 
 
 @contextmanager
-def jwks_server(*keys: SigningKey) -> Iterator[JwksServer]:
-    server = JwksServer()
+def jwks_server(*keys: SigningKey, tls: tuple[Path, Path] | None = None) -> Iterator[JwksServer]:
+    server = JwksServer(tls)
     server.publish(*keys)
     server.thread.start()
     try:
@@ -270,7 +281,7 @@ def refused_tokens() -> dict[str, tuple[str, str, str]]:
         "wrong_issuer": (
             KEY1.sign(claims(iss="https://evil.example")),
             "wrong_issuer",
-            "another issuer",
+            "not the one trusted",
         ),
         "wrong_audience": (
             KEY1.sign(claims(aud="another-api")),
@@ -628,6 +639,52 @@ async def test_the_key_cache_refreshes_on_schedule_and_for_unknown_key_ids_at_mo
         idp.mode = "ok"
         now[0] += REFETCH_EVERY_S
         assert await who(new) == "ok" and idp.fetches == 6
+
+
+def self_signed(tmp_path: Path) -> tuple[Path, Path]:
+    """A certificate for 127.0.0.1 that no CA vouches for, and its key."""
+    key = ec.generate_private_key(ec.SECP256R1())
+    name = x509.Name([x509.NameAttribute(NameOID.COMMON_NAME, "jwks.test")])
+    now = datetime.now(UTC)
+    cert = (
+        x509.CertificateBuilder()
+        .subject_name(name)
+        .issuer_name(name)
+        .public_key(key.public_key())
+        .serial_number(x509.random_serial_number())
+        .not_valid_before(now - timedelta(minutes=5))
+        .not_valid_after(now + timedelta(hours=1))
+        .add_extension(
+            x509.SubjectAlternativeName([x509.IPAddress(IPv4Address("127.0.0.1"))]), False
+        )
+        .add_extension(x509.BasicConstraints(ca=True, path_length=None), True)
+        .sign(key, hashes.SHA256())
+    )
+    cert_file, key_file = tmp_path / "jwks.crt", tmp_path / "jwks.key"
+    cert_file.write_bytes(cert.public_bytes(serialization.Encoding.PEM))
+    key_file.write_bytes(
+        key.private_bytes(
+            serialization.Encoding.PEM,
+            serialization.PrivateFormat.PKCS8,
+            serialization.NoEncryption(),
+        )
+    )
+    return cert_file, key_file
+
+
+def test_an_https_jwks_is_fetched_only_from_a_certificate_trusted(
+    tmp_path: Path, monkeypatch: pytest.MonkeyPatch
+) -> None:
+    """Verified against the CA bundle, or the one SSL_CERT_FILE names (a private CA's)."""
+    tls = self_signed(tmp_path)
+    token = KEY1.sign(claims())
+    with jwks_server(KEY1, tls=tls) as idp:
+        assert idp.url.startswith("https://127.0.0.1:")
+        untrusted = JwtSource(KeySet(url=idp.url, timeout_s=5), issuer=ISSUER, audience=AUDIENCE)
+        assert reason_of(untrusted, token) == "unavailable"
+        monkeypatch.setenv("SSL_CERT_FILE", str(tls[0]))
+        trusted = JwtSource(KeySet(url=idp.url, timeout_s=5), issuer=ISSUER, audience=AUDIENCE)
+        assert resolve(trusted, token) is not None
 
 
 def test_a_jwks_that_is_not_one_keeps_the_keys_before_it(tmp_path: Path) -> None:
