@@ -579,6 +579,31 @@ def test_unusable_identities_and_claims(
         assert reason_of(source, token) == reason
 
 
+def test_a_token_that_verified_is_remembered_until_it_expires_under_the_same_keys(
+    tmp_path: Path, monkeypatch: pytest.MonkeyPatch
+) -> None:
+    source = source_of(tmp_path, KEY1)
+    checks: list[str] = []
+    verify = source._verified
+
+    def counted(*args: Any) -> Any:
+        checks.append("verified")
+        return verify(*args)
+
+    monkeypatch.setattr(source, "_verified", counted)
+    token = KEY1.sign(claims(exp=int(time.time()) + 60))
+    first = resolve(source, token)
+    assert first is not None and resolve(source, token) == first and len(checks) == 1
+    # Another token of the same subject is checked on its own.
+    assert resolve(source, KEY1.sign(claims(exp=int(time.time()) + 61))) == first
+    assert len(checks) == 2
+    # Past its expiry (and the leeway) it is checked again: PyJWT's clock decides then.
+    later = time.time() + 60 + 30 + 1
+    monkeypatch.setattr(time, "time", lambda: later)
+    resolve(source, token)
+    assert len(checks) == 3
+
+
 def test_a_key_is_used_only_for_its_own_algorithms(tmp_path: Path) -> None:
     pinned = rsa_key("pinned")
     pinned.jwk["alg"] = "RS256"
