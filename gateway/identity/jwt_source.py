@@ -87,18 +87,17 @@ class VerifyKey(NamedTuple):
 def verify_key(jwk: Mapping[str, Any]) -> VerifyKey | None:
     """The JWK as a key to verify signatures with; None for one this gateway does not use
     (symmetric, private, for encryption, of an unsupported type or curve, or broken)."""
-    kty, use, alg = jwk.get("kty"), jwk.get("use"), jwk.get("alg")
+    kty, use, alg, crv, kid = (jwk.get(k) for k in ("kty", "use", "alg", "crv", "kid"))
     if use not in (None, "sig") or "d" in jwk or "k" in jwk:
         return None  # for encryption; a private key; a symmetric secret
-    kid = jwk.get("kid")
-    if kid is not None and not isinstance(kid, str):
+    if any(v is not None and not isinstance(v, str) for v in (kty, alg, crv, kid)):
         return None
     algorithm: type[RSAAlgorithm] | type[ECAlgorithm] | type[OKPAlgorithm]
     if kty == "RSA":
         algorithm, algorithms = RSAAlgorithm, RSA_ALGORITHMS
-    elif kty == "EC" and jwk.get("crv") in EC_ALGORITHMS:
-        algorithm, algorithms = ECAlgorithm, frozenset({EC_ALGORITHMS[jwk["crv"]]})
-    elif kty == "OKP" and jwk.get("crv") in OKP_CURVES:
+    elif kty == "EC" and crv in EC_ALGORITHMS:
+        algorithm, algorithms = ECAlgorithm, frozenset({EC_ALGORITHMS[crv]})
+    elif kty == "OKP" and crv in OKP_CURVES:
         algorithm, algorithms = OKPAlgorithm, frozenset({"EdDSA"})
     else:
         return None
@@ -325,7 +324,7 @@ class JwtSource:
         if header is None:
             return None  # not a JWT: an API key's or the single token, perhaps
         alg = header.get("alg")
-        if alg not in ACCEPTED_ALGORITHMS:
+        if not isinstance(alg, str) or alg not in ACCEPTED_ALGORITHMS:
             raise Rejected(
                 "bad_signature",
                 "the token is unsigned or signed with an algorithm this gateway does not take "
@@ -407,7 +406,9 @@ class JwtSource:
             value = claim(claims, name)
             values = value.split() if isinstance(value, str) else value
             if isinstance(values, list):
-                granted.update(_SCOPE_NAMES[v] for v in values if v in _SCOPE_NAMES)
+                granted.update(
+                    _SCOPE_NAMES[v] for v in values if isinstance(v, str) and v in _SCOPE_NAMES
+                )
         # A token that names none of ours (an OIDC "openid profile") may run, as an API key.
         return tuple(s for s in SCOPES if s in granted) or ("run",)
 

@@ -516,6 +516,7 @@ def reason_of(source: JwtSource, token: str) -> str:
         ({"scp": ["run", "loopgate:admin"]}, {}, ("admin", "run")),
         ({"scp": "loopgate.read"}, {}, ("read",)),
         ({"roles": ["admin", "billing"]}, {}, ("admin",)),
+        ({"roles": [{"admin": True}, ["run"], 7, "read"], "scp": 3}, {}, ("read",)),
         ({"realm_access": {"roles": ["read"]}, "scope": "admin"}, {}, ("admin",)),
         (
             {"realm_access": {"roles": ["read"]}, "scope": "admin"},
@@ -608,8 +609,9 @@ def test_a_key_is_used_only_for_its_own_algorithms(tmp_path: Path) -> None:
     pinned = rsa_key("pinned")
     pinned.jwk["alg"] = "RS256"
     secret = {"kty": "oct", "kid": "shared", "k": b64(b"s" * 32)}
+    junk = [{"kty": "nope"}, {**EC_KEY.jwk, "crv": ["P-256"]}, {**KEY2.jwk, "alg": {}}, 7]
     path = tmp_path / "jwks.json"
-    path.write_text(json.dumps({"keys": [pinned.jwk, EC_KEY.jwk, secret, {"kty": "nope"}]}))
+    path.write_text(json.dumps({"keys": [pinned.jwk, EC_KEY.jwk, secret, *junk]}))
     source = JwtSource(KeySet(file=str(path)), issuer=ISSUER, audience=AUDIENCE)
     assert source.keys.keys is not None and len(source.keys.keys) == 2  # oct and junk left out
     assert resolve(source, pinned.sign(claims())) is not None
@@ -619,6 +621,10 @@ def test_a_key_is_used_only_for_its_own_algorithms(tmp_path: Path) -> None:
     assert reason_of(source, crossed) == "bad_signature"
     header = {"alg": "HS256", "kid": "shared"}
     assert reason_of(source, unsigned(header, claims(), b"s" * 32)) == "bad_signature"
+    for odd in ({"alg": ["RS256"]}, {"alg": {"RS256": 1}}, {"alg": None}):
+        assert reason_of(source, unsigned(odd, claims(), b"x")) == "bad_signature"
+    with_odd_kid = unsigned({"alg": "RS256", "kid": ["pinned"]}, claims(), b"x")
+    assert reason_of(source, with_odd_kid) == "malformed"
 
 
 @pytest.mark.anyio
