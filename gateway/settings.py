@@ -10,6 +10,7 @@ import os
 from collections.abc import Mapping
 from pathlib import Path
 from typing import Any, Literal
+from urllib.parse import urlsplit
 
 import msgspec
 
@@ -38,6 +39,17 @@ class Settings(msgspec.Struct, kw_only=True, forbid_unknown_fields=True):
     keys_file: str | None = None
     # Where the audit log's JSON lines go: "stderr", "off", or a file (appended to).
     audit_log: str = "stderr"
+    # OIDC/JWT bearer tokens (docs/auth.md), verified with the identity provider's public keys
+    # from jwks_url (https, or http to loopback) or jwks_file; issuer and audience must match.
+    jwks_url: str | None = None
+    jwks_file: str | None = None
+    jwt_issuer: str | None = None
+    jwt_audience: str | None = None
+    jwt_leeway_s: float = 30.0  # clock skew allowed on exp, nbf and iat (0: none)
+    jwt_tenant_claim: str = "tenant"  # absent from a token: the tenant "default"
+    jwt_scopes_claim: str | None = None  # None: scope, scp and roles
+    jwks_timeout_s: float = 5.0  # one fetch of the JWKS, whole
+    jwks_refresh_s: float = 300.0  # keys fetched again this often (and for an unknown kid)
     allowed_origins: list[str] = msgspec.field(default_factory=list)
     # Host header names (or name:port) accepted besides loopback ones (DNS rebinding guard).
     allowed_hosts: list[str] = msgspec.field(default_factory=list)
@@ -190,11 +202,12 @@ class Settings(msgspec.Struct, kw_only=True, forbid_unknown_fields=True):
             if self.token:
                 raise ValueError("give --token or --token-file, not both")
             self.token = read_token_file(self.token_file)
+        check_jwt_settings(self)
 
     @property
     def has_credentials(self) -> bool:
         """Whether any credential source is configured (then every request needs one)."""
-        return bool(self.token or self.keys_file)
+        return bool(self.token or self.keys_file or self.jwks_url or self.jwks_file)
 
     def check_listening(self) -> None:
         """For the command that listens (serve): beyond loopback, a token is required. Only
@@ -213,6 +226,7 @@ ZERO_ALLOWED = (
     "port",
     "scripted_delay_s",
     "delivery_window_s",
+    "jwt_leeway_s",
     # 0: no limit
     "quota_concurrent_runs",
     "quota_runs_per_minute",
@@ -237,6 +251,41 @@ def is_loopback(host: str) -> bool:
         return ipaddress.ip_address(host).is_loopback
     except ValueError:
         return False
+
+
+def check_jwt_settings(settings: Settings) -> None:
+    """A JWKS from one place, fetched safely, with the issuer and audience a token must name
+    (without them any token the provider signs for anyone would do)."""
+    if settings.jwks_url and settings.jwks_file:
+        raise ValueError("give --jwks-url or --jwks-file, not both")
+    if settings.jwt_leeway_s < 0:
+        raise ValueError(f"jwt_leeway_s must not be negative, got {settings.jwt_leeway_s}")
+    if not settings.jwt_tenant_claim.strip():
+        raise ValueError("jwt_tenant_claim must name a claim, not be blank")
+    if not (settings.jwks_url or settings.jwks_file):
+        given = [n for n in ("jwt_issuer", "jwt_audience") if getattr(settings, n)]
+        if given:
+            raise ValueError(
+                f"{' and '.join(given)} given without a JWKS: set --jwks-url or --jwks-file"
+            )
+        return
+    missing = [n for n in ("jwt_issuer", "jwt_audience") if not getattr(settings, n)]
+    if missing:
+        flags = " and ".join("--" + n.replace("_", "-") for n in missing)
+        raise ValueError(
+            f"a JWKS needs {flags} too: a token is taken only when it names both (else any "
+            "token its provider signs, for any service, would do)"
+        )
+    if settings.jwks_url:
+        url = urlsplit(settings.jwks_url)
+        if url.scheme not in ("https", "http") or not url.hostname:
+            raise ValueError(f"jwks_url must be an https:// URL, got {settings.jwks_url!r}")
+        if url.scheme == "http" and not is_loopback(url.hostname):
+            # Keys fetched in the clear could be swapped on the way for an attacker's.
+            raise ValueError(
+                "jwks_url must use https (http only to this machine: 127.0.0.1, ::1, "
+                f"localhost), got {settings.jwks_url!r}"
+            )
 
 
 def default_workspace(env: Mapping[str, str]) -> str:

@@ -84,6 +84,7 @@ RUNTIME_DISTRIBUTIONS = {
     "h11": "h11",
     "httpx": "httpx",
     "json_repair": "json-repair",
+    "jwt": "PyJWT[crypto]",  # as declared, with its extra
     "msgspec": "msgspec",
     "opentelemetry": "opentelemetry-sdk",
     "pydantic": "pydantic",

@@ -91,6 +91,21 @@ def register(sub: argparse._SubParsersAction) -> None:  # type: ignore[type-arg]
         "any). Without a token, other names get 421 (DNS rebinding)",
     )
     p.add_argument(
+        "--jwks-url",
+        metavar="URL",
+        help="take OIDC/JWT bearer tokens signed by the keys published at this https URL "
+        "(docs/auth.md); needs --jwt-issuer and --jwt-audience",
+    )
+    p.add_argument(
+        "--jwks-file",
+        metavar="PATH",
+        help="take OIDC/JWT bearer tokens signed by the keys in this JWKS file",
+    )
+    p.add_argument("--jwt-issuer", metavar="ISS", help="the issuer (iss) a token must name")
+    p.add_argument(
+        "--jwt-audience", metavar="AUD", help="the audience (aud) a token must name: this gateway"
+    )
+    p.add_argument(
         "--header-timeout",
         dest="header_timeout_s",
         type=float,
@@ -252,6 +267,10 @@ SETTING_FLAGS = (
     "audit_log",
     "allowed_origins",
     "allowed_hosts",
+    "jwks_url",
+    "jwks_file",
+    "jwt_issuer",
+    "jwt_audience",
     "header_timeout_s",
     "body_timeout_s",
     "body_idle_timeout_s",

@@ -2,6 +2,7 @@
 
 from __future__ import annotations
 
+from loopgate.gateway.identity.jwt_source import JwtSource
 from loopgate.gateway.identity.keys import ApiKeys
 from loopgate.gateway.identity.presented import CredentialSource
 from loopgate.gateway.identity.single_token import SingleToken
@@ -13,6 +14,9 @@ def credential_sources(settings: Settings) -> list[CredentialSource]:
     sources: list[CredentialSource] = []
     if settings.keys_file:
         sources.append(ApiKeys(settings.keys_file))
+    if settings.jwks_url or settings.jwks_file:
+        # Before the single token: a JWT is told apart by its shape, so the token still works.
+        sources.append(JwtSource.from_settings(settings))
     if settings.token:
         sources.append(SingleToken(settings.token))
     return sources
