@@ -235,7 +235,9 @@ class _Socket:
                     log.exception("starting an AG-UI run failed")
                     await self.error("internal error; the server log has the details", "internal")
                     return
-                await self.error(problem.detail, "invalid_input")
+                # A read-only key starting a run is no bad input: the client can tell.
+                code = "forbidden" if problem.status == 403 else "invalid_input"
+                await self.error(problem.detail, code)
                 return
             self.run_id = plan.info.id
             self.detached = detached(body) or not plan.drives

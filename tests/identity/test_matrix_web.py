@@ -22,16 +22,20 @@ from pathlib import Path
 from typing import Any
 
 import httpx
+import openai
 import pytest
 from httpx_sse import connect_sse
+from openai import OpenAI
 from websockets.exceptions import InvalidStatus
 from websockets.sync import client as ws_client
 
 from tests.agui.node_client import run_script
-from tests.browser.support import page_server, run_browser
+from tests.browser.support import artifacts_dir, page_server, run_browser
 from tests.gateway.harness import running_gateway
 from tests.identity.principals import TestKey as Key
 from tests.identity.principals import write_test_keys
+
+MODEL = "loopgate-scripted"
 
 
 @dataclass
@@ -227,3 +231,217 @@ def test_native_ingest_socket(gate: Gate) -> None:
             assert json.loads(socket.recv(timeout=10))["type"] == "end"
         info = http.get(f"/v1/runs/{run_id}", headers=gate.root.headers).json()
         assert info["state"] == "finished"
+
+
+# --- EventSource in Chromium ------------------------------------------------------------------
+
+
+@pytest.fixture
+def browser_artifacts(tmp_path: Path, request: pytest.FixtureRequest) -> Path:
+    """Where the driver's screenshots go (tests/browser/support.py): a failed run names it."""
+    return artifacts_dir(tmp_path, request.node.name)
+
+
+def test_event_source_in_chromium(gate: Gate, browser_artifacts: Path) -> None:
+    """alice's key (``?token=``) streams her run to its end; bob's gets the 404 an unknown run
+    gets, and the browser does not reconnect."""
+    with gate.http() as http:
+        started = http.post("/v1/runs", json={"input": "plain hello"}, headers=gate.alice.headers)
+        assert started.status_code == 201, started.text
+        run_id = started.json()["id"]
+        whole = kinds_until(http, run_id, gate.alice)
+        nobody = ghost("run")
+
+        def url(rid: str, key: Key) -> str:
+            return f"{gate.base}/v1/runs/{rid}/events?token={key.key}"
+
+        follow = {
+            "alice": url(run_id, gate.alice),
+            "root": url(run_id, gate.root),
+            "bob": url(run_id, gate.bob),
+            "bobNone": url(nobody, gate.bob),
+            "viewer": url(run_id, gate.viewer),
+        }
+        with page_server() as page_port:
+            page = f"http://127.0.0.1:{page_port}/"
+            seen = run_browser(
+                {"streams": {"page": page, "follow": follow}},
+                browser_artifacts,
+                script="matrix-browser.mjs",
+            )
+        streams = seen["streams"]
+        # Its owner and the admin: the whole run, then the reconnect that gets 204.
+        for name in ("alice", "root"):
+            got = streams[name]
+            assert got["ids"] == [e["seq"] for e in whole], got
+            assert got["kinds"][-1] == "completion"
+            assert got["closed"] and got["opens"] == 1
+            assert [r["status"] for r in got["requests"]] == [200, 204]
+        # Anyone else: one request, the 404 of a run that does not exist; never reconnected.
+        for name in ("bob", "bobNone", "viewer"):
+            got = streams[name]
+            assert got["closed"] and got["opens"] == 0 and got["ids"] == [], got
+            assert [r["status"] for r in got["requests"]] == [404], got
+        # What the browser could not show: the two 404s are one answer.
+        theirs = http.get(follow["bob"].removeprefix(gate.base))
+        none = http.get(follow["bobNone"].removeprefix(gate.base))
+        assert theirs.status_code == 404
+        same_answer(theirs, run_id, none, nobody)
+
+
+# --- AG-UI, Vercel AI UI streams, OpenAI: the Node clients --------------------------------------
+
+
+@pytest.fixture(scope="module")
+def clients(gate: Gate) -> dict[str, Any]:
+    """What every Node client saw (tests/node/matrix-clients.mjs), run once for the module."""
+    seen = run_script("matrix-clients.mjs", json.dumps(gate.config()))
+    for name, summary in seen.items():
+        assert "crashed" not in summary, (name, summary)
+    return seen
+
+
+def agui_error(summary: dict[str, Any], socket: bool) -> tuple[Any, ...]:
+    """How an AG-UI client meets a refused request: an HTTP error before any event, or (over
+    the socket) a RUN_ERROR that is the stream's only event."""
+    if socket:
+        assert summary["types"] == ["RUN_ERROR"] and summary["failed"] is None, summary
+        return summary["error"]["code"], summary["error"]["message"]
+    assert summary["types"] == [] and summary["failed"], summary
+    return (summary["failed"],)
+
+
+def without(value: tuple[Any, ...], ident: str) -> tuple[Any, ...]:
+    return tuple(v.replace(ident, "ID") if isinstance(v, str) else v for v in value)
+
+
+@pytest.mark.parametrize("binding", ["aguiHttp", "aguiSocket"])
+def test_agui(clients: dict[str, Any], binding: str) -> None:
+    seen = clients[binding]
+    socket = binding == "aguiSocket"
+    waiting, nobody, thread = seen["waiting"], seen["nobody"], seen["thread"]
+    # alice's runs: one waits for a tool approval, one asked her a question.
+    assert seen["started"]["terminal"]["outcome"]["type"] == "interrupt"
+    assert seen["approval"] == f"{waiting}:permission:perm_1"
+    assert seen["question"].split(":")[1] == "interrupt"
+    for who in ("bob", "viewer"):
+        tries = seen[who]
+        # Attaching to alice's run, answering her approval or her question: each as for a run
+        # that never existed.
+        for attempt in ("attach", "approve", "answer"):
+            theirs = agui_error(tries[attempt], socket)
+            none = agui_error(tries[f"{attempt}None"], socket)
+            ident = waiting if attempt != "answer" else seen["question"].split(":")[0]
+            assert without(theirs, ident) == without(none, nobody), (who, attempt)
+        attach = " ".join(map(str, agui_error(tries["attach"], socket)))
+        assert f"no run with id '{waiting}'" in attach
+        if socket:
+            assert agui_error(tries["attach"], socket)[0] == "invalid_input"
+        else:
+            assert attach.startswith("HTTP 404: ")
+    # bob cannot continue alice's thread; a thread nobody has is his to start.
+    cont = " ".join(map(str, agui_error(seen["bob"]["continue"], socket)))
+    assert f"no thread with id '{thread}'" in cont
+    assert socket or cont.startswith("HTTP 404: ")
+    assert seen["bobFresh"]["terminal"]["type"] == "RUN_FINISHED"
+    # viewer may start nothing: 403 over HTTP, a RUN_ERROR coded `forbidden` on the socket.
+    refused = agui_error(seen["viewer"]["continue"], socket)
+    if socket:
+        assert refused[0] == "forbidden", refused
+    else:
+        assert refused[0].startswith("HTTP 403: "), refused
+    # root watches alice's run and answers for her: it runs to its end.
+    assert seen["rootAttach"]["terminal"]["outcome"]["type"] == "interrupt"
+    assert seen["rootAttach"]["terminal"]["runId"] == waiting
+    approved = seen["rootApprove"]
+    assert approved["terminal"]["type"] == "RUN_FINISHED" and approved["failed"] is None
+    assert "outcome" not in approved["terminal"] or approved["terminal"]["outcome"]["type"] == (
+        "success"
+    )
+    assert seen["aliceAnswer"]["terminal"]["type"] == "RUN_FINISHED"
+    for summary in (seen["started"], seen["rootAttach"], approved, seen["aliceAnswer"]):
+        assert summary["problems"] == [], summary["problems"]
+
+
+def test_agui_socket_resume_frames(clients: dict[str, Any]) -> None:
+    seen = clients["aguiSocketFrames"]
+    theirs = agui_error(seen["resume"], True)
+    none = agui_error(seen["resumeNone"], True)
+    assert without(theirs, seen["waiting"]) == without(none, seen["nobody"])
+    assert seen["rootResume"]["terminal"]["outcome"]["type"] == "interrupt"
+    assert seen["aliceApprove"]["terminal"]["type"] == "RUN_FINISHED"
+
+
+def test_vercel_chat(clients: dict[str, Any], gate: Gate) -> None:
+    seen = clients["vercel"]
+    assert seen["opened"][-1] == "tool-input-available"  # alice's run is still going
+    for who in ("bob", "viewer"):
+        tries = seen[who]
+        # A reconnect to alice's chat finds nothing to resume, as for a chat nobody has.
+        assert tries["reconnect"] == tries["reconnectNone"] == {"stream": None}
+    # bob's Chat on alice's chat id: the chat's error is the 404 of a thread not found.
+    bob = seen["bob"]["send"]
+    assert bob["status"] == "error" and bob["error"]["statusCode"] == 404
+    assert json.loads(bob["error"]["message"])["detail"] == (
+        f"no thread with id {seen['chatId']!r}"
+    )
+    assert seen["bobFresh"]["status"] == "ready" and seen["bobFresh"]["error"] is None
+    viewer = seen["viewer"]["send"]
+    assert viewer["status"] == "error" and viewer["error"]["statusCode"] == 403
+    # The owner and the admin resume alice's stream.
+    assert seen["aliceReconnect"]["stream"] == seen["opened"]
+    assert seen["rootReconnect"]["stream"] == seen["opened"]
+    # The same reconnect over plain HTTP: bob's and nobody's are one answer, 204.
+    with gate.http() as http:
+        theirs = http.get(f"/vercel/{seen['chatId']}/stream", headers=gate.bob.headers)
+        none = http.get(f"/vercel/{seen['nobody']}/stream", headers=gate.bob.headers)
+        assert theirs.status_code == none.status_code == 204
+        assert theirs.content == none.content == b""
+
+
+def test_openai_node(clients: dict[str, Any]) -> None:
+    seen = clients["openai"]
+    alice = seen["alice"]
+    assert alice["content"] and alice["runId"].startswith("run_")
+    assert seen["aliceContinues"]["content"] and seen["rootContinues"]["content"]
+    bob = seen["bobContinues"]["thrown"]
+    assert bob["class"] == "NotFoundError" and bob["status"] == 404
+    assert bob["error"]["message"] == f"no thread with id {alice['runId']!r}"
+    assert bob["error"]["type"] == "invalid_request_error"
+    assert seen["bobFresh"]["content"]
+    viewer = seen["viewer"]["thrown"]
+    assert viewer["class"] == "PermissionDeniedError" and viewer["status"] == 403
+    assert viewer["error"]["type"] == "request_forbidden"
+    assert viewer["error"]["code"] == "permission_denied"
+    assert "loopgate-scripted" in seen["viewerModels"]
+
+
+def test_openai_python(gate: Gate) -> None:
+    def client(key: Key) -> OpenAI:
+        return OpenAI(base_url=f"{gate.base}/v1", api_key=key.key, max_retries=0)
+
+    user: list[Any] = [{"role": "user", "content": "plain hello"}]
+    mine = client(gate.alice).chat.completions.with_raw_response.create(
+        model=MODEL, messages=user
+    )
+    run_id = mine.headers["x-request-id"]
+    assert mine.parse().choices[0].message.content
+    thread = {"loopgate": {"thread_id": run_id}}
+    with pytest.raises(openai.NotFoundError) as missing:
+        client(gate.bob).chat.completions.create(model=MODEL, messages=user, extra_body=thread)
+    assert missing.value.body == {
+        "message": f"no thread with id {run_id!r}",
+        "type": "invalid_request_error",
+        "param": None,
+        "code": None,
+    }
+    with pytest.raises(openai.PermissionDeniedError) as refused:
+        client(gate.viewer).chat.completions.create(model=MODEL, messages=user, stream=True)
+    assert refused.value.type == "request_forbidden" and refused.value.code == "permission_denied"
+    assert "may only read" in refused.value.message
+    done = client(gate.root).chat.completions.create(model=MODEL, messages=user, extra_body=thread)
+    assert done.choices[0].message.content
+    # The run behind alice's completion is hers: bob cannot see it on the native API either.
+    with gate.http() as http:
+        assert http.get(f"/v1/runs/{run_id}", headers=gate.bob.headers).status_code == 404
+        assert http.get(f"/v1/runs/{run_id}", headers=gate.alice.headers).status_code == 200
