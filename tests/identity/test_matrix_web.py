@@ -155,7 +155,9 @@ def test_native_api_runs(gate: Gate) -> None:
 
         # The admin sees and controls alice's run; alice controls her own.
         assert http.get(f"/v1/runs/{run_id}", headers=root.headers).status_code == 200
-        assert run_id in [r["id"] for r in http.get("/v1/runs", headers=root.headers).json()["runs"]]
+        assert run_id in [
+            r["id"] for r in http.get("/v1/runs", headers=root.headers).json()["runs"]
+        ]
         listed = http.get("/v1/runs", params={"thread_id": thread_id}, headers=alice.headers)
         assert [r["id"] for r in listed.json()["runs"]] == [run_id]
         steered = http.post(
@@ -196,7 +198,9 @@ def test_native_api_thread_records(gate: Gate) -> None:
             listed = http.get("/v1/threads", headers=who.headers).json()["threads"]
             assert thread_id not in [t["id"] for t in listed]
         # A recorded thread with no runs yet is alice's as much: bob cannot start on it.
-        cont = http.post("/v1/runs", json={"input": "hi", "thread_id": thread_id}, headers=bob.headers)
+        cont = http.post(
+            "/v1/runs", json={"input": "hi", "thread_id": thread_id}, headers=bob.headers
+        )
         assert cont.status_code == 404, cont.text
         assert http.post("/v1/threads", headers=viewer.headers).status_code == 403
         for who in (alice, root):
@@ -421,9 +425,7 @@ def test_openai_python(gate: Gate) -> None:
         return OpenAI(base_url=f"{gate.base}/v1", api_key=key.key, max_retries=0)
 
     user: list[Any] = [{"role": "user", "content": "plain hello"}]
-    mine = client(gate.alice).chat.completions.with_raw_response.create(
-        model=MODEL, messages=user
-    )
+    mine = client(gate.alice).chat.completions.with_raw_response.create(model=MODEL, messages=user)
     run_id = mine.headers["x-request-id"]
     assert mine.parse().choices[0].message.content
     thread = {"loopgate": {"thread_id": run_id}}
