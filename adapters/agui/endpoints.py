@@ -44,7 +44,7 @@ from .adapter import AguiAdapter
 
 log = logging.getLogger("loopgate.agui")
 # RUN_ERROR codes of refused starts on the socket (a POST answers the HTTP status instead).
-_CODES = {429: "rate_limited", 503: "unavailable"}
+_CODES = {403: "forbidden", 429: "rate_limited", 503: "unavailable"}
 CONSUMER = "agui"
 
 
@@ -237,6 +237,7 @@ class _Socket:
                     log.exception("starting an AG-UI run failed")
                     await self.error("internal error; the server log has the details", "internal")
                     return
+                # Refusals the client can tell apart (a read-only key, a quota), not bad input.
                 await self.error(problem.detail, _CODES.get(problem.status, "invalid_input"))
                 return
             self.run_id = plan.info.id

@@ -1,8 +1,10 @@
 """OpenAI's error shape for every error this adapter answers, and the gateway's refusals.
 
 ``{"error": {"message", "type", "param", "code"}}`` with the status OpenAI uses: 400 for a body
-that is malformed or asks for something loopgate cannot do, 404 ``model_not_found``, 413 for a
-body over the limit, 429 when the gateway is full, 500 for a run that failed. The SDKs raise
+that is malformed or asks for something loopgate cannot do, 403 ``request_forbidden`` for a key
+whose scopes do not allow it, 404 ``model_not_found`` (and for someone else's thread, as for an
+unknown one), 413 for a body over the limit, 429 when the gateway is full, 500 for a run that
+failed. The SDKs raise
 their own exception class for each status (``BadRequestError``, ``NotFoundError``…) with this
 ``message`` (a problem+json body would leave them "Error code: 401" alone). Messages are our
 own words (contracts.client_errors), never an exception's text.
@@ -27,6 +29,7 @@ from loopgate.adapters.openai.request import InvalidRequest
 from loopgate.adapters.openai.wire import ApiError, ErrorBody
 from loopgate.adapters.shared.problem import HttpProblem, problem_for
 from loopgate.contracts.client_errors import describe_input_error
+from loopgate.contracts.ports import Forbidden
 from loopgate.contracts.refusals import Reason, Refusal
 
 log = logging.getLogger("loopgate.openai")
@@ -34,6 +37,9 @@ JSON = "application/json"
 
 INVALID_REQUEST = "invalid_request_error"
 SERVER_ERROR = "server_error"
+# A key whose scopes do not allow the request (a ``read`` key asking for a completion): the
+# type OpenAI gives its own 403 refusals of a request, and the SDKs' PermissionDeniedError.
+FORBIDDEN, NO_PERMISSION = "request_forbidden", "permission_denied"
 _TYPES = {429: "rate_limit_error"}
 _CODES = {413: "request_too_large", 429: "rate_limit_exceeded"}
 _REFUSALS: dict[Reason, tuple[str | None, str | None]] = {
@@ -105,6 +111,8 @@ def from_exception(exc: Exception) -> OpenAIError | None:
     problem = problem_for(exc)
     if problem is None:
         return None
+    if isinstance(exc, Forbidden):
+        return OpenAIError(403, problem.detail, type=FORBIDDEN, code=NO_PERMISSION)
     status = problem.status
     # Loopgate's 422 (a LoopConfig value, say) is what OpenAI answers with 400.
     status = 400 if status == 422 else status
