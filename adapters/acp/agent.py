@@ -116,10 +116,14 @@ class _Answer:
 class ActivePrompt:
     """The run a session is working on (a prompt, or a live run followed after a load)."""
 
-    def __init__(self) -> None:
+    def __init__(self, *, watched: bool = False) -> None:
         self.run_id: str | None = None
         self.cancelled = False
         self.asks: set[str] = set()
+        # Followed after a session/load or resume, not started by this connection: its
+        # client leaving stops following it, not the run (an admin or a second window of
+        # its owner only watched it).
+        self.watched = watched
 
 
 class Session:
@@ -165,12 +169,12 @@ class AcpAgent:
         self.background = background
 
     async def shutdown(self) -> None:
-        """The client went away: stop the runs it was waiting for, let go of its sessions'
-        MCP servers."""
+        """The client went away: stop the runs it started and was waiting for, let go of its
+        sessions' MCP servers."""
         for session in list(self.sessions.values()):
             active = session.active
             with anyio.CancelScope(shield=True):
-                if active is not None and active.run_id is not None:
+                if active is not None and active.run_id is not None and not active.watched:
                     try:
                         await self.service.cancel(active.run_id)
                     except Exception:
@@ -706,7 +710,7 @@ class AcpAgent:
     ) -> None:
         """Keep streaming a run that is still going (e.g. started by another client)."""
         assert self.background is not None
-        active = session.active = ActivePrompt()
+        active = session.active = ActivePrompt(watched=True)
         active.run_id = run.id
         self.background.start_soon(self._watch_run, session, active, run.id, after, projector)
 

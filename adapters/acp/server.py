@@ -24,13 +24,14 @@ from pydantic import ValidationError
 from loopgate.adapters.acp.agent import AcpAgent, AgentError
 from loopgate.adapters.acp.rpc import PeerGone, error_response
 from loopgate.adapters.shared.rpc_errors import (
+    FORBIDDEN,
     INTERNAL_ERROR,
     INVALID_PARAMS,
     METHOD_NOT_FOUND,
     RESOURCE_NOT_FOUND,
 )
 from loopgate.contracts.client_errors import client_message
-from loopgate.contracts.ports import RunNotFound, ServiceUnavailable
+from loopgate.contracts.ports import Forbidden, RunNotFound, ServiceUnavailable
 
 log = logging.getLogger("loopgate.acp")
 MAX_REPORTED_ERRORS = 10
@@ -91,6 +92,13 @@ def make_handler(agent: AcpAgent) -> Any:
                 f"Resource not found: {client_message(exc)}",
                 {"runId": exc.run_id},
             ) from None
+        except Forbidden as exc:
+            # A read-only key starting a session or a prompt, or cancelling a run. ACP has no
+            # code for it; -32000 (authentication required) would have a client try to log
+            # in, so it is loopgate's -32010, as on its JSON-RPC API.
+            if is_notification:
+                return None
+            raise RequestError(FORBIDDEN, f"Forbidden: {exc.detail}") from None
         except ServiceUnavailable as exc:
             # The runs live in another gateway (`loopgate acp --server`) that does not answer.
             if is_notification:

@@ -55,6 +55,7 @@ from loopgate.contracts.ports import (
     RunGone,
     RunNotFound,
     RunService,
+    ThreadNotFound,
 )
 
 log = logging.getLogger("loopgate.jsonrpc")
@@ -79,6 +80,10 @@ def error_for(exc: Exception) -> dict[str, Any] | None:
         return exc.error_object()
     if isinstance(exc, RunGone):
         return error_object(RUN_GONE, client_message(exc), runId=exc.run_id)
+    if isinstance(exc, ThreadNotFound):
+        # Someone else's thread (a run.start continuing it): not found, as their runs are.
+        # (Its run_id is the thread's id.)
+        return error_object(RUN_NOT_FOUND, f"no thread with id {exc.run_id!r}", threadId=exc.run_id)
     if isinstance(exc, RunNotFound):
         return error_object(RUN_NOT_FOUND, f"no run with id {exc.run_id!r}", runId=exc.run_id)
     if isinstance(exc, RunFinished):

@@ -33,6 +33,7 @@ from loopgate.contracts.envelope import Envelope, encode_envelope
 from loopgate.contracts.gateway_events import Decision
 from loopgate.contracts.messages import Message
 from loopgate.contracts.ports import CommandResult, RunInfo, RunService, StartRun
+from loopgate.contracts.principal import Owner
 
 RunId = Annotated[str, msgspec.Meta(pattern=r"^[A-Za-z0-9_.:-]{1,128}$")]
 PageSize = Annotated[int, msgspec.Meta(ge=1, le=1000)]
@@ -163,6 +164,8 @@ class RunView(msgspec.Struct, kw_only=True, rename="camel"):
     subscribers: int
     metadata: dict[str, Any]
     input: list[Message]
+    # Who started it (docs/auth.md); null for a run recorded before owners were kept.
+    owner: Owner | None = None
 
 
 class StartResult(msgspec.Struct, kw_only=True, rename="camel"):
@@ -205,6 +208,7 @@ def run_view(info: RunInfo) -> RunView:
         subscribers=info.subscribers,
         metadata=info.metadata,
         input=info.input,
+        owner=info.owner,
     )
 
 

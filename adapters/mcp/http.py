@@ -35,7 +35,8 @@ from loopgate.adapters.mcp.sessions import (
 )
 from loopgate.adapters.shared.lazy import LazyModule
 from loopgate.contracts.limits import EndpointLimits
-from loopgate.contracts.ports import RunNotFound, RunService
+from loopgate.contracts.ports import Forbidden, RunNotFound, RunService
+from loopgate.contracts.principal import Owner, current
 
 if TYPE_CHECKING:
     from mcp.server.lowlevel import Server
@@ -45,6 +46,13 @@ JSON = "application/json"
 # How long a cancellation waits for the run's owner to take it (it may be another instance).
 CANCEL_TIMEOUT_S = 5.0
 log = logging.getLogger("loopgate.mcp")
+
+
+class Call(NamedTuple):
+    """A ``run`` call in progress here: its scope, and who made it."""
+
+    scope: anyio.CancelScope
+    owner: Owner
 
 
 class Refusal(NamedTuple):
@@ -64,9 +72,10 @@ class McpEndpoint:
     ) -> None:
         self._build = build
         self.service = service
-        # The scope of each ``run`` call this process serves, by the run's id: a cancellation
-        # that reaches this process ends its call here at once (sessions.run_id_for).
-        self._calls: dict[str, anyio.CancelScope] = {}
+        # Each ``run`` call this process serves, by the run's id: a cancellation that reaches
+        # this process ends its call here at once (sessions.run_id_for), if it comes from
+        # someone who may cancel the call's run.
+        self._calls: dict[str, Call] = {}
         self._server: Server[Any] | None = None
         self._lock = anyio.Lock()
         self._server_module = LazyModule("loopgate.adapters.mcp.server")
@@ -139,7 +148,7 @@ class McpEndpoint:
             return
         response = Response(send)
         with anyio.CancelScope() as call:
-            self._calls[run_id] = call
+            self._calls[run_id] = Call(call, current().owner)
             try:
                 await self._serve(server, scope, receive, response.send)
             finally:
@@ -154,12 +163,17 @@ class McpEndpoint:
         cancellation it cannot apply."""
         call = self._calls.get(run_id)
         if call is not None:
-            call.cancel()
+            # The session id is no credential (anyone who saw it may send it): the call ends
+            # only for its own caller or an admin, as the run service would judge its run.
+            principal = current()
+            if not (principal.sees(call.owner) and principal.may("control")):
+                return
+            call.scope.cancel()
         with anyio.move_on_after(CANCEL_TIMEOUT_S):
             try:
                 await self.service.cancel(run_id)
-            except RunNotFound:
-                pass
+            except (RunNotFound, Forbidden):
+                pass  # not a run of the caller's: nothing to cancel, as for any unknown id
             except Exception:
                 log.warning("could not cancel run %s for its MCP client", run_id, exc_info=True)
 

@@ -7,7 +7,9 @@ client to client. So ``/mcp`` gives each client an ``Mcp-Session-Id`` with its `
 answer — a random token, kept nowhere: the SDK clients send it back on every request — and a
 ``run`` called in a session gets a run id derived from the session and the call's id. A
 cancellation names the same run on any instance of the gateway, and only for whoever holds the
-session: without its token the run id cannot be derived.
+session: without its token the run id cannot be derived. Holding it is not enough either: the
+token is no credential, so a cancellation is the caller's, checked like any other (only the
+run's owner or an admin cancels it; adapters.mcp.http).
 """
 
 from __future__ import annotations

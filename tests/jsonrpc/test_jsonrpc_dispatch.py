@@ -204,7 +204,7 @@ async def test_start_get_list_events(hub: Hub) -> None:
     assert run["input"] == [{"role": "user", "content": "plain"}]
     assert set(run) == {
         "id", "threadId", "source", "state", "status", "createdAt", "lastSeq",
-        "subscribers", "metadata", "input",
+        "subscribers", "metadata", "input", "owner",
     }  # fmt: skip
     listed = (await ask(d, req("run.list", {"limit": 10})))["result"]["runs"]
     assert [r["id"] for r in listed] == [run_id]
