@@ -83,7 +83,7 @@ TABLE: tuple[ErrorCode, ...] = (
               "limit before this item: it was not run; send it again in a request of its own",
               ("jsonrpc",)),
     ErrorCode(FORBIDDEN, "Forbidden", "the caller's scopes do not allow this (a read-only key "
-              "starting or cancelling a run)", ("jsonrpc",)),
+              "starting or cancelling a run)", BOTH),
 )  # fmt: skip
 
 

@@ -36,7 +36,7 @@ from loopgate.contracts.ports import (
     ThreadExists,
     ThreadInfo,
 )
-from loopgate.contracts.principal import current
+from loopgate.contracts.principal import Owner, current
 from loopgate.gateway.hub import access
 from loopgate.gateway.hub.run import Producer, Run, RunSubscription, new_record
 from loopgate.gateway.identity.audit import audit
@@ -128,7 +128,8 @@ class Hub:
         # Finished runs holding events in memory, oldest end first: the first to leave.
         self._hot_finished: dict[str, Run] = {}
         # Ids of runs dropped for good (they answer 410, not 404), oldest first; bounded.
-        self._gone: dict[str, str] = {}
+        # Dropped runs: why, and whose (someone else's gone run is not found, as any other).
+        self._gone: dict[str, tuple[str, Owner | None]] = {}
         self._retained = 0
         self._durable = journal.durable
         journal.on_commit = self._committed
@@ -270,7 +271,8 @@ class Hub:
             gone = self._runs.get(run_id)
             if gone is not None and gone.finished and not gone.subscribers:
                 self._drop(gone, None)
-            self._remember_gone(run_id, "retention (max_runs, max_run_age_s)")
+            owner = gone.record.owner if gone is not None else None
+            self._remember_gone(run_id, "retention (max_runs, max_run_age_s)", owner)
 
     # --- memory -------------------------------------------------------------------------
 
@@ -288,11 +290,11 @@ class Hub:
         self._hot_finished.pop(run.id, None)
         run.release()
         if gone is not None:
-            self._remember_gone(run.id, gone)
+            self._remember_gone(run.id, gone, run.record.owner)
 
-    def _remember_gone(self, run_id: str, why: str) -> None:
+    def _remember_gone(self, run_id: str, why: str, owner: Owner | None) -> None:
         self._gone.pop(run_id, None)
-        self._gone[run_id] = why
+        self._gone[run_id] = (why, owner)
         while len(self._gone) > self.settings.max_dropped_ids:
             del self._gone[next(iter(self._gone))]
 
@@ -828,9 +830,9 @@ class Hub:
             return run
         record = await self.journal.load_run(run_id)
         if record is None:
-            why = self._gone.get(run_id)
-            if why is not None:
-                raise RunGone(run_id, why)
+            gone = self._gone.get(run_id)
+            if gone is not None and current().sees(gone[1]):
+                raise RunGone(run_id, gone[0])
             raise RunNotFound(run_id)
         run = self._runs.get(run_id)  # loaded by someone else meanwhile
         if run is not None:

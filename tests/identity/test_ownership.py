@@ -3,6 +3,7 @@ sees and controls only its own runs and threads, the admin all; someone else's i
 
 from __future__ import annotations
 
+import time
 from pathlib import Path
 
 import httpx
@@ -48,3 +49,32 @@ def test_each_principal_sees_only_its_own_runs(tmp_path: Path) -> None:
             headers=bob.headers,
         )
         assert cont.status_code == 404, cont.text
+
+
+def test_someone_elses_dropped_run_is_not_found_not_gone(tmp_path: Path) -> None:
+    """Retention drops alice's finished run: she is told it is gone (410), bob that there is no
+    such run (404), as for any id that never existed — no existence oracle."""
+    keys = write_test_keys(tmp_path / "keys.json")
+    alice, bob, root = keys["alice"], keys["bob"], keys["root"]
+    with (
+        running_gateway(keys_file=str(tmp_path / "keys.json"), max_runs=1) as (base, _),
+        httpx.Client(base_url=base, timeout=10) as http,
+    ):
+        first = http.post("/v1/runs", json={"input": "plain hi"}, headers=alice.headers).json()
+        # Reading the whole stream waits for the run to finish: then it may be dropped.
+        events = http.get(f"/v1/runs/{first['id']}/events?stream=false", headers=alice.headers)
+        assert events.status_code == 200
+        http.post("/v1/runs", json={"input": "plain hi"}, headers=alice.headers)
+        path = f"/v1/runs/{first['id']}"
+        # Retention's sweep runs once a second: wait for its effect, bounded.
+        deadline = time.monotonic() + 20
+        while http.get(path, headers=alice.headers).status_code == 200:
+            assert time.monotonic() < deadline, "the first run was never dropped"
+            time.sleep(0.05)
+        assert http.get(path, headers=alice.headers).status_code == 410
+        assert http.get(path, headers=root.headers).status_code == 410
+        assert http.get(path, headers=bob.headers).status_code == 404
+        never = http.get("/v1/runs/run_never_existed", headers=bob.headers)
+        assert http.get(path, headers=bob.headers).json()["detail"].replace(
+            first["id"], "X"
+        ) == never.json()["detail"].replace("run_never_existed", "X")
