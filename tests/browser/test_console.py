@@ -350,6 +350,23 @@ def test_alice_signs_in_with_her_key_and_sees_only_her_runs_root_sees_everyones(
     _only_refusals_of_sign_in(report)
 
 
+def test_the_gateways_token_signs_in_as_its_admin(browser_artifacts: Path) -> None:
+    token = "console-token-0123456789"
+    with running_gateway(token=token) as (base, _):
+        run_id = _finished_run(base, principals.TestKey("t", "admin", "default", "admin", token))
+        report = run_browser(
+            {"token": {"gateway": base, "token": token, "runs": [run_id]}},
+            browser_artifacts,
+            script=SIGN_IN,
+        )["token"]
+
+    assert report["who"]["name"] == "admin · default"
+    assert "with the gateway's token" in report["who"]["title"]
+    assert report["who"]["signOut"] is True
+    assert report["rows"] == [{"id": run_id, "owner": "admin · default", "mine": True}]
+    _only_refusals_of_sign_in(report)
+
+
 def test_with_no_credential_configured_the_console_asks_nothing(browser_artifacts: Path) -> None:
     """The development default: a loopback gateway with no credential serves its machine's
     user, and the console says so without a sign-in or a sign-out."""

@@ -7,7 +7,8 @@
 //        opens one of her runs and starts another (AG-UI WebSocket and EventSource, both with
 //        ?token=), signs out; root (an admin) signs in. `runs`: ids the gateway holds that
 //        alice's list and root's are awaited for.
-// local: {gateway}: a gateway with no credential configured; the console asks nothing.
+// token: {gateway, token, runs}: the gateway's single token typed in; who that is.
+// local: {gateway, runs}: a gateway with no credential configured; the console asks nothing.
 //
 // Prints one JSON object: what the console showed. The Python side
 // (tests/browser/test_console.py) asserts; this script only acts and observes.
@@ -116,6 +117,16 @@ async function keys(browser, { gateway, wrong, alice, root, runs }) {
   return report;
 }
 
+async function token(browser, { gateway, token, runs }) {
+  const { page, problems, network } = await openPage(browser, `${gateway}/`, "console-token");
+  await typeKey(page, token);
+  const report = { who: await who(page), rows: await listed(page, runs) };
+  report.refused = network.filter((r) => r.status === 401).map((r) => new URL(r.url).pathname);
+  report.problems = problems;
+  await closePage("console-token");
+  return report;
+}
+
 async function local(browser, { gateway, runs }) {
   const { page, problems, network } = await openPage(browser, `${gateway}/`, "console-local");
   const report = { who: await who(page) };
@@ -127,4 +138,4 @@ async function local(browser, { gateway, runs }) {
   return report;
 }
 
-await runScenarios(config, { keys, local });
+await runScenarios(config, { keys, token, local });

@@ -179,10 +179,21 @@ class Console {
   // Who is signed in; Sign out only where the page holds a credential to forget (not for the
   // local user of a loopback gateway, nor for one a proxy signed in).
   showWho(me) {
+    const before = this.list.viewer;
+    if (before && (before.subject !== me.subject || before.tenant !== me.tenant)) {
+      // Signed in again as someone else (the last key stopped working): start afresh, as a
+      // sign-out does, so that nothing of the last user's stays; the new key is kept.
+      location.reload();
+      return;
+    }
     this.list.viewer = me;
     $("who-name").textContent = `${me.subject} · ${me.tenant}`;
     const how = { key: "an API key", token: "the gateway's token", jwt: "a signed token", proxy: "the proxy" };
-    const by = how[me.via] ? ` with ${how[me.via]}` : " (this machine's user: no sign-in needed)";
+    const by = how[me.via]
+      ? ` with ${how[me.via]}`
+      : me.via === "local"
+        ? " (this machine's user: no sign-in needed)"
+        : ` (${me.via})`;
     $("who").title = `signed in as ${me.name ?? me.subject} (subject ${me.subject}, tenant ${me.tenant})${by}; may: ${me.scopes.join(", ")}`;
     $("who").hidden = false;
     $("sign-out").hidden = !this.gateway.token;
