@@ -21,7 +21,13 @@ class NativeAdapter:
     name = "native"
     # contracts.refusals.ClaimsPaths: its own paths under OpenAI's /v1 keep problem bodies,
     # known endpoints or not.
-    refusal_prefixes: tuple[str, ...] = ("/v1/runs", "/v1/threads", "/v1/contract", "/v1/loop")
+    refusal_prefixes: tuple[str, ...] = (
+        "/v1/runs",
+        "/v1/threads",
+        "/v1/contract",
+        "/v1/loop",
+        "/v1/me",
+    )
 
     def projector(self, context: ProjectorContext) -> NativeProjector:
         return NativeProjector(context)
@@ -33,7 +39,7 @@ class NativeAdapter:
         return render_events(messages)
 
     def routes(self, service: RunService, limits: EndpointLimits) -> list[BaseRoute]:
-        from . import events, ingest, loop, runs, threads
+        from . import events, ingest, loop, me, runs, threads
 
         return [
             *runs.routes(service, limits),
@@ -41,6 +47,7 @@ class NativeAdapter:
             *events.routes(self, service, limits),
             *ingest.routes(service, limits),
             *loop.routes(service),
+            *me.routes(),
         ]
 
     def openapi(self) -> dict[str, Any]:

@@ -17,6 +17,7 @@ import msgspec
 
 from loopgate.adapters.native.ingest import IngestResult
 from loopgate.adapters.native.loop import LoopView
+from loopgate.adapters.native.me import MeView
 from loopgate.adapters.native.runs import (
     LIMIT_DEFAULT,
     LIMIT_MAX,
@@ -417,6 +418,18 @@ def paths() -> dict[str, dict[str, Any]]:
                 {"200": json_body(LoopView, "the loop and its model")},
             )
         },
+        "/v1/me": {
+            "get": operation(
+                "getMe",
+                "Gateway",
+                "Who you are signed in as",
+                "The principal the gateway resolved for this request: its `subject` (which "
+                "owns the runs it starts), `tenant`, `scopes`, display `name` and `via` (how "
+                "it was proven). Never the credential. With no credential configured, a "
+                "loopback gateway answers the machine's own user (`local`, an admin).",
+                {"200": json_body(MeView, "the caller")},
+            )
+        },
     }
 
 
@@ -436,6 +449,7 @@ SCHEMA_TYPES: tuple[type[msgspec.Struct], ...] = (
     LoopEvent,
     RuntimeContract,
     LoopView,
+    MeView,
     Problem,
     IngestProblem,
 )

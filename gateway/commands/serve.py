@@ -19,6 +19,7 @@ ENDPOINTS = """endpoints (docs/api.md):
   GET  /openapi.json, GET /docs       this API's OpenAPI 3.1 description, and a page for it
   GET  /v1/contract                   the event kinds and payloads this gateway speaks
   GET  /v1/loop                       the loop (and model) that serves this gateway's runs
+  GET  /v1/me                         who the gateway takes you to be (subject, tenant, scopes)
   POST /v1/runs                       start a run (the loop, an ingest run, or a replay)
   GET  /v1/runs                       list runs
   GET  /v1/runs/{id}                  one run

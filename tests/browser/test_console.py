@@ -1,5 +1,6 @@
 """The web console at ``/`` in headless Chromium, used as a person uses it: typing a prompt,
-clicking Cancel, an approval's button, answering a question (tests/node/console-drive.mjs), and
+clicking Cancel, an approval's button, answering a question (tests/node/console-drive.mjs),
+signing in with an API key and seeing whose runs are listed (tests/node/console-signin.mjs), and
 how it holds up on a 100,000-delta run and a list of 1,000 runs.
 
 The drawing times are measured in the page (performance.now()); the bounds asserted are the
@@ -19,8 +20,10 @@ from loopgate.gateway.settings import RECORDINGS
 from tests.browser.support import page_server, run_browser
 from tests.gateway.harness import REPO, running_gateway
 from tests.gateway.sse_client import envelopes, read_stream
+from tests.identity import principals
 
 DRIVER = "console-drive.mjs"
+SIGN_IN = "console-signin.mjs"
 STATIC = REPO / "gateway" / "console" / "static"
 BIG_RUN_DELTAS = 100_000
 # The issue's target: the last delta drawn within 2 s of the stream's end.
@@ -263,3 +266,120 @@ def test_the_console_runs_under_its_content_security_policy(browser_artifacts: P
     assert report["loaded"] == []
     assert report["inline"] == {"directive": "script-src-elem", "ran": False}
     assert "frame-ancestors 'none'" in report["framed"]
+
+
+# --- signing in: API keys, owners -----------------------------------------------------------
+
+
+def _finished_run(base: str, who: principals.TestKey | None = None) -> str:
+    """A run started (as ``who``, or the local user) and read to its end; its id."""
+    headers = who.headers if who else {}
+    started = httpx.post(f"{base}/v1/runs", json={"input": "plain hi"}, headers=headers)
+    assert started.status_code == 201, started.text
+    run_id: str = started.json()["id"]
+    read_stream(base, run_id, headers=headers)
+    return run_id
+
+
+def _only_refusals_of_sign_in(report: dict[str, Any]) -> None:
+    """The page logged nothing wrong but the 401s it asks for: /v1/me, first with no key and
+    then with the wrong one (Chromium logs every refused request as an error)."""
+    refused = [p for p in report["problems"] if "status of 401" not in p]
+    assert refused == [], report["problems"]
+    assert set(report["refused"]) == {"/v1/me"}, report["refused"]
+
+
+def test_alice_signs_in_with_her_key_and_sees_only_her_runs_root_sees_everyones(
+    browser_artifacts: Path, tmp_path: Path
+) -> None:
+    keys = principals.write_test_keys(tmp_path / "keys.json")
+    alice, bob, root = keys["alice"], keys["bob"], keys["root"]
+    with running_gateway(keys_file=str(tmp_path / "keys.json")) as (base, _):
+        runs = {"alice": _finished_run(base, alice), "bob": _finished_run(base, bob)}
+        # A key of the right shape that the file does not hold.
+        wrong = alice.key[:-6] + "wrong0"
+        signing_in = {"gateway": base, "wrong": wrong, "alice": alice.key, "root": root.key}
+        config = {"keys": {**signing_in, "runs": runs}}
+        report = run_browser(config, browser_artifacts, script=SIGN_IN)["keys"]
+        listed = httpx.get(f"{base}/v1/runs", headers=root.headers).json()["runs"]
+        held = {run["id"]: run for run in listed}
+        refusal = httpx.get(f"{base}/v1/me", headers={"authorization": f"Bearer {wrong}"})
+
+    assert "API key or token" in report["asked"]
+    assert report["placeholder"] == "API key or token"
+    # A wrong key is told so, in the gateway's words, and never repeated.
+    assert report["wrong"]["open"] is True
+    assert refusal.status_code == 401
+    assert report["wrong"]["error"] == f"Not signed in: {refusal.json()['detail']}"
+    assert wrong not in report["wrong"]["error"]
+
+    signed_in = report["alice"]
+    assert signed_in["dialogOpen"] is False
+    assert signed_in["who"]["name"] == "alice · acme"
+    assert "with an API key" in signed_in["who"]["title"]
+    assert signed_in["who"]["signOut"] is True
+    # Only what the API gives alice: her run, not bob's; her own owner is shown dimmed.
+    assert signed_in["rows"] == [{"id": runs["alice"], "owner": "alice · acme", "mine": True}]
+    # Her run's view: the stream over EventSource (?token=), the run's owner.
+    assert "completed" in signed_in["opened"]["stream"]
+    assert signed_in["opened"]["meta"].endswith(" · by alice · acme")
+    # A run she starts (over the AG-UI WebSocket, ?token=) is hers.
+    started = signed_in["started"]
+    assert "It is 20" in started["stream"]
+    assert started["meta"].endswith(" · by alice · acme")
+    assert started["thread"].startswith("thread ")
+    assert held[started["runId"]]["owner"] == {"subject": "alice", "tenant": "acme"}
+    assert {row["id"] for row in signed_in["rowsAfter"]} == {runs["alice"], started["runId"]}
+
+    # Signing out forgets the key; root (an admin) sees every run, each with its owner.
+    assert report["signedOut"]["stored"] == 0
+    assert report["root"]["who"]["name"] == "root · ops"
+    owners = {row["id"]: (row["owner"], row["mine"]) for row in report["root"]["rows"]}
+    assert owners == {
+        runs["alice"]: ("alice · acme", False),
+        started["runId"]: ("alice · acme", False),
+        runs["bob"]: ("bob · globex", False),
+    }
+    # ?token= only where a browser can send no header: the run's events and the AG-UI socket.
+    assert {(q["path"], q["type"]) for q in report["queryTokens"]} <= {
+        (f"/v1/runs/{runs['alice']}/events", "eventsource"),
+        (f"/v1/runs/{started['runId']}/events", "eventsource"),
+        ("/agui/ws", "websocket"),
+    }
+    assert ("/agui/ws", "websocket") in {(q["path"], q["type"]) for q in report["queryTokens"]}
+    _only_refusals_of_sign_in(report)
+
+
+def test_the_gateways_token_signs_in_as_its_admin(browser_artifacts: Path) -> None:
+    token = "console-token-0123456789"
+    with running_gateway(token=token) as (base, _):
+        run_id = _finished_run(base, principals.TestKey("t", "admin", "default", "admin", token))
+        report = run_browser(
+            {"token": {"gateway": base, "token": token, "runs": [run_id]}},
+            browser_artifacts,
+            script=SIGN_IN,
+        )["token"]
+
+    assert report["who"]["name"] == "admin · default"
+    assert "with the gateway's token" in report["who"]["title"]
+    assert report["who"]["signOut"] is True
+    assert report["rows"] == [{"id": run_id, "owner": "admin · default", "mine": True}]
+    _only_refusals_of_sign_in(report)
+
+
+def test_with_no_credential_configured_the_console_asks_nothing(browser_artifacts: Path) -> None:
+    """The development default: a loopback gateway with no credential serves its machine's
+    user, and the console says so without a sign-in or a sign-out."""
+    with running_gateway() as (base, _):
+        run_id = _finished_run(base)
+        report = run_browser(
+            {"local": {"gateway": base, "runs": [run_id]}}, browser_artifacts, script=SIGN_IN
+        )["local"]
+
+    assert report["who"]["name"] == "local · default"
+    assert "no sign-in needed" in report["who"]["title"]
+    assert report["who"]["signOut"] is False
+    assert report["dialogOpen"] is False
+    assert report["rows"] == [{"id": run_id, "owner": "local · default", "mine": True}]
+    assert report["refused"] == []
+    _clean(report)

@@ -4,7 +4,7 @@
 // (unknown kinds included) with the timestamps the timeline is drawn from.
 
 import { SocketAgent } from "./agent.js";
-import { RunList, stateClass, stateOf, timeOf, titleOf } from "./runs.js";
+import { RunList, ownerOf, stateClass, stateOf, timeOf, titleOf } from "./runs.js";
 import { RunView } from "./stream.js";
 import { ThreadView } from "./thread.js";
 import { Timeline } from "./timeline.js";
@@ -28,8 +28,12 @@ function status(text) {
   $("status").textContent = text;
 }
 
-// --- the gateway: requests with the token, when it has one --------------------------------------
+// --- the gateway: who the page is signed in as, and requests with its credential -----------------
 
+// Who signs in decides what the API shows (each caller sees its own runs, an admin every run),
+// so the page first asks the gateway who it takes the page to be (GET /v1/me) with no
+// credential at all: a trusted proxy, or a loopback gateway with no credential configured,
+// already knows the caller. Only a 401 asks the user for an API key or the gateway's token.
 class Gateway {
   constructor() {
     const fromHash = new URLSearchParams(location.hash.slice(1)).get("token");
@@ -38,16 +42,23 @@ class Gateway {
       history.replaceState(null, "", location.pathname + location.search);
     }
     this.token = sessionStorage.getItem(TOKEN_KEY);
-    this.asking = null;
+    this.me = null; // GET /v1/me's answer: {subject, tenant, scopes, name, via}
+    this.signingIn = null;
+    this.onSignIn = () => {};
+  }
+
+  headers(extra) {
+    const headers = { ...(extra ?? {}) };
+    if (this.token) headers.authorization = `Bearer ${this.token}`;
+    return headers;
   }
 
   async fetch(path, init = {}) {
     for (let tries = 0; ; tries++) {
-      const headers = { ...(init.headers ?? {}) };
-      if (this.token) headers.authorization = `Bearer ${this.token}`;
-      const response = await fetch(path, { ...init, headers, cache: "no-store" });
+      const response = await fetch(path, { ...init, headers: this.headers(init.headers), cache: "no-store" });
       if (response.status !== 401 || tries > 0) return response;
-      await this.askToken();
+      // The credential stopped working (revoked, or the gateway's keys changed): sign in again.
+      await this.signIn();
     }
   }
 
@@ -66,7 +77,7 @@ class Gateway {
     });
   }
 
-  // EventSource and WebSocket cannot send headers: the token goes in the query.
+  // EventSource and WebSocket cannot send headers: the credential goes in the query.
   url(path, scheme) {
     const url = new URL(path, location.href);
     if (scheme) url.protocol = location.protocol === "https:" ? "wss:" : "ws:";
@@ -74,22 +85,51 @@ class Gateway {
     return url.toString();
   }
 
-  askToken() {
-    this.asking ??= new Promise((resolve) => {
+  // Resolves with the signed-in principal once the gateway takes the page's credential (or
+  // needs none); one sign-in at a time, however many requests were refused meanwhile.
+  signIn() {
+    this.signingIn ??= this.signInNow().finally(() => {
+      this.signingIn = null;
+    });
+    return this.signingIn;
+  }
+
+  async signInNow() {
+    let refused = null;
+    for (;;) {
+      const response = await fetch("/v1/me", { headers: this.headers(), cache: "no-store" });
+      const body = await response.json().catch(() => ({}));
+      if (response.ok) {
+        if (this.token) sessionStorage.setItem(TOKEN_KEY, this.token);
+        this.me = body;
+        this.onSignIn(body);
+        return body;
+      }
+      if (response.status !== 401 && response.status !== 403) {
+        throw new Error(body.detail ?? `${response.status} ${response.statusText}`);
+      }
+      // A credential was sent and refused: say so (the gateway's words never repeat it).
+      refused = this.token ? (body.detail ?? "that API key or token was not accepted") : refused;
+      sessionStorage.removeItem(TOKEN_KEY);
+      this.token = (await this.askToken(refused)) || null;
+    }
+  }
+
+  signOut() {
+    sessionStorage.removeItem(TOKEN_KEY);
+    // A fresh page: nothing of the last user's runs, streams or sockets stays behind.
+    location.reload();
+  }
+
+  askToken(refused) {
+    return new Promise((resolve) => {
       const dialog = $("token-dialog");
-      dialog.addEventListener(
-        "close",
-        () => {
-          this.token = $("token").value;
-          sessionStorage.setItem(TOKEN_KEY, this.token);
-          this.asking = null;
-          resolve();
-        },
-        { once: true },
-      );
+      $("token").value = "";
+      $("token-error").textContent = refused ? `Not signed in: ${refused}` : "";
+      $("token-error").hidden = !refused;
+      dialog.addEventListener("close", () => resolve($("token").value.trim()), { once: true });
       dialog.showModal();
     });
-    return this.asking;
   }
 }
 
@@ -121,9 +161,42 @@ class Console {
     this.run = null; // the selected run's description (GET /v1/runs/{id})
     this.source = null;
     this.view = null;
+    this.gateway.onSignIn = (me) => this.showWho(me);
     this.wire();
+    this.begin();
+  }
+
+  async begin() {
+    try {
+      await this.gateway.signIn();
+    } catch (error) {
+      status(`cannot sign in: ${error.message}`);
+    }
     this.served();
     this.poll();
+  }
+
+  // Who is signed in; Sign out only where the page holds a credential to forget (not for the
+  // local user of a loopback gateway, nor for one a proxy signed in).
+  showWho(me) {
+    const before = this.list.viewer;
+    if (before && (before.subject !== me.subject || before.tenant !== me.tenant)) {
+      // Signed in again as someone else (the last key stopped working): start afresh, as a
+      // sign-out does, so that nothing of the last user's stays; the new key is kept.
+      location.reload();
+      return;
+    }
+    this.list.viewer = me;
+    $("who-name").textContent = `${me.subject} · ${me.tenant}`;
+    const how = { key: "an API key", token: "the gateway's token", jwt: "a signed token", proxy: "the proxy" };
+    const by = how[me.via]
+      ? ` with ${how[me.via]}`
+      : me.via === "local"
+        ? " (this machine's user: no sign-in needed)"
+        : ` (${me.via})`;
+    $("who").title = `signed in as ${me.name ?? me.subject} (subject ${me.subject}, tenant ${me.tenant})${by}; may: ${me.scopes.join(", ")}`;
+    $("who").hidden = false;
+    $("sign-out").hidden = !this.gateway.token;
   }
 
   // Which loop serves the gateway's runs, and on which model (GET /v1/loop).
@@ -153,6 +226,7 @@ class Console {
       $("steer-text").value = "";
       this.command("steer", { content });
     });
+    $("sign-out").addEventListener("click", () => this.gateway.signOut());
     $("copy-trace").addEventListener("click", () => {
       navigator.clipboard?.writeText($("trace-id").textContent).then(
         () => status("trace id copied"),
@@ -315,7 +389,8 @@ class Console {
     const state = this.stateNow();
     $("run-state").textContent = state;
     $("run-state").className = `state ${stateClass(state)}`;
-    $("run-meta").textContent = `${run.source} run · started ${timeOf(run.created_at)}${model}`;
+    const owner = run.owner ? ` · by ${ownerOf(run)}` : "";
+    $("run-meta").textContent = `${run.source} run · started ${timeOf(run.created_at)}${model}${owner}`;
   }
 
   setLive(live) {

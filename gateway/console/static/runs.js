@@ -58,6 +58,16 @@ export function stateClass(state) {
   return state.replace(/\s+/g, "-");
 }
 
+// Whose a run is (RunInfo.owner): "subject · tenant"; a run recorded before owners were kept
+// has none (only an admin sees it).
+export function ownerOf(run) {
+  return run.owner ? `${run.owner.subject} · ${run.owner.tenant}` : "no owner";
+}
+
+function isViewers(run, viewer) {
+  return Boolean(viewer && run.owner?.subject === viewer.subject && run.owner?.tenant === viewer.tenant);
+}
+
 export function timeOf(ns) {
   return new Date(ns / 1e6).toLocaleTimeString();
 }
@@ -90,6 +100,7 @@ export class RunList {
     this.rows = new Map(); // run id → {node, signature}
     this.described = new Map(); // run id → its row: {run, follows, title, state, next}
     this.selected = null;
+    this.viewer = null; // who is signed in (GET /v1/me): their own runs' owner is dimmed
     this.stats = { runs: 0, renderMs: 0, renders: 0 };
     root.addEventListener("click", (event) => {
       const row = event.target.closest("li");
@@ -146,7 +157,11 @@ export class RunList {
     };
     const when = part("when");
     when.textContent = timeOf(run.created_at);
-    node.append(part("dot"), part("prompt"), when, part("sub"));
+    // An admin sees every caller's runs: whose each is matters most there.
+    const owner = part(isViewers(run, this.viewer) ? "owner mine" : "owner");
+    owner.textContent = ownerOf(run);
+    owner.title = run.owner ? `owner: ${run.owner.subject} (tenant ${run.owner.tenant})` : "recorded without an owner";
+    node.append(part("dot"), part("prompt"), owner, when, part("sub"));
     return node;
   }
 
