@@ -92,17 +92,20 @@ def test_proxy_headers_from_an_address_that_is_no_proxy_are_refused(
     ],
 )
 def test_unusable_identities_are_refused(user: str) -> None:
-    with running_gateway(trusted_proxies=["127.0.0.1/32"]) as (base, _):
-        with socket.create_connection(("127.0.0.1", int(base.rsplit(":", 1)[1])), 10) as sock:
-            sock.sendall(
-                b"GET /v1/runs HTTP/1.1\r\nHost: 127.0.0.1\r\nConnection: close\r\n"
-                + b"X-Forwarded-User: "
-                + user.encode("latin-1")
-                + b"\r\n\r\n"
-            )
-            answer = b""
-            while chunk := sock.recv(65536):
-                answer += chunk
+    with (
+        running_gateway(trusted_proxies=["127.0.0.1/32"]) as (_, server),
+        socket.create_connection(("127.0.0.1", server.config.port), 10) as sock,
+    ):
+        # Raw bytes: HTTP clients refuse to send some of these.
+        sock.sendall(
+            b"GET /v1/runs HTTP/1.1\r\nHost: 127.0.0.1\r\nConnection: close\r\n"
+            + b"X-Forwarded-User: "
+            + user.encode("latin-1")
+            + b"\r\n\r\n"
+        )
+        answer = b""
+        while chunk := sock.recv(65536):
+            answer += chunk
     head, _, body = answer.partition(b"\r\n\r\n")
     assert head.split()[1] == b"401", head
     assert b"printable characters" in body
@@ -119,6 +122,7 @@ def test_utf8_names_are_read_as_utf8() -> None:
     assert run["owner"]["subject"] == "José"
 
 
+@pytest.mark.anyio
 async def test_dual_stack_and_unix_peers() -> None:
     proxy = TrustedProxy(["10.0.0.0/8", "fd00::1"])
     assert proxy.trusts("10.1.2.3") and proxy.trusts("::ffff:10.1.2.3") and proxy.trusts("fd00::1")
@@ -148,10 +152,12 @@ def test_the_settings_and_flags() -> None:
 
 def test_serve_flags_name_the_proxy_and_its_header() -> None:
     flags = ("--trusted-proxy", "192.0.2.7", "--trusted-proxy", "127.0.0.1")
-    with gateway_process(*flags, "--proxy-user-header", "X-Auth-User") as (base, _):
-        with httpx.Client(base_url=base, timeout=10) as http:
-            run = start(http, {"x-auth-user": "erin"})
-            assert run.status_code in (200, 201), run.text
-            assert run.json()["owner"]["subject"] == "erin"
-            # The default header means nothing now: no credentials.
-            assert http.get("/v1/runs", headers=BOB).status_code == 401
+    with (
+        gateway_process(*flags, "--proxy-user-header", "X-Auth-User") as (base, _),
+        httpx.Client(base_url=base, timeout=10) as http,
+    ):
+        run = start(http, {"x-auth-user": "erin"})
+        assert run.status_code in (200, 201), run.text
+        assert run.json()["owner"]["subject"] == "erin"
+        # The default header means nothing now: no credentials.
+        assert http.get("/v1/runs", headers=BOB).status_code == 401
