@@ -7,6 +7,7 @@ import re
 import msgspec
 
 from loopgate.contracts.json_input import DEFAULT_MAX_DEPTH
+from loopgate.contracts.outbound import OutboundPolicy
 
 # A page served from this machine, as a browser serialises its origin: scheme, loopback name,
 # optional port, nothing else. The one rule of the Origin guard, the WebSockets and CORS (whose
@@ -34,6 +35,9 @@ class EndpointLimits(msgspec.Struct, kw_only=True, frozen=True):
     # Whether a client on the network may have the gateway start programs: the stdio MCP
     # servers an ACP client names in session/new.
     client_stdio_mcp: bool = False
+    # Where a client on the network may have the gateway send requests (the http MCP servers
+    # an ACP client names): only the operator's allowed_outbound (gateway/outbound.py).
+    client_outbound: OutboundPolicy = msgspec.field(default_factory=OutboundPolicy)
 
     def origin_allowed(self, origin: str | None) -> bool:
         """Browsers always send Origin; other clients may not, and cannot be attacked

@@ -29,6 +29,7 @@ from loopgate.gateway.journal import open_journal
 from loopgate.gateway.loop.types import ModelProvider
 from loopgate.gateway.loops.build import build_loop, guards_from
 from loopgate.gateway.loops.source import LoopSource
+from loopgate.gateway.outbound import outbound_policy
 from loopgate.gateway.refusals import Refusals
 from loopgate.gateway.registry import load_adapters
 from loopgate.gateway.settings import Settings
@@ -95,6 +96,7 @@ def endpoint_limits(settings: Settings) -> EndpointLimits:
         max_batch_response_bytes=settings.max_batch_response_bytes,
         allowed_origins=tuple(settings.allowed_origins),
         client_stdio_mcp=settings.acp_remote_stdio_mcp,
+        client_outbound=outbound_policy(settings),
     )
 
 

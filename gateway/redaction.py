@@ -1,5 +1,6 @@
 """Secrets out of the log: ``token=…`` (a WebSocket's ``?token=``, a URL in an error) becomes
-``token=[redacted]`` in every line the server's handlers write, access log included.
+``token=[redacted]`` in every line the server's handlers write, access log included, however
+the name is percent-encoded (``tok%65n=``).
 
 A filter on the handlers, not on loggers: a logger's filters do not see records propagated from
 its children, a handler's see every record it writes.
@@ -12,14 +13,23 @@ import re
 import sys
 from typing import Any
 
-# Up to the end of the query parameter or of the word: ``&``, space, quote or bracket; not
-# what is redacted already.
-_SECRET = re.compile(r"(?i)(token=)(?!\[redacted\])[^&\s\"'<>\])]+")
+
+def _spelled(word: str) -> str:
+    """A pattern for ``word`` with any of its letters percent-encoded: a query's names are
+    decoded before they are looked up, so ``?tok%65n=`` authenticates as ``?token=`` does and
+    must be redacted as it is."""
+    return "".join(f"(?:{re.escape(c)}|%{ord(c.lower()):02x}|%{ord(c.upper()):02x})" for c in word)
+
+
+# The name (letters possibly percent-encoded, ``=`` too: a URL inside another one's query), then
+# the value up to the end of the query parameter or of the word: ``&``, space, quote or bracket;
+# not what is redacted already.
+_SECRET = re.compile(rf"(?i)({_spelled('token')}(?:=|%3d))(?!\[redacted\])[^&\s\"'<>\])]+")
 REDACTED = r"\1[redacted]"
 
 
 def redact(text: str) -> str:
-    return _SECRET.sub(REDACTED, text) if "=" in text else text
+    return _SECRET.sub(REDACTED, text) if "=" in text or "%" in text else text
 
 
 class RedactSecrets(logging.Filter):

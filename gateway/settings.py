@@ -7,6 +7,7 @@ from __future__ import annotations
 
 import ipaddress
 import os
+import re
 from collections.abc import Mapping
 from pathlib import Path
 from typing import Any, Literal
@@ -14,6 +15,8 @@ from urllib.parse import urlsplit
 
 import msgspec
 
+from loopgate.contracts.outbound import check_outbound_entry
+from loopgate.gateway.identity.single_token import check_token
 from loopgate.gateway.journal.base import REDIS_SCHEMES
 
 ENV_PREFIX = "LOOPGATE_"
@@ -53,6 +56,17 @@ class Settings(msgspec.Struct, kw_only=True, forbid_unknown_fields=True):
     allowed_origins: list[str] = msgspec.field(default_factory=list)
     # Host header names (or name:port) accepted besides loopback ones (DNS rebinding guard).
     allowed_hosts: list[str] = msgspec.field(default_factory=list)
+    # A trusted front proxy (docs/auth.md): requests from these addresses (IPs or CIDRs) may
+    # name their user in proxy_user_header; the same header from any other address is refused.
+    trusted_proxies: list[str] = msgspec.field(default_factory=list)
+    proxy_user_header: str = "x-forwarded-user"
+    proxy_email_header: str = "x-forwarded-email"
+    proxy_tenant_header: str | None = None  # none: every proxied user is of tenant "default"
+    proxy_groups_header: str | None = None  # e.g. "x-forwarded-groups", comma separated
+    proxy_admin_groups: list[str] = msgspec.field(default_factory=list)  # these give admin
+    # Where network clients may have the gateway send requests (the http MCP servers an ACP
+    # client names): URL prefixes or host[:port] patterns; none by default (docs/auth.md).
+    allowed_outbound: list[str] = msgspec.field(default_factory=list)
     # Hostile connections (docs/reliability.md): a request head must arrive within this, its
     # body within body_timeout_s with no gap over body_idle_timeout_s (else 408); past
     # max_connections open sockets, new ones are answered 503 (health checks are still served).
@@ -199,15 +213,27 @@ class Settings(msgspec.Struct, kw_only=True, forbid_unknown_fields=True):
         if self.system_prompt and self.system_prompt_file:
             raise ValueError("give --system-prompt or --system-prompt-file, not both")
         if self.token_file:
-            if self.token:
+            if self.token is not None:
                 raise ValueError("give --token or --token-file, not both")
-            self.token = read_token_file(self.token_file)
+            self.token = check_token(read_token_file(self.token_file), "the token file")
+        elif self.token is not None:
+            self.token = check_token(self.token, "the token (--token, LOOPGATE_TOKEN)")
+        self.trusted_proxies = [proxy_network(p) for p in self.trusted_proxies]
+        self.proxy_admin_groups = [g.strip() for g in self.proxy_admin_groups if g.strip()]
+        for name in PROXY_HEADERS:
+            header = getattr(self, name)
+            if header is not None:
+                setattr(self, name, check_header_name(header, name))
+        for entry in self.allowed_outbound:
+            check_outbound_entry(entry)
         check_jwt_settings(self)
 
     @property
     def has_credentials(self) -> bool:
         """Whether any credential source is configured (then every request needs one)."""
-        return bool(self.token or self.keys_file or self.jwks_url or self.jwks_file)
+        return bool(
+            self.token or self.keys_file or self.jwks_url or self.jwks_file or self.trusted_proxies
+        )
 
     def check_listening(self) -> None:
         """For the command that listens (serve): beyond loopback, a token is required. Only
@@ -306,6 +332,43 @@ def read_token_file(path: str) -> str:
     return token
 
 
+# Settings given in one LOOPGATE_* variable as a comma-separated list.
+LIST_FIELDS = (
+    "allowed_origins",
+    "allowed_hosts",
+    "tools",
+    "mcp_url",
+    "trusted_proxies",
+    "proxy_admin_groups",
+    "allowed_outbound",
+)
+PROXY_HEADERS = (
+    "proxy_user_header",
+    "proxy_email_header",
+    "proxy_tenant_header",
+    "proxy_groups_header",
+)
+_HEADER_NAME = re.compile(r"[!#$%&'*+.^_`|~0-9a-z-]+")
+
+
+def proxy_network(entry: str) -> str:
+    """A trusted proxy's address or network, as ipaddress writes it; ValueError if it is none."""
+    try:
+        return str(ipaddress.ip_network(entry.strip(), strict=False))
+    except ValueError:
+        raise ValueError(
+            f"trusted_proxies: {entry!r} is not an IP address or network (e.g. 10.0.0.5, "
+            "10.0.0.0/8, ::1)"
+        ) from None
+
+
+def check_header_name(header: str, setting: str) -> str:
+    name = header.strip().lower()
+    if not _HEADER_NAME.fullmatch(name):
+        raise ValueError(f"{setting}: {header!r} is not an HTTP header name")
+    return name
+
+
 def load_settings(env: Mapping[str, str], overrides: Mapping[str, Any] | None = None) -> Settings:
     """Defaults, then ``LOOPGATE_*`` variables, then explicit overrides (CLI flags)."""
     values: dict[str, Any] = {}
@@ -374,7 +437,7 @@ def _parse_env(name: str, raw: str) -> Any:
     field = next(f for f in msgspec.structs.fields(Settings) if f.name == name)
     if field.type in (str, str | None) or "Literal" in repr(field.type):
         return raw
-    if name in ("allowed_origins", "allowed_hosts", "tools", "mcp_url"):
+    if name in LIST_FIELDS:
         return [o.strip() for o in raw.split(",") if o.strip()]
     if name == "mcp":
         # Commands contain spaces and commas: one per line.

@@ -48,6 +48,7 @@ from loopgate.contracts.history import (
     conversation_after,
 )
 from loopgate.contracts.messages import Message
+from loopgate.contracts.outbound import OutboundPolicy
 from loopgate.contracts.ports import (
     LimitReached,
     QuotaExceeded,
@@ -104,6 +105,9 @@ class AgentOptions(msgspec.Struct, frozen=True, kw_only=True):
     # The MCP transports of session/new ``mcpServers`` this agent takes: "stdio" has the
     # gateway start a program, so it is for clients that started the gateway themselves.
     mcp_transports: tuple[str, ...] = ("stdio", "http")
+    # The URLs of http MCP servers this agent contacts for its client; None: any (a client
+    # that started the gateway itself). Over the network, the operator's allowed_outbound.
+    mcp_outbound: OutboundPolicy | None = None
 
 
 class _Answer:
@@ -300,6 +304,17 @@ class AcpAgent:
                     INVALID_PARAMS,
                     f"Invalid params: mcpServers[{i}] ({entry.get('name')}): {why}",
                     {"field": f"mcpServers[{i}]"},
+                )
+            outbound = self.options.mcp_outbound
+            url = entry.get("url")
+            if transport == "http" and outbound is not None and not outbound.allows(str(url)):
+                # Refused before anything is contacted: the gateway's network is not the
+                # client's to probe. The URL is not repeated (it may carry a secret).
+                raise AgentError(
+                    INVALID_PARAMS,
+                    f"Invalid params: mcpServers[{i}].url ({entry.get('name')}): this gateway "
+                    "contacts only the MCP servers its operator allowed (allowed_outbound)",
+                    {"field": f"mcpServers[{i}].url"},
                 )
             taken.append(entry)
         return taken

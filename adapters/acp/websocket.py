@@ -36,7 +36,8 @@ def routes(
             max_depth=limits.max_json_depth,
         )
         agent_options = options or AgentOptions(
-            mcp_transports=("stdio", "http") if limits.client_stdio_mcp else ("http",)
+            mcp_transports=("stdio", "http") if limits.client_stdio_mcp else ("http",),
+            mcp_outbound=limits.client_outbound,
         )
         server = await sdk.get()
         await server.serve_connection(AcpAgent(service, agent_options), transport)

@@ -107,6 +107,27 @@ def register(sub: argparse._SubParsersAction) -> None:  # type: ignore[type-arg]
         "--jwt-audience", metavar="AUD", help="the audience (aud) a token must name: this gateway"
     )
     p.add_argument(
+        "--trusted-proxy",
+        dest="trusted_proxies",
+        action="append",
+        metavar="IP[/BITS]",
+        help="a front proxy (address or network) whose --proxy-user-header names the user "
+        "(repeatable; docs/auth.md). The header from any other address is refused",
+    )
+    p.add_argument(
+        "--proxy-user-header",
+        metavar="NAME",
+        help="the header a trusted proxy names the user in (default x-forwarded-user)",
+    )
+    p.add_argument(
+        "--allowed-outbound",
+        dest="allowed_outbound",
+        action="append",
+        metavar="URL-PREFIX|HOST[:PORT]",
+        help="a URL prefix or host[:port] that clients on the network may have the gateway "
+        "contact, e.g. the http MCP servers of ACP sessions (repeatable; default none)",
+    )
+    p.add_argument(
         "--header-timeout",
         dest="header_timeout_s",
         type=float,
@@ -272,6 +293,9 @@ SETTING_FLAGS = (
     "jwks_file",
     "jwt_issuer",
     "jwt_audience",
+    "trusted_proxies",
+    "proxy_user_header",
+    "allowed_outbound",
     "header_timeout_s",
     "body_timeout_s",
     "body_idle_timeout_s",

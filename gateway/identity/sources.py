@@ -5,6 +5,7 @@ from __future__ import annotations
 from loopgate.gateway.identity.jwt_source import JwtSource
 from loopgate.gateway.identity.keys import ApiKeys
 from loopgate.gateway.identity.presented import CredentialSource
+from loopgate.gateway.identity.proxy import TrustedProxy
 from loopgate.gateway.identity.single_token import SingleToken
 from loopgate.gateway.settings import Settings
 
@@ -12,6 +13,10 @@ from loopgate.gateway.settings import Settings
 def credential_sources(settings: Settings) -> list[CredentialSource]:
     """None configured: the development default (loopback only; Settings.check_listening)."""
     sources: list[CredentialSource] = []
+    if settings.trusted_proxies:
+        # First: a proxied request's user header is refused from anyone but the proxy, even
+        # with a good token beside it.
+        sources.append(TrustedProxy.from_settings(settings))
     if settings.keys_file:
         sources.append(ApiKeys(settings.keys_file))
     if settings.jwks_url or settings.jwks_file:

@@ -91,11 +91,18 @@ class McpTools(ToolMetaLookup):
             raise
         if not self._ready.is_set():
             self._scope.cancel()
-            raise ToolSourceError(
+            raise self._unusable(
                 f"{self.source} did not answer initialize within {_seconds(timeout)} s"
             )
         if self._failure is not None:
-            raise ToolSourceError(self._failure)
+            raise self._unusable(self._failure)
+
+    def _unusable(self, why: str) -> ToolSourceError:
+        """The cause to the log, one sentence to the client whatever it was: a client that
+        names a URL must not learn a closed port from an open one that is no MCP server, nor a
+        filtered one from either (a port scan of the gateway's network)."""
+        log.warning("%s", why)
+        return ToolSourceError(f"{self.source} could not be used (the gateway's log says why)")
 
     async def aclose(self) -> None:
         """Close the connection and wait (bounded) for the owner task to finish."""
@@ -208,7 +215,8 @@ class McpTools(ToolMetaLookup):
         )
 
     def _explain(self, exc: BaseException) -> str:
-        """Why a connection failed, in our own words: never exception text from inside."""
+        """Why a connection failed, in our own words (never exception text from inside), for
+        the log: clients read only that the server could not be used (``_unusable``)."""
         spec = self.spec
         causes = list(_leaves(exc))
         for cause in causes:

@@ -13,7 +13,7 @@ from tests.browser.support import run_browser
 from tests.gateway.harness import running_gateway
 
 DRIVER = "apidocs-drive.mjs"
-TOKEN = "docs-s3cret"
+TOKEN = "docs-s3cret-012345"
 OPEN = {"GET /healthz", "GET /openapi.json", "GET /docs"}
 
 

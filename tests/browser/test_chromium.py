@@ -15,7 +15,7 @@ import pytest
 from tests.browser.support import access_log, drive_browser, page_server, run_browser
 from tests.gateway.harness import REPO, running_gateway
 
-TOKEN = "browser-s3cret"
+TOKEN = "browser-s3cret-0123"
 RECORDINGS = sorted((REPO / "conformance" / "streams").glob("*.jsonl"))
 # The @ag-ui/client bundle the console ships (scripts/build-console), as a page imports it.
 AGUI_CLIENT = REPO / "gateway" / "console" / "static" / "vendor" / "agui-client.js"

@@ -53,7 +53,7 @@ ENDPOINTS = [
 ]
 # What our clients send: the token, an EventSource's cursor, the AG-UI client's headers.
 ASKED_HEADERS = "content-type, authorization, last-event-id, accept, traceparent"
-TOKEN = "t0k-browser"
+TOKEN = "t0k-browser-012345"
 DONE = {"kind": "completion", "data": {"status": "completed"}}
 
 

@@ -124,7 +124,7 @@ def test_a_port_in_use_is_one_line_before_anything_starts(tmp_path: Path) -> Non
 
 def test_a_host_that_is_not_this_machines_is_one_line(tmp_path: Path) -> None:
     # TEST-NET-1 (RFC 5737): never an address of this machine; a token, as beyond loopback.
-    done = loopgate(tmp_path, "serve", "--host", "192.0.2.1", "--token", "t0ken")
+    done = loopgate(tmp_path, "serve", "--host", "192.0.2.1", "--token", "t0ken-long-enough-1")
     assert done.returncode == 2
     assert done.stderr == (
         "loopgate serve: cannot listen on --host 192.0.2.1: not an address of this machine\n"

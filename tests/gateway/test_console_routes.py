@@ -13,7 +13,7 @@ from websockets.sync import client as ws_client
 from tests.gateway.harness import REPO, running_gateway
 
 STATIC = REPO / "gateway" / "console" / "static"
-TOKEN = "c0nsole-t0ken"
+TOKEN = "c0nsole-t0ken-0123"
 BEARER = {"authorization": f"Bearer {TOKEN}"}
 DONE = {"kind": "completion", "data": {"status": "completed", "reason": "stop"}}
 

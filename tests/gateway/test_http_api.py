@@ -398,23 +398,24 @@ def test_replay_run_over_http(gateway: str) -> None:
 
 
 def test_token_is_required_everywhere_but_healthz() -> None:
-    with running_gateway(token="s3cret") as (base, _):
+    bearer = {"authorization": "Bearer s3cret-0123456789"}
+    with running_gateway(token="s3cret-0123456789") as (base, _):
         assert httpx.get(f"{base}/healthz").status_code == 200
         assert_problem(httpx.get(f"{base}/v1/runs"), 401, "bearer token")
         assert_problem(httpx.get(f"{base}/v1/runs", headers={"authorization": "Bearer wrong"}), 401)
-        ok = httpx.get(f"{base}/v1/runs", headers={"authorization": "Bearer s3cret"})
+        ok = httpx.get(f"{base}/v1/runs", headers=bearer)
         assert ok.status_code == 200
-        run = start(base, {"source": "ingest"}, headers={"authorization": "Bearer s3cret"})
+        run = start(base, {"source": "ingest"}, headers=bearer)
         url = base.replace("http", "ws") + f"/v1/runs/{run['id']}/ingest"
         with pytest.raises(websockets.exceptions.InvalidStatus):
             ws_client.connect(url)
-        with ws_client.connect(url + "?token=s3cret") as ws:
+        with ws_client.connect(url + "?token=s3cret-0123456789") as ws:
             ws.send(json.dumps(DONE))
 
 
 def test_browsers_from_allowed_origins_get_cors() -> None:
     origin = "https://app.example"
-    with running_gateway(allowed_origins=[origin], token="t0k") as (base, _):
+    with running_gateway(allowed_origins=[origin], token="t0k-0123456789abc") as (base, _):
         preflight = httpx.options(
             f"{base}/agui",
             headers={
@@ -428,7 +429,7 @@ def test_browsers_from_allowed_origins_get_cors() -> None:
         started = httpx.post(
             f"{base}/v1/runs",
             json={"source": "ingest"},
-            headers={"origin": origin, "authorization": "Bearer t0k"},
+            headers={"origin": origin, "authorization": "Bearer t0k-0123456789abc"},
         )
         assert started.headers["access-control-allow-origin"] == origin
         assert "location" in started.headers["access-control-expose-headers"].lower()

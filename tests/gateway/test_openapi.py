@@ -25,7 +25,7 @@ from loopgate.gateway.registry import load_adapters
 from loopgate.gateway.settings import Settings
 from tests.gateway.harness import running_gateway
 
-TOKEN = "openapi-s3cret"
+TOKEN = "openapi-s3cret-0123"
 METHODS = {"get", "post", "put", "patch", "delete"}
 
 

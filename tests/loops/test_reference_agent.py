@@ -145,7 +145,7 @@ def test_the_npm_everything_server_over_stdio(model: tuple[FakeOpenAI, str]) -> 
 
 
 def test_a_configured_mcp_server_that_cannot_start_fails_runs_not_the_gateway(
-    model: tuple[FakeOpenAI, str],
+    model: tuple[FakeOpenAI, str], caplog: pytest.LogCaptureFixture
 ) -> None:
     settings = agent_settings(model, mcp=["/nonexistent/mcp-server"], mcp_connect_timeout_s=2.0)
     with running_gateway(**settings) as (base, _):
@@ -154,7 +154,8 @@ def test_a_configured_mcp_server_that_cannot_start_fails_runs_not_the_gateway(
     *_, error, completion = events
     assert completion["data"]["reason"] == "tools_unavailable"
     assert error["data"]["message"] == completion["data"]["message"]
-    assert "MCP server 'mcp-server' could not be started" in error["data"]["message"]
+    assert "MCP server 'mcp-server' could not be used" in error["data"]["message"]
+    assert "MCP server 'mcp-server' could not be started" in caplog.text
 
 
 async def test_an_acp_clients_mcp_servers_are_used_by_loopgate_acp(

@@ -213,11 +213,11 @@ def test_the_endpoint_is_stateless_and_guarded(gateway: str) -> None:
 
 
 async def test_a_token_guards_it() -> None:
-    with running_gateway(token="s3cret-token") as (base, _):
+    with running_gateway(token="s3cret-token-01234") as (base, _):
         async with httpx.AsyncClient() as http:
             refused = await http.post(f"{base}/mcp", json=INITIALIZE, headers=ACCEPT)
         assert refused.status_code == 401
-        headers = {"authorization": "Bearer s3cret-token"}
+        headers = {"authorization": "Bearer s3cret-token-01234"}
         async with http_session(f"{base}/mcp", headers=headers) as session:
             result = await session.call_tool("run", {"prompt": "plain hello"})
         assert not result.is_error and "plain hello" in text(result)

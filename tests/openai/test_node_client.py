@@ -10,7 +10,7 @@ import pytest
 from tests.agui.node_client import NODE_DIR, run_script
 from tests.gateway.harness import running_gateway
 
-TOKEN = "node-s3cret"
+TOKEN = "node-s3cret-012345"
 
 
 @pytest.fixture(scope="module")

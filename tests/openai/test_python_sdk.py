@@ -256,8 +256,8 @@ def test_a_client_that_leaves_cancels_its_run(base: str, stream: bool) -> None:
 
 
 def test_the_bearer_token_is_what_the_sdk_sends() -> None:
-    with running_gateway(token="s3cret") as (url, _):
-        good = OpenAI(base_url=f"{url}/v1", api_key="s3cret", max_retries=0)
+    with running_gateway(token="s3cret-0123456789") as (url, _):
+        good = OpenAI(base_url=f"{url}/v1", api_key="s3cret-0123456789", max_retries=0)
         answer = good.chat.completions.create(
             model=MODEL, messages=[{"role": "user", "content": "plain hi"}]
         )
@@ -270,7 +270,7 @@ def test_the_bearer_token_is_what_the_sdk_sends() -> None:
 @pytest.fixture(scope="module")
 def guarded_base() -> Iterator[str]:
     """A gateway with a token: what one on the network runs."""
-    with running_gateway(token="s3cret") as (url, _):
+    with running_gateway(token="s3cret-0123456789") as (url, _):
         yield url
 
 
@@ -313,7 +313,7 @@ def test_a_wrong_or_missing_key_is_an_authentication_error_that_says_so(
 
 
 def test_the_gateways_other_refusals_on_openai_paths_are_openais_shape(guarded_base: str) -> None:
-    client = OpenAI(base_url=f"{guarded_base}/v1", api_key="s3cret", max_retries=0)
+    client = OpenAI(base_url=f"{guarded_base}/v1", api_key="s3cret-0123456789", max_retries=0)
     user: Any = [{"role": "user", "content": "hi"}]
     with pytest.raises(openai.NotFoundError) as unknown:
         client.embeddings.create(model=MODEL, input="x")
@@ -327,7 +327,7 @@ def test_the_gateways_other_refusals_on_openai_paths_are_openais_shape(guarded_b
     # A browser page of another site (the SDK in a page, dangerouslyAllowBrowser).
     page = OpenAI(
         base_url=f"{guarded_base}/v1",
-        api_key="s3cret",
+        api_key="s3cret-0123456789",
         max_retries=0,
         default_headers={"origin": "https://elsewhere.example"},
     )
@@ -338,7 +338,7 @@ def test_the_gateways_other_refusals_on_openai_paths_are_openais_shape(guarded_b
 
 
 def test_the_native_api_keeps_its_problem_bodies(guarded_base: str) -> None:
-    token = {"authorization": "Bearer s3cret"}
+    token = {"authorization": "Bearer s3cret-0123456789"}
     for path, headers, status in [
         ("/v1/runs", {}, 401),
         ("/v1/runs", {"authorization": "Bearer wrong"}, 401),

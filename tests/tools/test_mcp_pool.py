@@ -135,14 +135,15 @@ async def test_idle_threads_expire(pool: ThreadMcpPool, web: McpServerSpec, cloc
 
 
 async def test_a_failing_server_fails_the_thread_and_names_itself(
-    pool: ThreadMcpPool, web: McpServerSpec
+    pool: ThreadMcpPool, web: McpServerSpec, caplog: pytest.LogCaptureFixture
 ):
     broken = McpServerSpec(name="broken", command="loopgate-no-such-command")
     with pytest.raises(ToolSourceError) as info:
         await pool.tools_for("t1", [web, broken])
     assert info.value.message == (
-        "MCP server 'broken' could not be started: command not found: loopgate-no-such-command"
+        "MCP server 'broken' could not be used (the gateway's log says why)"
     )
+    assert "command not found: loopgate-no-such-command" in caplog.text
     assert pool.threads() == []
     assert [t.name for t in await pool.tools_for("t1", [web])] == ["web"]
 

@@ -4,6 +4,7 @@ server API (over stdio and over streamable HTTP) and the npm ``server-everything
 from __future__ import annotations
 
 import io
+import logging
 import os
 import signal
 import socket
@@ -231,14 +232,34 @@ async def test_server_everything_over_stdio(everything: McpServerSpec):
 # --- failing to connect -------------------------------------------------------------------------
 
 
+class _Kept(logging.Handler):
+    def __init__(self) -> None:
+        super().__init__()
+        self.lines: list[str] = []
+
+    def emit(self, record: logging.LogRecord) -> None:
+        self.lines.append(record.getMessage())
+
+
 async def start_error(spec: McpServerSpec, options: McpOptions = OPTIONS) -> str:
-    async with anyio.create_task_group() as tg:
-        tools = McpTools(spec, options)
-        with pytest.raises(ToolSourceError) as info:
-            await tools.start(tg)
-        await tools.aclose()
+    """Why ``spec`` could not be started, as the log says: the error itself reads the same
+    whatever the cause (a client naming URLs must not learn which ports are open)."""
+    kept = _Kept()
+    logger = logging.getLogger("loopgate.tools")
+    logger.addHandler(kept)
+    try:
+        async with anyio.create_task_group() as tg:
+            tools = McpTools(spec, options)
+            with pytest.raises(ToolSourceError) as info:
+                await tools.start(tg)
+            await tools.aclose()
+    finally:
+        logger.removeHandler(kept)
     assert info.value.message == str(info.value)
-    return info.value.message
+    assert info.value.message == (
+        f"MCP server {spec.name!r} could not be used (the gateway's log says why)"
+    )
+    return kept.lines[-1]
 
 
 async def test_command_not_found():
