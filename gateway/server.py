@@ -183,7 +183,7 @@ def make_server(settings: Settings, *, log_level: str = "info") -> GatewayServer
         # Event streams must never be compressed or buffered; uvicorn does neither.
         proxy_headers=False,
     )
-    route_audit(settings.audit_log)
+    route_audit(settings.audit_destination)
     # uvicorn configured its loggers just now: their handlers get the filter too.
     install_redaction()
     return GatewayServer(config, app.state.hub, settings)

@@ -40,8 +40,9 @@ class Settings(msgspec.Struct, kw_only=True, forbid_unknown_fields=True):
     token_file: str | None = None  # the token read from a file (not visible in `ps`)
     # API keys, hashed, each with its principal (docs/auth.md; `loopgate keys`).
     keys_file: str | None = None
-    # Where the audit log's JSON lines go: "stderr", "off", or a file (appended to).
-    audit_log: str = "stderr"
+    # Where the audit log's JSON lines go: "stderr", "off", or a file (appended to); "auto":
+    # stderr once any credential is configured, off for the one-user development default.
+    audit_log: str = "auto"
     # OIDC/JWT bearer tokens (docs/auth.md), verified with the identity provider's public keys
     # from jwks_url (https, or http to loopback) or jwks_file; issuer and audience must match.
     jwks_url: str | None = None
@@ -227,6 +228,12 @@ class Settings(msgspec.Struct, kw_only=True, forbid_unknown_fields=True):
         for entry in self.allowed_outbound:
             check_outbound_entry(entry)
         check_jwt_settings(self)
+
+    @property
+    def audit_destination(self) -> str:
+        if self.audit_log == "auto":
+            return "stderr" if self.has_credentials else "off"
+        return self.audit_log
 
     @property
     def has_credentials(self) -> bool:

@@ -133,8 +133,8 @@ def add_key(args: argparse.Namespace) -> int:
     limits: dict[str, int] = {}
     for field in QUOTA_FLAGS:
         value = getattr(args, field)
-        if value is not None and value <= 0:
-            raise Refused(f"--{field.replace('_', '-')} must be a positive number")
+        if value is not None and value < 0:
+            raise Refused(f"--{field.replace('_', '-')} must be 0 (no limit for this key) or more")
         if value is not None:
             limits[field] = value
     if not path.parent.is_dir():

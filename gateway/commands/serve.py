@@ -73,8 +73,8 @@ def register(sub: argparse._SubParsersAction) -> None:  # type: ignore[type-arg]
     p.add_argument(
         "--audit-log",
         metavar="DEST",
-        help="where the audit log's JSON lines go: stderr (the default), off, or a file "
-        "(or set LOOPGATE_AUDIT_LOG; docs/auth.md)",
+        help="where the audit log's JSON lines go: stderr, off, or a file (default: stderr "
+        "once a credential is configured, else off; or set LOOPGATE_AUDIT_LOG; docs/auth.md)",
     )
     p.add_argument(
         "--allowed-origin",

@@ -26,22 +26,32 @@ USED_EVERY_S = 60.0
 MAX_REMEMBERED = 10_000
 
 
+class _AuditHandler(logging.StreamHandler):  # type: ignore[type-arg]
+    """The handler route_audit installs (and replaces): handlers others put on the logger stay."""
+
+
+class _AuditFileHandler(logging.handlers.WatchedFileHandler):
+    pass
+
+
 def route_audit(destination: str) -> None:
     """Send the audit lines to ``destination`` ("stderr", "off" or a file), each a bare JSON
     line, whatever the server's log level: an operator who asked for audit lines gets them."""
     for old in list(log.handlers):
-        log.removeHandler(old)
-        old.close()
+        if isinstance(old, _AuditHandler | _AuditFileHandler):
+            log.removeHandler(old)
+            old.close()
+    # Bare JSON lines of their own, not also the root logger's "INFO:loopgate.audit:…" copy.
     log.propagate = False
     if destination == "off":
         log.setLevel(logging.CRITICAL + 1)
         return
     handler: logging.Handler
     if destination == "stderr":
-        handler = logging.StreamHandler(sys.stderr)
+        handler = _AuditHandler(sys.stderr)
     else:
         # Reopened when logrotate moves the file away.
-        handler = logging.handlers.WatchedFileHandler(destination, encoding="utf-8")
+        handler = _AuditFileHandler(destination, encoding="utf-8")
     handler.setFormatter(logging.Formatter("%(message)s"))
     log.addHandler(handler)
     log.setLevel(logging.INFO)

@@ -168,8 +168,8 @@ def problems(keys: Iterable[KeyEntry]) -> Iterator[str]:
         if entry.quota is not None:
             for field in entry.quota.__struct_fields__:
                 limit = getattr(entry.quota, field)
-                if limit is not None and limit <= 0:
-                    yield f"{where}: quota {field} must be positive"
+                if limit is not None and limit < 0:
+                    yield f"{where}: quota {field} must be 0 (no limit for this key) or more"
 
 
 def read_keys(path: Path) -> KeysFile:

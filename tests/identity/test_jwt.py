@@ -9,7 +9,6 @@ import base64
 import hashlib
 import hmac
 import json
-import logging
 import ssl
 import threading
 import time
@@ -40,6 +39,7 @@ from loopgate.gateway.identity.presented import Presented, Rejected
 from loopgate.gateway.identity.sources import credential_sources
 from loopgate.gateway.settings import Settings, load_settings
 from tests.gateway.harness import running_gateway
+from tests.identity.audit_capture import AuditLines, captured_audit
 from tests.identity.principals import write_test_keys
 
 ISSUER = "https://idp.example/realms/loopgate"
@@ -190,31 +190,10 @@ def jwt_settings(url: str, **more: Any) -> dict[str, Any]:
     return {"jwks_url": url, "jwt_issuer": ISSUER, "jwt_audience": AUDIENCE, **more}
 
 
-class AuditLines(logging.Handler):
-    """The audit log's lines, as the gateway (in a thread of this process) writes them."""
-
-    def __init__(self) -> None:
-        super().__init__(logging.INFO)
-        self.lines: list[dict[str, Any]] = []
-
-    def emit(self, record: logging.LogRecord) -> None:
-        self.lines.append(json.loads(record.getMessage()))
-
-    def reasons(self) -> list[str]:
-        return [x["reason"] for x in self.lines if x["audit"] == "access_refused"]
-
-
 @pytest.fixture
 def audit_lines() -> Iterator[AuditLines]:
-    logger = logging.getLogger("loopgate.audit")
-    handler, level = AuditLines(), logger.level
-    logger.addHandler(handler)
-    logger.setLevel(logging.INFO)
-    try:
-        yield handler
-    finally:
-        logger.removeHandler(handler)
-        logger.setLevel(level)
+    with captured_audit() as lines:
+        yield lines
 
 
 def start_run(http: httpx.Client, token: str) -> httpx.Response:

@@ -195,8 +195,7 @@ def test_the_longest_name_is_taken(tmp_path: Path) -> None:
         ),
         (("--tenant", "  "), "--tenant is empty"),
         (("--tenant", "acme", "--subject", "s" * 300), "--subject is longer than 256 characters"),
-        (("--tenant", "acme", "--runs-per-minute", "0"), "--runs-per-minute must be a positive"),
-        (("--tenant", "acme", "--concurrent-runs", "-1"), "--concurrent-runs must be a positive"),
+        (("--tenant", "acme", "--concurrent-runs", "-1"), "--concurrent-runs must be 0 (no limit"),
     ],
 )
 def test_bad_identities_and_limits_are_refused(

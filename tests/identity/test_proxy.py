@@ -3,8 +3,6 @@ addresses only, refused (not ignored) from any other, and checked for unusable v
 
 from __future__ import annotations
 
-import json
-import logging
 import socket
 from pathlib import Path
 
@@ -15,6 +13,7 @@ from loopgate.gateway.identity.presented import Presented, Rejected
 from loopgate.gateway.identity.proxy import TrustedProxy
 from loopgate.gateway.settings import Settings, load_settings
 from tests.gateway.harness import gateway_process, running_gateway
+from tests.identity.audit_capture import captured_audit
 from tests.identity.principals import write_test_keys
 
 ALICE = {"x-forwarded-user": "alice", "x-forwarded-email": "alice@acme.example"}
@@ -57,13 +56,11 @@ def test_a_trusted_proxys_users_own_their_runs() -> None:
         assert http.get("/v1/runs").status_code == 401
 
 
-def test_proxy_headers_from_an_address_that_is_no_proxy_are_refused(
-    tmp_path: Path, caplog: pytest.LogCaptureFixture
-) -> None:
+def test_proxy_headers_from_an_address_that_is_no_proxy_are_refused(tmp_path: Path) -> None:
     keys = write_test_keys(tmp_path / "keys.json")
     settings = {"trusted_proxies": ["10.0.0.0/8"], "keys_file": str(tmp_path / "keys.json")}
-    caplog.set_level(logging.INFO, logger="loopgate.audit")
     with (
+        captured_audit() as audit,
         running_gateway(**settings) as (base, _),
         httpx.Client(base_url=base, timeout=10) as http,
     ):
@@ -77,9 +74,7 @@ def test_proxy_headers_from_an_address_that_is_no_proxy_are_refused(
         assert http.get("/v1/runs", headers=both).status_code == 401
         # Without the header, the other sources answer as ever.
         assert http.get("/v1/runs", headers=keys["alice"].headers).status_code == 200
-    lines = [json.loads(r.getMessage()) for r in caplog.records if r.name == "loopgate.audit"]
-    reasons = [line.get("reason") for line in lines if line["audit"] == "access_refused"]
-    assert reasons.count("untrusted_proxy") == 2
+    assert audit.reasons().count("untrusted_proxy") == 2
 
 
 @pytest.mark.parametrize(

@@ -293,7 +293,7 @@ def test_the_containers_command_serves_beyond_loopback_with_a_token_file(
 
     refused = subprocess.run(command, cwd=data, env=env, capture_output=True, text=True, timeout=60)
     assert refused.returncode == 2
-    assert "requires a token" in refused.stderr and "Traceback" not in refused.stderr
+    assert "requires credentials" in refused.stderr and "Traceback" not in refused.stderr
     assert len(refused.stderr.strip().splitlines()) == 1, refused.stderr
 
     secret = tmp_path / "secrets" / "loopgate_token"  # /run/secrets/loopgate_token in a container
