@@ -6,10 +6,11 @@ started with ``keys_file=`` (or ``--keys-file``) takes these keys."""
 from __future__ import annotations
 
 import time
+from collections.abc import Mapping
 from pathlib import Path
 from typing import NamedTuple
 
-from loopgate.contracts.principal import Scope
+from loopgate.contracts.principal import Quota, Scope
 from loopgate.gateway.identity.keys import KeyEntry, KeysFile, hash_secret, new_key, write_keys
 
 
@@ -34,11 +35,16 @@ PEOPLE: dict[str, tuple[str, str, Scope]] = {
 }
 
 
-def write_test_keys(path: Path) -> dict[str, TestKey]:
-    """A keys file at ``path`` with one key for each of :data:`PEOPLE`; their keys by name."""
+def write_test_keys(
+    path: Path,
+    people: Mapping[str, tuple[str, str, Scope]] = PEOPLE,
+    quotas: Mapping[str, Quota] | None = None,
+) -> dict[str, TestKey]:
+    """A keys file at ``path`` with one key for each of ``people`` (name -> subject, tenant,
+    scope), each with its own quota where ``quotas`` names one; their keys by name."""
     entries: list[KeyEntry] = []
     keys: dict[str, TestKey] = {}
-    for name, (subject, tenant, scope) in PEOPLE.items():
+    for name, (subject, tenant, scope) in people.items():
         key, key_id, secret = new_key()
         entries.append(
             KeyEntry(
@@ -49,6 +55,7 @@ def write_test_keys(path: Path) -> dict[str, TestKey]:
                 tenant=tenant,
                 scopes=[scope],
                 created_at=time.time(),
+                quota=(quotas or {}).get(name),
             )
         )
         keys[name] = TestKey(name, subject, tenant, scope, key)

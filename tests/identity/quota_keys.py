@@ -6,7 +6,6 @@ admin (root, ops) and an admin whose key lifts the concurrency quota (free: ``co
 
 from __future__ import annotations
 
-import time
 from pathlib import Path
 from typing import Any
 
@@ -14,39 +13,20 @@ import httpx
 import msgspec
 
 from loopgate.contracts.principal import Quota, Scope
-from loopgate.gateway.identity.keys import KeyEntry, KeysFile, hash_secret, new_key, write_keys
-from tests.identity.principals import TestKey
+from tests.identity.principals import TestKey, write_test_keys
 
-# name -> (subject, tenant, scope, the key's own quota)
-QUOTA_PEOPLE: dict[str, tuple[str, str, Scope, Quota | None]] = {
-    "alice": ("alice", "acme", "run", None),
-    "carol": ("carol", "acme", "run", None),
-    "bob": ("bob", "globex", "run", None),
-    "root": ("root", "ops", "admin", None),
-    "free": ("free", "ops", "admin", Quota(concurrent_runs=0)),
+# name -> (subject, tenant, scope)
+QUOTA_PEOPLE: dict[str, tuple[str, str, Scope]] = {
+    "alice": ("alice", "acme", "run"),
+    "carol": ("carol", "acme", "run"),
+    "bob": ("bob", "globex", "run"),
+    "root": ("root", "ops", "admin"),
+    "free": ("free", "ops", "admin"),
 }
 
 
 def write_quota_keys(path: Path) -> dict[str, TestKey]:
-    entries: list[KeyEntry] = []
-    keys: dict[str, TestKey] = {}
-    for name, (subject, tenant, scope, quota) in QUOTA_PEOPLE.items():
-        key, key_id, secret = new_key()
-        entries.append(
-            KeyEntry(
-                name=name,
-                id=key_id,
-                hash=hash_secret(secret),
-                subject=subject,
-                tenant=tenant,
-                scopes=[scope],
-                created_at=time.time(),
-                quota=quota,
-            )
-        )
-        keys[name] = TestKey(name, subject, tenant, scope, key)
-    write_keys(path, KeysFile(keys=entries))
-    return keys
+    return write_test_keys(path, QUOTA_PEOPLE, {"free": Quota(concurrent_runs=0)})
 
 
 def start(http: httpx.Client, who: TestKey, **body: Any) -> httpx.Response:

@@ -26,17 +26,20 @@ from tests.gateway.sse_client import aread_stream, envelopes, read_stream
 
 
 @contextmanager
-def instances(redis_url: str, count: int) -> Iterator[list[tuple[str, subprocess.Popen[bytes]]]]:
-    """``count`` gateways on one Redis, started side by side (each takes seconds to import)."""
+def instances(
+    redis_url: str, count: int, *flags: str, env: dict[str, str] | None = None
+) -> Iterator[list[tuple[str, subprocess.Popen[bytes]]]]:
+    """``count`` gateways on one Redis, started side by side (each takes seconds to import),
+    each with ``flags`` and the environment plus ``env``."""
     procs: list[tuple[str, subprocess.Popen[bytes]]] = []
     try:
         for _ in range(count):
             port = free_port()
-            args = ["serve", "--port", str(port), "--journal", redis_url]
+            args = ["serve", "--port", str(port), "--journal", redis_url, *flags]
             proc = subprocess.Popen(
                 [sys.executable, "-m", "loopgate", *args],
                 cwd=REPO,
-                env=dict(os.environ),
+                env={**os.environ, **(env or {})},
                 stdout=subprocess.DEVNULL,
                 stderr=subprocess.PIPE,
             )

@@ -6,10 +6,9 @@ from __future__ import annotations
 
 import os
 import subprocess
-import sys
 import time
 from collections.abc import Iterator
-from contextlib import contextmanager
+from contextlib import AbstractContextManager
 from pathlib import Path
 
 import anyio
@@ -24,38 +23,20 @@ from loopgate.gateway.identity.quotas import Hold, Limits, Party
 from loopgate.gateway.journal.redis_streams import RedisJournal
 from loopgate.gateway.settings import Settings
 from tests.fakes.redis_server import RedisProcess
-from tests.gateway.harness import REPO, free_port, stop, wait_healthy
 from tests.identity import principals
 from tests.identity.quota_keys import finish, push, refused, start, started, write_quota_keys
+from tests.redis.test_instances import instances as shared_instances
 
 Procs = list[tuple[str, subprocess.Popen[bytes]]]
 
 
-@contextmanager
 def instances(
     redis_url: str, keys_file: Path, *flags: str, env: dict[str, str] | None = None
-) -> Iterator[Procs]:
+) -> AbstractContextManager[Procs]:
     """Two gateways on one Redis with one keys file, started side by side."""
-    procs: Procs = []
-    environ = {**os.environ, "LOOPGATE_KEYS_FILE": str(keys_file), **(env or {})}
-    try:
-        for _ in range(2):
-            port = free_port()
-            args = ["serve", "--port", str(port), "--journal", redis_url, *flags]
-            proc = subprocess.Popen(
-                [sys.executable, "-m", "loopgate", *args],
-                cwd=REPO,
-                env=environ,
-                stdout=subprocess.DEVNULL,
-                stderr=subprocess.PIPE,
-            )
-            procs.append((f"http://127.0.0.1:{port}", proc))
-        for base, proc in procs:
-            wait_healthy(base, proc, timeout=60)
-        yield procs
-    finally:
-        for _, proc in procs:
-            stop(proc)
+    return shared_instances(
+        redis_url, 2, *flags, env={"LOOPGATE_KEYS_FILE": str(keys_file), **(env or {})}
+    )
 
 
 def admitted_within(http: httpx.Client, who: principals.TestKey, seconds: float) -> str:
