@@ -369,23 +369,38 @@ def check_header_name(header: str, setting: str) -> str:
     return name
 
 
-def load_settings(env: Mapping[str, str], overrides: Mapping[str, Any] | None = None) -> Settings:
-    """Defaults, then ``LOOPGATE_*`` variables, then explicit overrides (CLI flags)."""
+def load_settings(
+    env: Mapping[str, str],
+    overrides: Mapping[str, Any] | None = None,
+    below: Mapping[str, Any] | None = None,
+) -> Settings:
+    """Defaults, then ``below`` (a config file's values, gateway/config_file.py), then
+    ``LOOPGATE_*`` variables, then explicit overrides (CLI flags)."""
     values: dict[str, Any] = {}
     for name in Settings.__struct_fields__:
         raw = env.get(ENV_PREFIX + name.upper())
         if raw is not None:
             values[name] = _parse_env(name, raw)
-    # The variable every OpenAI-compatible client reads; LOOPGATE_OPENAI_API_KEY wins over it.
-    if "openai_api_key" not in values and env.get("OPENAI_API_KEY"):
-        values["openai_api_key"] = env["OPENAI_API_KEY"]
-    values.setdefault("workspace", default_workspace(env))
     given = {k: v for k, v in (overrides or {}).items() if v is not None}
+    # A choice of one of a kind (a token, a loop, a prompt, a JWKS) made in the environment or a
+    # flag replaces the file's, whichever form each takes: not "give one, not both".
+    filed = dict(below or {})
+    for group in EXCLUSIVE:
+        if any(k in values or k in given for k in group):
+            for k in group:
+                filed.pop(k, None)
+    # The variable every OpenAI-compatible client reads, often set for other programs: a key
+    # written in the file, or LOOPGATE_OPENAI_API_KEY, wins over it.
+    unkeyed = "openai_api_key" not in values and "openai_api_key" not in filed
+    if unkeyed and env.get("OPENAI_API_KEY"):
+        values["openai_api_key"] = env["OPENAI_API_KEY"]
     if "token" in given or "token_file" in given:
         # A token given as a flag, in either form, replaces the environment's, in either form.
         values.pop("token", None)
         values.pop("token_file", None)
-    provider = _provider(values, given)
+    provider = _provider(values, given, filed)
+    values = {**filed, **values}
+    values.setdefault("workspace", default_workspace(env))
     values.update(given)
     if provider is not None:
         values["provider"] = provider
@@ -395,14 +410,26 @@ def load_settings(env: Mapping[str, str], overrides: Mapping[str, Any] | None = 
         raise ValueError(f"invalid setting: {str(exc).replace('$.', '')}") from None
 
 
+# Settings of which one is given, in one of its forms: a higher layer's replaces the file's.
+EXCLUSIVE = (
+    ("token", "token_file"),
+    ("loop", "loop_url", "loop_cmd"),
+    ("system_prompt", "system_prompt_file"),
+    ("jwks_url", "jwks_file"),
+)
+
+
 # Settings that name an OpenAI-compatible server or model: given without a provider, they
 # choose the openai one; given with the scripted one, they would be silently ignored.
 OPENAI_CHOICES = ("openai_base_url", "openai_model")
 
 
-def _provider(env: Mapping[str, Any], flags: Mapping[str, Any]) -> str | None:
+def _provider(
+    env: Mapping[str, Any], flags: Mapping[str, Any], filed: Mapping[str, Any]
+) -> str | None:
     """The provider: as a flag says; else ``openai`` where a flag names a server or model;
-    else as the environment says, or ``openai`` where it names one; else None (the default).
+    else as the environment says, or ``openai`` where it names one; else None (the default,
+    or the config file's choice, which it made alone: gateway/config_file.py).
     ValueError when ``scripted`` is chosen in the layer that names them."""
     if "provider" in flags:
         chosen, named = flags["provider"], [(k, True) for k in OPENAI_CHOICES if k in flags]
@@ -420,7 +447,7 @@ def _provider(env: Mapping[str, Any], flags: Mapping[str, Any]) -> str | None:
         )
     if chosen is not None or not named:
         return None
-    missing = [k for k in OPENAI_CHOICES if k not in flags and k not in env]
+    missing = [k for k in OPENAI_CHOICES if k not in flags and k not in env and k not in filed]
     if missing:
         raise ValueError(
             f"{_named(*named[0])} names an OpenAI-compatible model; it also needs "
