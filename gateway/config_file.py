@@ -153,7 +153,7 @@ def type_problem(key: str, tp: Any, value: Any) -> str | None:
         got = toml_type(value)
         literal = get_origin(tp) is Literal or any(get_origin(a) is Literal for a in get_args(tp))
         if literal and isinstance(value, str) and key not in SECRETS:
-            got = repr(value[:64])  # the word that is not one of the choices
+            got = json.dumps(value[:64])  # the word that is not one of the choices
         return f"expected {type_name(tp)}, got {got}"
     return None
 
@@ -164,7 +164,7 @@ def type_name(tp: Any) -> str:
         return "nothing"
     origin = get_origin(tp)
     if origin is Literal:
-        return "one of " + ", ".join(repr(a) for a in get_args(tp))
+        return "one of " + ", ".join(json.dumps(a) for a in get_args(tp))
     if origin is list:
         return f"a list of {type_name(get_args(tp)[0])}"
     if origin is dict:
