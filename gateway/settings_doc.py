@@ -54,9 +54,7 @@ def entries(source: str) -> Iterator[Entry | Note]:
         if tok.type == tokenize.COMMENT
     }
     tree = ast.parse(source)
-    cls = next(
-        n for n in tree.body if isinstance(n, ast.ClassDef) and n.name == Settings.__name__
-    )
+    cls = next(n for n in tree.body if isinstance(n, ast.ClassDef) and n.name == Settings.__name__)
     for node in cls.body:
         if not (isinstance(node, ast.AnnAssign) and isinstance(node.target, ast.Name)):
             continue
@@ -100,7 +98,9 @@ def generate(source: str | None = None) -> str:
         if not table_open:
             out += ["", *header]
             table_open = True
-        kind = "table ([loop_config])" if item.name == "loop_config" else type_name(types[item.name])
+        kind = (
+            "table ([loop_config])" if item.name == "loop_config" else type_name(types[item.name])
+        )
         out.append(
             f"| `{item.name}` | {cell(kind)} | {default_of(item.name)} | {cell(item.meaning)} |"
         )
@@ -108,9 +108,9 @@ def generate(source: str | None = None) -> str:
         raise ValueError(f"Settings fields with no comment to document them: {', '.join(bare)}")
     documented = {i.name for i in entries(text) if isinstance(i, Entry)}
     if documented != set(types):
-        raise ValueError("the Settings source and type disagree: " + ", ".join(
-            sorted(documented ^ set(types))
-        ))
+        raise ValueError(
+            "the Settings source and type disagree: " + ", ".join(sorted(documented ^ set(types)))
+        )
     return "\n".join([BEGIN, *out, "", END]) + "\n"
 
 
