@@ -376,7 +376,9 @@ def main(args: argparse.Namespace) -> int:
     from loopgate.gateway.server import bind, make_server
 
     try:
-        settings = settings_for_command(args.config, os.environ, setting_flags(args))
+        # getattr: a Namespace built by a caller (tests) may predate -c.
+        config = getattr(args, "config", None)
+        settings = settings_for_command(config, os.environ, setting_flags(args))
         check_journal(settings.journal)
         server = make_server(settings, log_level=args.log_level)
     except ValueError as exc:
