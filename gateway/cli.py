@@ -10,7 +10,7 @@ from collections.abc import Sequence
 from loopgate import __version__
 
 # Each module exposes ``register(subparsers)`` which adds its parser and sets ``func``.
-COMMANDS = ("run", "serve", "replay", "acp", "rpc", "mcp", "keys")
+COMMANDS = ("run", "serve", "replay", "acp", "rpc", "mcp", "keys", "config")
 
 
 def build_parser() -> argparse.ArgumentParser:

@@ -33,8 +33,8 @@ LoopRunner = Literal["event_loop", "thread"]
 
 
 class Settings(msgspec.Struct, kw_only=True, forbid_unknown_fields=True):
-    host: str = "127.0.0.1"
-    port: int = 8000
+    host: str = "127.0.0.1"  # address to listen on
+    port: int = 8000  # port to listen on
     # Required when listening beyond loopback; checked as a bearer token on every endpoint.
     token: str | None = None
     token_file: str | None = None  # the token read from a file (not visible in `ps`)
@@ -45,23 +45,25 @@ class Settings(msgspec.Struct, kw_only=True, forbid_unknown_fields=True):
     audit_log: str = "auto"
     # OIDC/JWT bearer tokens (docs/auth.md), verified with the identity provider's public keys
     # from jwks_url (https, or http to loopback) or jwks_file; issuer and audience must match.
-    jwks_url: str | None = None
-    jwks_file: str | None = None
-    jwt_issuer: str | None = None
-    jwt_audience: str | None = None
+    jwks_url: str | None = None  # the identity provider's keys (JWKS)
+    jwks_file: str | None = None  # the same keys, from a file
+    jwt_issuer: str | None = None  # the issuer (iss) a token must name
+    jwt_audience: str | None = None  # the audience (aud) a token must name
     jwt_leeway_s: float = 30.0  # clock skew allowed on exp, nbf and iat (0: none)
     jwt_tenant_claim: str = "tenant"  # absent from a token: the tenant "default"
-    jwt_scopes_claim: str | None = None  # None: scope, scp and roles
+    jwt_scopes_claim: str | None = None  # unset: scope, scp and roles
     jwks_timeout_s: float = 5.0  # one fetch of the JWKS, whole
     jwks_refresh_s: float = 300.0  # keys fetched again this often (and for an unknown kid)
+    # Origins whose pages may call the API (CORS, POST) and open WebSockets; none: loopback
+    # origins, on any port.
     allowed_origins: list[str] = msgspec.field(default_factory=list)
     # Host header names (or name:port) accepted besides loopback ones (DNS rebinding guard).
     allowed_hosts: list[str] = msgspec.field(default_factory=list)
     # A trusted front proxy (docs/auth.md): requests from these addresses (IPs or CIDRs) may
     # name their user in proxy_user_header; the same header from any other address is refused.
     trusted_proxies: list[str] = msgspec.field(default_factory=list)
-    proxy_user_header: str = "x-forwarded-user"
-    proxy_email_header: str = "x-forwarded-email"
+    proxy_user_header: str = "x-forwarded-user"  # names the user
+    proxy_email_header: str = "x-forwarded-email"  # the user's email
     proxy_tenant_header: str | None = None  # none: every proxied user is of tenant "default"
     proxy_groups_header: str | None = None  # e.g. "x-forwarded-groups", comma separated
     proxy_admin_groups: list[str] = msgspec.field(default_factory=list)  # these give admin
@@ -71,34 +73,36 @@ class Settings(msgspec.Struct, kw_only=True, forbid_unknown_fields=True):
     # Hostile connections (docs/reliability.md): a request head must arrive within this, its
     # body within body_timeout_s with no gap over body_idle_timeout_s (else 408); past
     # max_connections open sockets, new ones are answered 503 (health checks are still served).
-    header_timeout_s: float = 15.0
-    body_timeout_s: float = 30.0
-    body_idle_timeout_s: float = 10.0
-    max_connections: int = 1_000
+    header_timeout_s: float = 15.0  # a request head, whole
+    body_timeout_s: float = 30.0  # a request body, whole
+    body_idle_timeout_s: float = 10.0  # a gap in a body
+    max_connections: int = 1_000  # open sockets
     console: bool = True  # the web console at / (docs/console.md)
 
     # Quotas (docs/auth.md#quotas): per principal (subject and tenant; an API key's own limits
     # win) and per tenant, across instances when the journal is Redis. 0: no limit.
-    quota_concurrent_runs: int = 0
-    quota_runs_per_minute: int = 0
-    quota_events_per_day: int = 0
-    quota_tokens_per_day: int = 0
-    tenant_quota_concurrent_runs: int = 0
-    tenant_quota_runs_per_minute: int = 0
-    tenant_quota_events_per_day: int = 0
-    tenant_quota_tokens_per_day: int = 0
+    quota_concurrent_runs: int = 0  # runs going at once
+    quota_runs_per_minute: int = 0  # runs started in any minute
+    quota_events_per_day: int = 0  # events a UTC day
+    quota_tokens_per_day: int = 0  # model tokens a UTC day
+    tenant_quota_concurrent_runs: int = 0  # the same, per tenant
+    tenant_quota_runs_per_minute: int = 0  # the same, per tenant
+    tenant_quota_events_per_day: int = 0  # the same, per tenant
+    tenant_quota_tokens_per_day: int = 0  # the same, per tenant
 
-    provider: Literal["scripted", "openai"] = "scripted"
-    scripted_delay_s: float = 0.02
-    openai_base_url: str | None = None
-    openai_model: str | None = None
-    openai_api_key: str | None = None
+    provider: Literal["scripted", "openai"] = "scripted"  # the model; openai when a server is named
+    scripted_delay_s: float = 0.02  # between the scripted model's deltas
+    openai_base_url: str | None = None  # e.g. http://127.0.0.1:11434/v1
+    openai_model: str | None = None  # e.g. gpt-4o-mini
+    openai_api_key: str | None = None  # else OPENAI_API_KEY
     # <think> / <tool_call> written as text by models served without a reasoning or tool
     # parser: "auto" where a reply uses them, "on" also for replies that open inside a think
     # block (DeepSeek-R1 distills, QwQ), "off" never (gateway/loop/text_tags.py).
     openai_text_tools: Literal["auto", "on", "off"] = "auto"
     # Where read_file reads and write_note writes: never the directory the server started in.
     workspace: str = msgspec.field(default_factory=lambda: default_workspace(os.environ))
+    # The limits of a turn every run of the reference loop starts with (LoopConfig: max_rounds,
+    # tool_timeout_ms, …; docs/reference-loop.md); a run's own config wins.
     loop_config: dict[str, Any] = msgspec.field(default_factory=dict)
 
     # Bring your own loop (docs/loops.md): at most one of these; none runs the reference loop.
@@ -113,9 +117,9 @@ class Settings(msgspec.Struct, kw_only=True, forbid_unknown_fields=True):
     loop_restart_max_s: float = 30.0  # longest back-off before a stdio loop is started again
     # A stdio loop's stderr, relayed to the gateway's: lines cut at this length (and marked),
     # at most this many bytes a second after a burst; the rest dropped, counted in the log.
-    loop_stderr_max_line_bytes: int = 16 << 10
-    loop_stderr_bytes_per_s: int = 64 << 10
-    loop_stderr_burst_bytes: int = 1 << 20
+    loop_stderr_max_line_bytes: int = 16 << 10  # longer lines cut
+    loop_stderr_bytes_per_s: int = 64 << 10  # relayed a second
+    loop_stderr_burst_bytes: int = 1 << 20  # a burst relayed
     loop_stderr_report_s: float = 10.0  # drops are summed up in the log at most this often
     # Where a --loop's generators run: "event_loop" (the gateway's own) or "thread" (one each,
     # with its own event loop: a loop that blocks stalls only itself; docs/loops.md).
@@ -126,55 +130,56 @@ class Settings(msgspec.Struct, kw_only=True, forbid_unknown_fields=True):
 
     # The reference loop as an agent: its tools and prompt.
     tools: list[str] = msgspec.field(default_factory=list)  # modules of Python functions
-    demo_tools: bool | None = None  # None: with the scripted model only
-    system_prompt: str | None = None
-    system_prompt_file: str | None = None
+    demo_tools: bool | None = None  # unset: with the scripted model only
+    system_prompt: str | None = None  # the system message of every run
+    system_prompt_file: str | None = None  # the same, from a file
     mcp: list[str] = msgspec.field(default_factory=list)  # MCP servers to spawn (stdio)
     mcp_url: list[str] = msgspec.field(default_factory=list)  # MCP servers over HTTP
     mcp_connect_timeout_s: float = 10.0  # start, initialize and list tools
-    mcp_call_timeout_s: float = 300.0
+    mcp_call_timeout_s: float = 300.0  # one tool call
     mcp_max_threads: int = 64  # threads (ACP sessions) holding MCP servers; LRU closed beyond
     mcp_idle_timeout_s: float = 1800.0  # a thread's MCP servers unused this long are closed
     # Whether ACP clients on the network (/acp) may have the gateway spawn their stdio MCP
     # servers; `loopgate acp` on stdio always may (the IDE that starts it is trusted).
     acp_remote_stdio_mcp: bool = False
 
-    # or "sqlite:PATH", "redis://HOST:PORT/DB", "redis+sentinel://…" (docs/scale.md)
+    # Where runs are kept: "memory", "sqlite:PATH", "redis://HOST:PORT/DB" or
+    # "redis+sentinel://HOST:PORT/SERVICE" (docs/scale.md).
     journal: str = "memory"
-    replay_dir: str = str(RECORDINGS)
+    replay_dir: str = str(RECORDINGS)  # where {"replay": NAME} finds recorded streams
 
-    max_body_bytes: int = 1 << 20
+    max_body_bytes: int = 1 << 20  # a request body; 413 beyond
     max_line_bytes: int = 2 << 20  # one ingested event (a big tool result fits)
-    max_frame_bytes: int = 2 << 20
+    max_frame_bytes: int = 2 << 20  # one WebSocket message
     # permessage-deflate on WebSockets: what clients offer by default, and what makes an idle
     # WebSocket cost 62-75 KiB instead of 27-40 (two zlib states; docs/reliability.md).
     ws_compression: bool = False
-    max_events_per_run: int = 100_000
+    max_events_per_run: int = 100_000  # events in one run
     max_run_bytes: int = 256 << 20  # encoded payloads an external loop may push into one run
     # A running scripted run measured ~32 KiB of RSS and ~1.4 ms of CPU to start (1,000 at
     # once, over HTTP): a burst of this many fits; memory is bounded in bytes besides (below).
-    max_active_runs: int = 1_000
+    max_active_runs: int = 1_000  # runs going; 429 beyond
     max_runs: int = 1_000  # retention: finished runs beyond this are dropped, oldest first
     cache_runs: int = 256  # finished runs a durable journal also keeps in memory
-    max_run_age_s: float = 24 * 3600.0
-    max_subscribers_per_run: int = 256
+    max_run_age_s: float = 24 * 3600.0  # finished runs older are dropped
+    max_subscribers_per_run: int = 256  # clients of one run
     subscriber_max_lag: int = 10_000  # events a subscriber may fall behind before it is cut off
     max_batch: int = 512  # events written to a client per write
-    keepalive_s: float = 15.0
+    keepalive_s: float = 15.0  # comments on quiet streams
     # Live deliveries coalesced: subscribers of a run with new events are woken together once
     # per window, so a model streaming a token every few ms costs a write per window, not per
     # token (docs/benchmarks.md). 0: woken at each event.
     delivery_window_s: float = 0.002
     write_timeout_s: float = 30.0  # a client that accepts no bytes for this long is cut off
-    ingest_idle_timeout_s: float = 300.0
+    ingest_idle_timeout_s: float = 300.0  # an ingest run quiet this long fails
     replay_max_gap_s: float = 5.0  # recorded pace never waits longer than this between events
-    shutdown_grace_s: float = 5.0
+    shutdown_grace_s: float = 5.0  # runs' time to end on stop
     permission_timeout_s: float = 300.0  # an unanswered approval request is a rejection
     # Hostile input (docs/reliability.md): JSON nested deeper than this is refused where it
     # enters, with the protocol's parse error; a JSON-RPC response (a batch's, or one page of
     # run.events) stops growing past max_batch_response_bytes: later items get an error.
-    max_json_depth: int = 128
-    max_batch_response_bytes: int = 8 << 20
+    max_json_depth: int = 128  # nesting of JSON input
+    max_batch_response_bytes: int = 8 << 20  # one JSON-RPC response
 
     # Memory bounded in bytes and the journal's promise (docs/reliability.md). An event held in
     # memory counts as its encoded payload plus a fixed overhead (gateway.journal.base).
@@ -187,7 +192,7 @@ class Settings(msgspec.Struct, kw_only=True, forbid_unknown_fields=True):
     # Telemetry (docs/telemetry.md). Traces go out over OTLP/HTTP when an endpoint is set here
     # (a base URL; /v1/traces is appended) or in OTEL_EXPORTER_OTLP_(TRACES_)ENDPOINT;
     # nothing is exported by default.
-    otel_endpoint: str | None = None
+    otel_endpoint: str | None = None  # OTLP/HTTP base URL
     otel_service_name: str | None = None  # else OTEL_SERVICE_NAME, else "loopgate"
     otel_export_timeout_s: float = 5.0  # per export; a collector that is down costs no more
     trace_console: bool = False  # print finished spans to stderr (local debugging)
@@ -376,23 +381,38 @@ def check_header_name(header: str, setting: str) -> str:
     return name
 
 
-def load_settings(env: Mapping[str, str], overrides: Mapping[str, Any] | None = None) -> Settings:
-    """Defaults, then ``LOOPGATE_*`` variables, then explicit overrides (CLI flags)."""
+def load_settings(
+    env: Mapping[str, str],
+    overrides: Mapping[str, Any] | None = None,
+    below: Mapping[str, Any] | None = None,
+) -> Settings:
+    """Defaults, then ``below`` (a config file's values, gateway/config_file.py), then
+    ``LOOPGATE_*`` variables, then explicit overrides (CLI flags)."""
     values: dict[str, Any] = {}
     for name in Settings.__struct_fields__:
         raw = env.get(ENV_PREFIX + name.upper())
         if raw is not None:
             values[name] = _parse_env(name, raw)
-    # The variable every OpenAI-compatible client reads; LOOPGATE_OPENAI_API_KEY wins over it.
-    if "openai_api_key" not in values and env.get("OPENAI_API_KEY"):
-        values["openai_api_key"] = env["OPENAI_API_KEY"]
-    values.setdefault("workspace", default_workspace(env))
     given = {k: v for k, v in (overrides or {}).items() if v is not None}
+    # A choice of one of a kind (a token, a loop, a prompt, a JWKS) made in the environment or a
+    # flag replaces the file's, whichever form each takes: not "give one, not both".
+    filed = dict(below or {})
+    for group in EXCLUSIVE:
+        if any(k in values or k in given for k in group):
+            for k in group:
+                filed.pop(k, None)
+    # The variable every OpenAI-compatible client reads, often set for other programs: a key
+    # written in the file, or LOOPGATE_OPENAI_API_KEY, wins over it.
+    unkeyed = "openai_api_key" not in values and "openai_api_key" not in filed
+    if unkeyed and env.get("OPENAI_API_KEY"):
+        values["openai_api_key"] = env["OPENAI_API_KEY"]
     if "token" in given or "token_file" in given:
         # A token given as a flag, in either form, replaces the environment's, in either form.
         values.pop("token", None)
         values.pop("token_file", None)
-    provider = _provider(values, given)
+    provider = _provider(values, given, filed)
+    values = {**filed, **values}
+    values.setdefault("workspace", default_workspace(env))
     values.update(given)
     if provider is not None:
         values["provider"] = provider
@@ -402,14 +422,26 @@ def load_settings(env: Mapping[str, str], overrides: Mapping[str, Any] | None = 
         raise ValueError(f"invalid setting: {str(exc).replace('$.', '')}") from None
 
 
+# Settings of which one is given, in one of its forms: a higher layer's replaces the file's.
+EXCLUSIVE = (
+    ("token", "token_file"),
+    ("loop", "loop_url", "loop_cmd"),
+    ("system_prompt", "system_prompt_file"),
+    ("jwks_url", "jwks_file"),
+)
+
+
 # Settings that name an OpenAI-compatible server or model: given without a provider, they
 # choose the openai one; given with the scripted one, they would be silently ignored.
 OPENAI_CHOICES = ("openai_base_url", "openai_model")
 
 
-def _provider(env: Mapping[str, Any], flags: Mapping[str, Any]) -> str | None:
+def _provider(
+    env: Mapping[str, Any], flags: Mapping[str, Any], filed: Mapping[str, Any]
+) -> str | None:
     """The provider: as a flag says; else ``openai`` where a flag names a server or model;
-    else as the environment says, or ``openai`` where it names one; else None (the default).
+    else as the environment says, or ``openai`` where it names one; else None (the default,
+    or the config file's choice, which it made alone: gateway/config_file.py).
     ValueError when ``scripted`` is chosen in the layer that names them."""
     if "provider" in flags:
         chosen, named = flags["provider"], [(k, True) for k in OPENAI_CHOICES if k in flags]
@@ -427,7 +459,7 @@ def _provider(env: Mapping[str, Any], flags: Mapping[str, Any]) -> str | None:
         )
     if chosen is not None or not named:
         return None
-    missing = [k for k in OPENAI_CHOICES if k not in flags and k not in env]
+    missing = [k for k in OPENAI_CHOICES if k not in flags and k not in env and k not in filed]
     if missing:
         raise ValueError(
             f"{_named(*named[0])} names an OpenAI-compatible model; it also needs "

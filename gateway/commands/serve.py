@@ -8,10 +8,11 @@ import gc
 import os
 import socket
 import sys
+from typing import Any
 
 from loopgate.gateway.commands.flags import LOOP_SETTINGS, add_log_level, add_loop_flags
+from loopgate.gateway.config_file import CONFIG_ENV, settings_for_command
 from loopgate.gateway.journal import check_journal
-from loopgate.gateway.settings import load_settings
 
 ENDPOINTS = """endpoints (docs/api.md):
   GET  /                              the web console (docs/console.md)
@@ -50,6 +51,21 @@ def register(sub: argparse._SubParsersAction) -> None:  # type: ignore[type-arg]
         "(e.g. LOOPGATE_PORT); flags win.",
         epilog=ENDPOINTS,
         formatter_class=argparse.RawDescriptionHelpFormatter,
+    )
+    add_setting_flags(p)
+    add_log_level(p, "info")
+    p.set_defaults(func=main)
+
+
+def add_setting_flags(p: argparse.ArgumentParser) -> None:
+    """The flags that set Settings fields (SETTING_FLAGS), with -c: serve's, and config show's
+    (which shows what serve would run with)."""
+    p.add_argument(
+        "-c",
+        "--config",
+        metavar="FILE",
+        help=f"read settings from this TOML file (or set {CONFIG_ENV}); LOOPGATE_* variables "
+        "and flags override it (docs/config.md)",
     )
     p.add_argument("--host", help="address to listen on (default 127.0.0.1)")
     p.add_argument("--port", type=int, help="port (default 8000)")
@@ -275,8 +291,6 @@ def register(sub: argparse._SubParsersAction) -> None:  # type: ignore[type-arg]
         default=None,
         help="record message content (text, tool arguments and results) on spans",
     )
-    add_log_level(p, "info")
-    p.set_defaults(func=main)
 
 
 SETTING_FLAGS = (
@@ -323,6 +337,10 @@ SETTING_FLAGS = (
 )
 
 
+def setting_flags(args: argparse.Namespace) -> dict[str, Any]:
+    return {k: getattr(args, k) for k in SETTING_FLAGS}
+
+
 def cannot_listen(host: str, port: int, exc: OSError) -> str:
     """Why the gateway cannot listen on ``host:port``, and the flag that changes it."""
     if exc.errno == errno.EADDRINUSE:
@@ -358,11 +376,15 @@ def main(args: argparse.Namespace) -> int:
     from loopgate.gateway.server import bind, make_server
 
     try:
-        settings = load_settings(os.environ, {k: getattr(args, k) for k in SETTING_FLAGS})
+        # getattr: a Namespace built by a caller (tests) may predate -c.
+        config = getattr(args, "config", None)
+        settings = settings_for_command(config, os.environ, setting_flags(args))
         check_journal(settings.journal)
         server = make_server(settings, log_level=args.log_level)
     except ValueError as exc:
-        print(f"loopgate serve: {exc}", file=sys.stderr)
+        # A config file's problems: one line each, all of them, so one edit can fix them all.
+        for problem in str(exc).splitlines():
+            print(f"loopgate serve: {problem}", file=sys.stderr)
         return 2
     try:
         # Bound here, before uvicorn starts anything: a port in use is one line, not a log

@@ -72,6 +72,11 @@ ALLOWED: dict[tuple[str, str], str] = {
     ("gateway/journal/redis_connect.py", "ping"): "--journal's Redis not answering, said by a "
     "command at startup: the operator's terminal",
     ("gateway/commands/*", "*"): "the command line's own stderr: the operator's terminal",
+    ("gateway/config_file.py", "syntax_problem"): "tomllib's account of a syntax error in the "
+    "operator's config file (its line, column and what it expected), at startup or `config "
+    "check`: the operator's terminal",
+    ("gateway/config_file.py", "settings_from"): "Settings' own ValueError messages (written in "
+    "gateway/settings.py, already allowed there), placed at a config file's line, at startup",
 }
 
 
