@@ -149,11 +149,14 @@ def doc_commands(repo: Path, doc: Path) -> list[Command]:
     ]
 
 
-def python_files(markdown: str) -> dict[str, str]:
-    """The files a doc asks the reader to write: ```python blocks opening ``# NAME.py``."""
+def doc_files(markdown: str) -> dict[str, str]:
+    """The files a doc asks the reader to write: ```python blocks opening ``# NAME.py`` and
+    ```toml blocks opening ``# NAME.toml`` (a config file)."""
     files: dict[str, str] = {}
-    for block in re.findall(r"```python\n(.*?)```", markdown, re.S):
-        named = re.match(r"# (\w+\.py)\b", block)
+    for lang, block in re.findall(r"```(python|toml)\n(.*?)```", markdown, re.S):
+        suffix = "py" if lang == "python" else "toml"
+        named = re.match(rf"# ([\w-]+\.{suffix})\b", block)
         if named:
-            files[named.group(1)] = block
+            # The first block of a name is the file; a later one shows it changed (a mistake).
+            files.setdefault(named.group(1), block)
     return files

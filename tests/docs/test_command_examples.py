@@ -54,7 +54,7 @@ import httpx
 import pytest
 from starlette.types import ASGIApp, Receive, Scope, Send
 
-from tests.docs.doc_commands import Command, doc_commands, python_files
+from tests.docs.doc_commands import Command, doc_commands, doc_files
 from tests.docs.output_shapes import error_answer, expected_output, output_mismatch
 from tests.fakes.openai_server import FakeOpenAI
 from tests.fakes.redis_server import redis_server
@@ -258,7 +258,7 @@ def scratch_root(tmp: Path, markdown: str) -> Path:
     for entry in REPO.iterdir():
         if entry.name not in SCRATCH_SKIP and not entry.name.endswith(".egg-info"):
             (root / entry.name).symlink_to(entry)
-    for name, text in python_files(markdown).items():
+    for name, text in doc_files(markdown).items():
         (root / name).write_text(text)
     return root
 
