@@ -38,10 +38,15 @@ class Ticket(Protocol):
 Admission = Callable[[Principal], Awaitable[Ticket | None]]
 
 
+REFUND_WITHIN_S = 5.0
+
+
 async def refund(tickets: Sequence[Ticket]) -> None:
     """Give back what the admissions of a start that failed took; never raises (the start's
     own error is what the caller hears)."""
-    with anyio.CancelScope(shield=True):
+    # Shielded (a cancelled start still gives back) and bounded (a stalled Redis cannot hold
+    # the request past it; the lease then gives the slot back).
+    with anyio.move_on_after(REFUND_WITHIN_S, shield=True):
         for ticket in tickets:
             try:
                 await ticket.refund()
