@@ -12,7 +12,7 @@ import msgspec
 from loopgate.contracts.principal import Quota
 from loopgate.gateway.identity.keys import KeysFile
 from tests.gateway.harness import running_gateway
-from tests.identity.principals import write_test_keys
+from tests.identity.principals import secret_of, write_test_keys
 
 TOKEN = "me-test-token-0123456789"
 FIELDS = {"subject", "tenant", "scopes", "name", "via"}
@@ -89,7 +89,7 @@ def test_each_api_key_is_its_own_principal_without_its_secret_or_quota(tmp_path:
             "key",
         )
         assert me["name"] == name
-        secret = key.key.rsplit("_", 1)[1]
+        secret = secret_of(key.key)
         assert secret not in answer.text and key.key not in answer.text
     assert not {"quota", "concurrent_runs", "runs_per_minute"} & set(seen["alice"].json())
     # Keys and the token side by side: the token is still the admin.

@@ -11,7 +11,14 @@ from pathlib import Path
 from typing import NamedTuple
 
 from loopgate.contracts.principal import Quota, Scope
-from loopgate.gateway.identity.keys import KeyEntry, KeysFile, hash_secret, new_key, write_keys
+from loopgate.gateway.identity.keys import (
+    KeyEntry,
+    KeysFile,
+    hash_secret,
+    new_key,
+    split_key,
+    write_keys,
+)
 
 
 class TestKey(NamedTuple):
@@ -61,3 +68,10 @@ def write_test_keys(
         keys[name] = TestKey(name, subject, tenant, scope, key)
     write_keys(path, KeysFile(keys=entries))
     return keys
+
+
+def secret_of(key: str) -> str:
+    """A key's secret part (itself may hold "_": split as the gateway splits it)."""
+    parts = split_key(key)
+    assert parts is not None, "not an API key"
+    return parts[1]

@@ -27,6 +27,7 @@ from tests.fakes.servers import serve_app
 from tests.gateway.harness import REPO, running_gateway
 from tests.gateway.sse_client import envelopes, read_stream
 from tests.identity import principals
+from tests.identity.principals import secret_of
 from tests.loops.whoami import http_app
 
 PLUGS = ("python", "python-thread", "http", "stdio")
@@ -81,7 +82,7 @@ def test_the_loop_sees_the_key_holder_and_never_the_key(plug: str, tmp_path: Pat
     assert (bob["principal"]["subject"], bob["principal"]["tenant"]) == ("bob", "globex")
     for person, seen in (("alice", alice), ("bob", bob)):
         key = keys[person].key
-        secret = key.rsplit("_", 1)[1]
+        secret = secret_of(key)
         # The whole request the loop was handed (and an HTTP loop's headers) holds neither the
         # key nor its secret part.
         assert key not in seen["received"] and secret not in seen["received"]
