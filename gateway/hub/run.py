@@ -86,7 +86,10 @@ class Run:
         # widens ``observed`` as it goes, so the hub skips the calls in between. An observer
         # may be a C-level callable (a deque's append): it is handed the envelope alone.
         self.observers: list[Callable[[Envelope], None]] = []
+        # The union of what each observer wants (``want``): one observer's narrowing never
+        # takes away kinds another needs.
         self.observed: frozenset[str] = _NO_KINDS
+        self._wants: dict[object, frozenset[str]] = {}
         # Called with the run when its terminal event is accepted, before the observers are
         # handed that event. Neither these nor observers may raise.
         self.on_finish: list[Callable[[Run], None]] = []
@@ -186,7 +189,15 @@ class Run:
         self.producer = None
         self.observers.clear()
         self.observed = _NO_KINDS
+        self._wants.clear()
         self.on_finish.clear()
+
+    def want(self, who: object, kinds: frozenset[str]) -> None:
+        """Set the kinds ``who`` (an observer's owner) is handed from now on."""
+        if self._wants.get(who) is kinds:
+            return  # the common case on the hot path: nothing changed
+        self._wants[who] = kinds
+        self.observed = frozenset().union(*self._wants.values())
 
     def info(self) -> RunInfo:
         r = self.record

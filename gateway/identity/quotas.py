@@ -244,8 +244,7 @@ class _Ticket:
         run.on_finish.append(self._finished)
         if self.hold.principal.limits.daily or self.hold.tenant.limits.daily:
             run.observers.append(self._observe)
-            # Telemetry may set the run's kinds after this: every set it uses has this one.
-            run.observed = run.observed | _OBSERVED
+            run.want(self, _OBSERVED)
 
     async def refund(self) -> None:
         await self.ledger.refund(self.hold)

@@ -176,7 +176,7 @@ class Telemetry:
                 self._runs[run.id] = traced
                 run.on_finish.append(traced.finished)
                 run.observers.append(traced.event)
-                run.observed = SPAN_KINDS
+                run.want(traced, SPAN_KINDS)
         except Exception:
             log.exception("telemetry could not start the trace of run %s", run.id)
             self._runs.pop(run.id, None)
@@ -280,7 +280,7 @@ class _Traced:
         try:
             projector = self.projector
             records = projector.feed(env)
-            self.run.observed = TRACED_KINDS if projector.wants_deltas else SPAN_KINDS
+            self.run.want(self, TRACED_KINDS if projector.wants_deltas else SPAN_KINDS)
             if records:
                 self.spans.apply(records)
                 if projector.finished:
