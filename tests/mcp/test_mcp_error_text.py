@@ -7,6 +7,7 @@ client still works on the same endpoint (tests/mcp/test_mcp_http.py)."""
 from __future__ import annotations
 
 import json
+import re
 from collections.abc import Iterator
 from typing import Any
 
@@ -95,7 +96,9 @@ def client() -> Iterator[httpx.Client]:
 def messages(response: httpx.Response) -> list[Any]:
     """The JSON-RPC messages of an answer: a JSON body, or the data of each SSE event."""
     if response.headers.get("content-type", "").startswith("text/event-stream"):
-        lines = response.text.splitlines()
+        # SSE ends lines at CR and LF only (str.splitlines would also split at U+0085 and
+        # U+2028, which JSON strings carry raw): an id of "\x85" is one line.
+        lines = re.split(r"\r\n|\r|\n", response.text)
         return [json.loads(line[5:]) for line in lines if line.startswith("data:") and line[5:]]
     return [response.json()] if response.content else []
 
