@@ -11,6 +11,7 @@ from typing import Any, Literal, Protocol
 
 import msgspec
 
+from loopgate.contracts.agents import AgentInfo
 from loopgate.contracts.envelope import Envelope, LoopEvent
 from loopgate.contracts.messages import Message, ToolSpec
 from loopgate.contracts.principal import Owner, Principal
@@ -48,6 +49,9 @@ class StartRun(msgspec.Struct, kw_only=True, omit_defaults=True):
     # Who asked: set by the run service from the request's principal (whatever a client put
     # here is replaced), and handed to the loop (never the credential).
     principal: Principal | None = None
+    # The agent to run (contracts.agents), for the ``loop`` source: None is the thread's agent
+    # when it has runs, else the default one. The run service sets it to the one it chose.
+    agent: str | None = None
 
 
 class RunInfo(msgspec.Struct, kw_only=True):
@@ -68,6 +72,8 @@ class RunInfo(msgspec.Struct, kw_only=True):
     awaiting: Literal["approval"] | msgspec.UnsetType = msgspec.UNSET
     # Who started it (None: recorded before owners were kept; the admin's only).
     owner: Owner | None = None
+    # The agent that ran it (``loop`` runs; None for ingested and replayed ones).
+    agent: str | None = None
 
 
 class ThreadInfo(msgspec.Struct, kw_only=True):
@@ -296,6 +302,10 @@ class RunService(Protocol):
 
     async def forget_thread(self, thread_id: str) -> bool:
         """Drop the thread's record (its runs stay); False when there was none."""
+        ...
+
+    async def agents(self) -> list[AgentInfo]:
+        """The agents runs may be started on (StartRun.agent), the default one first."""
         ...
 
     def subscribe(

@@ -16,6 +16,7 @@ from starlette.responses import Response
 from loopgate.contracts.limits import EndpointLimits
 from loopgate.contracts.refusals import Reason, Refusal
 from loopgate.gateway import health
+from loopgate.gateway.agents.build import build_agents
 from loopgate.gateway.apidocs import routes as apidocs
 from loopgate.gateway.auth import HostGuard, OriginGuard, is_open_path
 from loopgate.gateway.console import routes as console
@@ -27,8 +28,6 @@ from loopgate.gateway.identity.quotas import build_quotas
 from loopgate.gateway.identity.sources import credential_sources
 from loopgate.gateway.journal import open_journal
 from loopgate.gateway.loop.types import ModelProvider
-from loopgate.gateway.loops.build import build_loop, guards_from
-from loopgate.gateway.loops.source import LoopSource
 from loopgate.gateway.outbound import outbound_policy
 from loopgate.gateway.refusals import Refusals
 from loopgate.gateway.registry import load_adapters
@@ -48,9 +47,8 @@ def build_hub(
 ) -> Hub:
     """``loop`` plugs a Python loop in (docs/loops.md) in place of the one the settings name."""
     scope = telemetry.scope if telemetry is not None else None
-    agent_loop = build_loop(settings, provider, loop, scope=scope)
+    roster = build_agents(settings, provider, loop, scope=scope)
     sources: dict[str, Source] = {
-        "loop": LoopSource(agent_loop, guards_from(settings), settings.loop_config),
         "ingest": IngestSource(settings.ingest_idle_timeout_s),
         "replay": ReplaySource(settings.replay_dir, settings.replay_max_gap_s),
     }
@@ -60,8 +58,9 @@ def build_hub(
         max_events=settings.max_events_per_run,
         max_age_s=settings.max_run_age_s,
     )
-    hub = Hub(settings, journal, sources, loop=agent_loop)
-    hub.services.append(StallWatchdog(settings.stall_warning_s, agent_loop.name).run)
+    hub = Hub(settings, journal, sources, roster=roster)
+    loops = ", ".join(agent.loop.name for agent in roster)
+    hub.services.append(StallWatchdog(settings.stall_warning_s, loops).run)
     quotas = build_quotas(settings, journal)
     hub.admission.append(quotas.admit)
     hub.services.append(quotas.ledger.serve)

@@ -18,7 +18,9 @@ from typing import Any, Literal, get_args, get_origin
 
 import msgspec
 
+from loopgate.contracts.agents import check_agent_name
 from loopgate.contracts.client_errors import ClientError
+from loopgate.gateway.agents.spec import AgentSpec
 from loopgate.gateway.loop.config import LoopConfig
 from loopgate.gateway.settings import (
     ENV_PREFIX,
@@ -30,11 +32,7 @@ from loopgate.gateway.settings import (
 
 CONFIG_ENV = "LOOPGATE_CONFIG"
 FIELDS = {f.name: f.type for f in msgspec.structs.fields(Settings)}
-# Tables kept for what the file will grow into (issue 31): refused, with a word on why.
-NOT_YET = {
-    "agents": "named agents ([agents.NAME]) are not supported yet: configure the one loop "
-    "with top-level keys (loop, provider, tools, …; docs/config.md)",
-}
+AGENT_FIELDS = {f.name: f.type for f in msgspec.structs.fields(AgentSpec)}
 # Settings whose values are credentials: never printed (config show) nor echoed in errors.
 SECRETS = frozenset({"token", "openai_api_key", "loop_token"})
 
@@ -105,12 +103,12 @@ def parse_config(text: str, path: str) -> ConfigFile:
     config = ConfigFile(path, {}, key_lines(text))
     problems: list[str] = []
     for key, value in data.items():
-        if key in NOT_YET:
-            problems.append(config.problem(key, NOT_YET[key]))
-        elif key not in FIELDS:
+        if key not in FIELDS:
             problems.append(config.problem(key, unknown(key, FIELDS)))
         elif key == "loop_config":
             problems += check_loop_config(config, value)
+        elif key == "agents":
+            problems += check_agents(config, value)
         else:
             wrong = type_problem(key, FIELDS[key], value)
             if wrong:
@@ -186,12 +184,12 @@ def toml_type(value: Any) -> str:
     return type(value).__name__
 
 
-def check_loop_config(config: ConfigFile, value: Any) -> list[str]:
-    """``[loop_config]``: each key LoopConfig knows checked as LoopConfig checks it. Keys it
-    does not know are kept: a plugged loop may read its own (unknown_loop_config refuses them
-    where the reference loop runs)."""
+def check_loop_config(config: ConfigFile, value: Any, at: str = "loop_config") -> list[str]:
+    """``[loop_config]`` (or an agent's, ``at``): each key LoopConfig knows checked as
+    LoopConfig checks it. Keys it does not know are kept: a plugged loop may read its own
+    (unknown_loop_config refuses them where the reference loop runs)."""
     if not isinstance(value, dict):
-        return [config.problem("loop_config", f"expected a table, got {toml_type(value)}")]
+        return [config.problem(at, f"expected a table, got {toml_type(value)}")]
     problems = []
     known = LoopConfig.field_names()
     for key, item in value.items():
@@ -199,9 +197,57 @@ def check_loop_config(config: ConfigFile, value: Any) -> list[str]:
             try:
                 LoopConfig(**{key: item})
             except ClientError as exc:
-                problems.append(config.problem(f"loop_config.{key}", exc.message))
-    if not problems:
+                problems.append(config.problem(f"{at}.{key}", exc.message))
+    if not problems and at == "loop_config":
         config.values["loop_config"] = value
+    return problems
+
+
+def check_agents(config: ConfigFile, value: Any) -> list[str]:
+    """``[agents.NAME]`` tables: each name, key and value checked where it is written."""
+    if not isinstance(value, dict):
+        return [config.problem("agents", f"expected a table of agents, got {toml_type(value)}")]
+    problems: list[str] = []
+    agents: dict[str, Any] = {}
+    for name, table in value.items():
+        at = f"agents.{name}"
+        try:
+            check_agent_name(name)
+        except ValueError as exc:
+            problems.append(config.problem(at, str(exc)))
+            continue
+        if not isinstance(table, dict):
+            problems.append(config.problem(at, f"expected a table, got {toml_type(table)}"))
+            continue
+        found = agent_problems(config, at, table)
+        if not found:
+            try:
+                agents[name] = msgspec.convert(table, AgentSpec, strict=True)
+            except (msgspec.ValidationError, ValueError) as exc:
+                found.append(config.problem(at, str(exc).removeprefix("Invalid value: ")))
+        problems += found
+    defaults = [name for name, spec in agents.items() if spec.default]
+    if len(defaults) > 1:
+        problems.append(
+            config.problem(f"agents.{defaults[1]}.default", f"{defaults[0]} is the default already")
+        )
+    if not problems:
+        config.values["agents"] = agents
+    return problems
+
+
+def agent_problems(config: ConfigFile, at: str, table: dict[str, Any]) -> list[str]:
+    problems: list[str] = []
+    for key, item in table.items():
+        where = f"{at}.{key}"
+        if key not in AGENT_FIELDS:
+            problems.append(config.problem(where, unknown(key, AGENT_FIELDS)))
+        elif key == "loop_config":
+            problems += check_loop_config(config, item, where)
+        else:
+            wrong = type_problem(key, AGENT_FIELDS[key], item)
+            if wrong:
+                problems.append(config.problem(where, wrong))
     return problems
 
 
@@ -365,7 +411,7 @@ def settings_toml(settings: Settings) -> str:
     out: list[str] = []
     for name in Settings.__struct_fields__:
         value = getattr(settings, name)
-        if name == "loop_config":
+        if name in ("loop_config", "agents"):
             continue
         if name == "token" and settings.token_file:
             out.append("# token: read from token_file")
@@ -375,6 +421,15 @@ def settings_toml(settings: Settings) -> str:
             out.append(f"{name} = {toml_value(MASK if name in SECRETS else masked_urls(value))}")
     out += ["", "[loop_config]"]
     out += [f"{toml_key(k)} = {toml_value(v)}" for k, v in settings.loop_config.items()]
+    unset = msgspec.structs.asdict(AgentSpec())
+    for agent, spec in settings.agents.items():
+        # Only what the agent's table sets: the rest is its defaults (docs/config.md).
+        out += ["", f"[agents.{toml_key(agent)}]"]
+        for name, value in msgspec.structs.asdict(spec).items():
+            if value is None or value == unset[name]:
+                continue
+            shown = MASK if name in SECRETS else masked_urls(value)
+            out.append(f"{name} = {toml_value(shown)}")
     return "\n".join(out) + "\n"
 
 

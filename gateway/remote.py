@@ -22,6 +22,7 @@ import anyio
 import httpx
 import msgspec
 
+from loopgate.contracts.agents import AgentInfo
 from loopgate.contracts.client_errors import ClientError, describe_input_error
 from loopgate.contracts.contract import is_terminal_completion
 from loopgate.contracts.envelope import Envelope, EnvelopeError, LoopEvent, decode_envelope
@@ -256,6 +257,14 @@ class RemoteService:
         data = await self._json("POST", "/v1/runs", request.run_id, json=body, headers=headers)
         return _run_info(data)
 
+    async def agents(self) -> list[AgentInfo]:
+        response = await self._send("GET", "/v1/agents")
+        if response.status_code == 404:
+            return []  # a gateway from before agents were named: its one loop
+        raise_for_problem(response, None)
+        listed = _described(_body(response, "GET", "/v1/agents"), AgentList, "agent list")
+        return listed.agents
+
     async def get(self, run_id: str) -> RunInfo:
         return _run_info(await self._json("GET", f"/v1/runs/{run_id}", run_id))
 
@@ -413,6 +422,10 @@ def _described(data: Any, kind: type[_T], what: str) -> _T:
     except msgspec.ValidationError as exc:
         detail = describe_input_error(exc)
         raise RemoteError(f"the gateway sent an unexpected {what} description: {detail}") from None
+
+
+class AgentList(msgspec.Struct):
+    agents: list[AgentInfo]
 
 
 def _thread_info(data: Any) -> ThreadInfo:

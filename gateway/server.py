@@ -36,7 +36,6 @@ from loopgate.gateway.hub import Hub
 from loopgate.gateway.identity.audit import route_audit
 from loopgate.gateway.listener import Listener, raise_fd_limit
 from loopgate.gateway.log_limits import RateLimitedLog
-from loopgate.gateway.loops.build import loop_summary
 from loopgate.gateway.redaction import install_redaction
 from loopgate.gateway.settings import Settings
 from loopgate.gateway.ws_protocol import GuardedWebSocketProtocol
@@ -138,7 +137,9 @@ class GatewayServer(uvicorn.Server):
                 f"[{host}]" if ":" in host else host,
                 port,
             )
-        logging.getLogger("uvicorn.error").info("runs go to %s", loop_summary(settings))
+        roster = self.hub.roster
+        if roster is not None:
+            logging.getLogger("uvicorn.error").info("runs go to %s", roster.summary())
         self.started = True
 
     async def shutdown(self, sockets: list[socket.socket] | None = None) -> None:

@@ -15,7 +15,9 @@ from urllib.parse import urlsplit
 
 import msgspec
 
+from loopgate.contracts.agents import check_agent_name
 from loopgate.contracts.outbound import check_outbound_entry
+from loopgate.gateway.agents.spec import AgentSpec
 from loopgate.gateway.identity.single_token import check_token
 from loopgate.gateway.journal.base import REDIS_SCHEMES
 
@@ -109,6 +111,10 @@ class Settings(msgspec.Struct, kw_only=True, forbid_unknown_fields=True):
     loop: str | None = None  # "package.module:attr": an in-process Python loop
     loop_url: str | None = None  # an HTTP loop: the run request POSTed, NDJSON events back
     loop_cmd: str | None = None  # a child process speaking JSON-RPC on stdio
+    # Named agents ([agents.NAME] tables, docs/agents.md): each its own loop, chosen per run
+    # by every front end. The loop settings above define one more, named "default", when no
+    # agent is declared or when they name a loop or a real model.
+    agents: dict[str, AgentSpec] = msgspec.field(default_factory=dict)
     loop_token: str | None = None  # bearer token sent to an HTTP loop
     loop_connect_timeout_s: float = 10.0  # reaching the loop; writing to it
     loop_first_event_timeout_s: float = 60.0  # a plugged loop's first event of a run
@@ -233,6 +239,11 @@ class Settings(msgspec.Struct, kw_only=True, forbid_unknown_fields=True):
         for entry in self.allowed_outbound:
             check_outbound_entry(entry)
         check_jwt_settings(self)
+        for name in self.agents:
+            check_agent_name(name)
+        defaults = [name for name, spec in self.agents.items() if spec.default]
+        if len(defaults) > 1:
+            raise ValueError(f"only one agent may be the default, not {' and '.join(defaults)}")
 
     @property
     def audit_destination(self) -> str:

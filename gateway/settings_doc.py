@@ -21,6 +21,8 @@ from pathlib import Path
 import msgspec
 
 from loopgate.gateway import settings as settings_module
+from loopgate.gateway.agents import spec as spec_module
+from loopgate.gateway.agents.spec import AgentSpec
 from loopgate.gateway.config_file import toml_value, type_name
 from loopgate.gateway.settings import ENV_PREFIX, Settings
 
@@ -45,8 +47,8 @@ class Note:
     text: str
 
 
-def entries(source: str) -> Iterator[Entry | Note]:
-    """The Settings class's fields and notes, in the order the source has them."""
+def entries(source: str, struct: type[msgspec.Struct] = Settings) -> Iterator[Entry | Note]:
+    """The ``struct`` class's fields and notes, in the order the source has them."""
     lines = source.splitlines()
     comments = {
         tok.start[0]: tok.string.lstrip("#").strip()
@@ -54,7 +56,7 @@ def entries(source: str) -> Iterator[Entry | Note]:
         if tok.type == tokenize.COMMENT
     }
     tree = ast.parse(source)
-    cls = next(n for n in tree.body if isinstance(n, ast.ClassDef) and n.name == Settings.__name__)
+    cls = next(n for n in tree.body if isinstance(n, ast.ClassDef) and n.name == struct.__name__)
     for node in cls.body:
         if not (isinstance(node, ast.AnnAssign) and isinstance(node.target, ast.Name)):
             continue
@@ -69,10 +71,10 @@ def entries(source: str) -> Iterator[Entry | Note]:
         yield Entry(node.target.id, inline or " ".join(block))
 
 
-def default_of(name: str) -> str:
-    if name in DESCRIBED_DEFAULTS:
+def default_of(name: str, struct: type[msgspec.Struct] = Settings) -> str:
+    if struct is Settings and name in DESCRIBED_DEFAULTS:
         return DESCRIBED_DEFAULTS[name]
-    field = next(f for f in msgspec.structs.fields(Settings) if f.name == name)
+    field = next(f for f in msgspec.structs.fields(struct) if f.name == name)
     if field.default_factory is not msgspec.NODEFAULT:
         value = field.default_factory()
     else:
@@ -80,15 +82,29 @@ def default_of(name: str) -> str:
     return "not set" if value is None else f"`{toml_value(value)}`"
 
 
-def generate(source: str | None = None) -> str:
+def generate(source: str | None = None, agent_source: str | None = None) -> str:
     """The generated part of docs/config.md; ValueError naming any field with no comment."""
     text = Path(settings_module.__file__).read_text() if source is None else source
-    types = {f.name: f.type for f in msgspec.structs.fields(Settings)}
+    agents = Path(spec_module.__file__).read_text() if agent_source is None else agent_source
+    out = keys_table(text, Settings)
+    out += ["", AGENT_KEYS, *keys_table(agents, AgentSpec)]
+    return "\n".join([BEGIN, *out, "", END]) + "\n"
+
+
+AGENT_KEYS = (
+    "### `[agents.NAME]`\n\nThe keys of one agent's table (docs/agents.md): a key it leaves out "
+    "takes the default below, not the top-level value, except where it says so."
+)
+
+
+def keys_table(text: str, struct: type[msgspec.Struct]) -> list[str]:
+    """``struct``'s fields as table rows, with its notes between tables."""
+    types = {f.name: f.type for f in msgspec.structs.fields(struct)}
     out: list[str] = []
     header = ["| key | type | default | meaning |", "|---|---|---|---|"]
     table_open = False
     bare = []
-    for item in entries(text):
+    for item in entries(text, struct):
         if isinstance(item, Note):
             out += ["", cell(item.text, table=False)] if out else [cell(item.text, table=False)]
             table_open = False
@@ -99,19 +115,23 @@ def generate(source: str | None = None) -> str:
             out += ["", *header]
             table_open = True
         kind = (
-            "table ([loop_config])" if item.name == "loop_config" else type_name(types[item.name])
+            "table ([loop_config])"
+            if item.name == "loop_config"
+            else "tables ([agents.NAME])"
+            if item.name == "agents"
+            else type_name(types[item.name])
         )
-        out.append(
-            f"| `{item.name}` | {cell(kind)} | {default_of(item.name)} | {cell(item.meaning)} |"
-        )
+        default = default_of(item.name, struct)
+        out.append(f"| `{item.name}` | {cell(kind)} | {default} | {cell(item.meaning)} |")
+    name = struct.__name__
     if bare:
-        raise ValueError(f"Settings fields with no comment to document them: {', '.join(bare)}")
-    documented = {i.name for i in entries(text) if isinstance(i, Entry)}
+        raise ValueError(f"{name} fields with no comment to document them: {', '.join(bare)}")
+    documented = {i.name for i in entries(text, struct) if isinstance(i, Entry)}
     if documented != set(types):
         raise ValueError(
-            "the Settings source and type disagree: " + ", ".join(sorted(documented ^ set(types)))
+            f"the {name} source and type disagree: " + ", ".join(sorted(documented ^ set(types)))
         )
-    return "\n".join([BEGIN, *out, "", END]) + "\n"
+    return out
 
 
 def cell(text: str, *, table: bool = True) -> str:

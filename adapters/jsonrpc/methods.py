@@ -27,6 +27,7 @@ from loopgate.adapters.shared.rpc_errors import (
     SUBSCRIPTION_NOT_FOUND,
 )
 from loopgate.adapters.shared.threads import ThreadBusy, thread_start
+from loopgate.contracts.agents import AgentInfo, UnknownAgent
 from loopgate.contracts.client_errors import ClientError, describe_input_error
 from loopgate.contracts.contract import contract_bytes
 from loopgate.contracts.envelope import Envelope, encode_envelope
@@ -113,6 +114,8 @@ class StartParams(Params):
     source: Literal["loop", "ingest"] | None = None
     replay: str | None = None
     pace: Literal["recorded", "fast"] = "fast"
+    # The agent to run (agent.list names them); none: the thread's, else the default one.
+    agent: str | None = None
 
 
 class RunParams(Params):
@@ -166,6 +169,8 @@ class RunView(msgspec.Struct, kw_only=True, rename="camel"):
     input: list[Message]
     # Who started it (docs/auth.md); null for a run recorded before owners were kept.
     owner: Owner | None = None
+    # The agent that ran it (loop runs; null for ingested and replayed ones).
+    agent: str | None = None
 
 
 class StartResult(msgspec.Struct, kw_only=True, rename="camel"):
@@ -209,6 +214,7 @@ def run_view(info: RunInfo) -> RunView:
         metadata=info.metadata,
         input=info.input,
         owner=info.owner,
+        agent=info.agent,
     )
 
 
@@ -237,6 +243,7 @@ async def run_start(ctx: CallContext, p: StartParams) -> StartResult:
         approval=p.approval,
         traceparent=ctx.trace.traceparent,
         tracestate=ctx.trace.tracestate,
+        agent=p.agent,
     )
     try:
         request = await thread_start(ctx.service, request)
@@ -244,6 +251,8 @@ async def run_start(ctx: CallContext, p: StartParams) -> StartResult:
         raise RpcError(NOT_ACCEPTED, exc.detail, threadId=exc.thread_id, runId=exc.run_id) from None
     try:
         info = await ctx.service.start(request)
+    except UnknownAgent as exc:
+        raise RpcError(INVALID_PARAMS, exc.message, param="agent", agents=exc.known) from None
     except ClientError as exc:
         # The hub's validation messages, in our words (config, input, replay).
         raise invalid_params(exc.field, exc.message) from None
@@ -334,6 +343,14 @@ def compact_contract() -> msgspec.Raw:
 
 async def contract_get(ctx: CallContext, p: NoParams) -> msgspec.Raw:
     return compact_contract()
+
+
+class AgentList(msgspec.Struct, kw_only=True):
+    agents: list[AgentInfo]
+
+
+async def agent_list(ctx: CallContext, p: NoParams) -> AgentList:
+    return AgentList(agents=await ctx.service.agents())
 
 
 # --- the table --------------------------------------------------------------------------
@@ -443,6 +460,12 @@ METHODS: Mapping[str, Method] = method_table(
         summary="Stop a subscription of this connection.",
         errors=(SUBSCRIPTION_NOT_FOUND, STREAMING_REQUIRED),
         streaming=True,
+    ),
+    Method(
+        name="agent.list",
+        handler=agent_list,
+        result=AgentList,
+        summary="The agents runs may be started on (`run.start`'s `agent`), the default first.",
     ),
     Method(
         name="contract.get",

@@ -1,11 +1,10 @@
-"""``GET /v1/loop``: which loop serves this gateway's runs, and on which model.
+"""``GET /v1/agents``: the agents this gateway serves; ``GET /v1/loop``: the default one's loop.
 
-Read from the run service's ``loop`` (contracts.loop.AgentLoop, which the gateway's hub
-exposes): its ``name`` (``reference``, ``python:pkg.mod:attr``, ``http:URL``,
-``stdio:COMMAND``) and, for the reference loop, its provider's ``model`` (``loopgate-scripted``
-for the embedded one, ``--openai-model`` for a real one). A plugged loop names its model in its
-runs' ``stage_start`` events, if at all: ``model`` is null here. Behind the token like the rest
-of the API: a loop's URL or command is the operator's business.
+Each agent (contracts.agents.AgentInfo) says its name, description, its loop's name
+(``reference``, ``python:pkg.mod:attr``, ``http:URL``, ``stdio:COMMAND``) and, for the reference
+loop, its model (``loopgate-scripted`` for the embedded one). A plugged loop names its model in
+its runs' ``stage_start`` events, if at all: ``model`` is null here. Behind the credentials
+like the rest of the API: a loop's URL or command is the operator's business.
 """
 
 from __future__ import annotations
@@ -15,7 +14,7 @@ from starlette.requests import Request
 from starlette.responses import Response
 from starlette.routing import BaseRoute, Route
 
-from loopgate.adapters.shared.served import served_loop
+from loopgate.contracts.agents import AgentInfo
 from loopgate.contracts.ports import RunService
 
 
@@ -24,15 +23,31 @@ class LoopView(msgspec.Struct, kw_only=True):
     model: str | None
 
 
-def loop_view(service: RunService) -> LoopView:
-    name, model = served_loop(service)
-    return LoopView(name=name, model=model)
+class AgentList(msgspec.Struct, kw_only=True):
+    """The agents, the default first."""
+
+    agents: list[AgentInfo]
+
+
+async def loop_view(service: RunService) -> LoopView:
+    agents = await service.agents()
+    if not agents:
+        return LoopView(name=None, model=None)
+    return LoopView(name=agents[0].loop, model=agents[0].model)
 
 
 def routes(service: RunService) -> list[BaseRoute]:
-    body = msgspec.json.encode(loop_view(service))
-
+    # Read per request: a reload (serve --reload) may change the agents.
     async def get_loop(request: Request) -> Response:
-        return Response(body, media_type="application/json")
+        return Response(
+            msgspec.json.encode(await loop_view(service)), media_type="application/json"
+        )
 
-    return [Route("/v1/loop", get_loop, methods=["GET"])]
+    async def get_agents(request: Request) -> Response:
+        listed = AgentList(agents=await service.agents())
+        return Response(msgspec.json.encode(listed), media_type="application/json")
+
+    return [
+        Route("/v1/loop", get_loop, methods=["GET"]),
+        Route("/v1/agents", get_agents, methods=["GET"]),
+    ]

@@ -16,7 +16,7 @@ from typing import Any
 import msgspec
 
 from loopgate.adapters.native.ingest import IngestResult
-from loopgate.adapters.native.loop import LoopView
+from loopgate.adapters.native.loop import AgentList, LoopView
 from loopgate.adapters.native.me import MeView
 from loopgate.adapters.native.runs import (
     LIMIT_DEFAULT,
@@ -407,11 +407,24 @@ def paths() -> dict[str, dict[str, Any]]:
                 {"200": json_body(RuntimeContract, "the contract")},
             )
         },
+        "/v1/agents": {
+            "get": operation(
+                "listAgents",
+                "Runs",
+                "The agents runs may be started on",
+                "Each agent's `name` (a run's `agent`, an OpenAI `model`, the `{name}` of "
+                "`/agents/{name}/…` paths), `description`, its `loop` (`reference`, "
+                "`python:pkg.mod:attr`, `http:URL` or `stdio:COMMAND`) and, for the reference "
+                "loop, its `model`; `default: true` on the one a run that names none goes to "
+                "(listed first).",
+                {"200": json_body(AgentList, "the agents, the default first")},
+            )
+        },
         "/v1/loop": {
             "get": operation(
                 "getLoop",
                 "Runs",
-                "The loop that serves this gateway's runs",
+                "The default agent's loop",
                 "`name`: `reference` (the reference loop), `python:pkg.mod:attr`, `http:URL` or "
                 "`stdio:COMMAND`; `model`: the reference loop's model, null for a plugged loop "
                 "(which names its model, if at all, in its runs' `stage_start` events).",
@@ -449,6 +462,7 @@ SCHEMA_TYPES: tuple[type[msgspec.Struct], ...] = (
     LoopEvent,
     RuntimeContract,
     LoopView,
+    AgentList,
     MeView,
     Problem,
     IngestProblem,

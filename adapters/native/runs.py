@@ -73,6 +73,13 @@ class StartBody(msgspec.Struct, kw_only=True, forbid_unknown_fields=True):
         Literal["auto", "always", "never"],
         about("which tool calls wait for a client's answer: those that ask, all, or none"),
     ] = "auto"
+    agent: Annotated[
+        str | None,
+        about(
+            "the agent to run (`GET /v1/agents`); none: the thread's agent when it has runs, "
+            "else the default one"
+        ),
+    ] = None
 
 
 class SteerBody(msgspec.Struct, forbid_unknown_fields=True):
@@ -163,6 +170,7 @@ def to_start_request(
         approval=body.approval,
         traceparent=traceparent,
         tracestate=tracestate,
+        agent=body.agent,
     )
 
 

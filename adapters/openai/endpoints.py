@@ -27,7 +27,7 @@ from loopgate.adapters.openai.errors import (
     invalid_body,
     refused,
 )
-from loopgate.adapters.openai.models import model_names
+from loopgate.adapters.openai.models import model_names, model_table
 from loopgate.adapters.openai.projector import CREATED, INCLUDE_USAGE, MODEL
 from loopgate.adapters.openai.request import (
     ChatRequest,
@@ -64,29 +64,32 @@ _CLIENT_REASONS = ("invalid_request",)
 
 def routes(adapter: OpenAIAdapter, service: RunService, limits: EndpointLimits) -> list[BaseRoute]:
     policy = stream_policy(limits)
-    names = model_names(service)
-    listed = ModelList(
-        data=[Model(id=name, created=int(time.time()), owned_by="loopgate") for name in names]
-    )
+    # When the models were made: the gateway's start (agents come and go with a reload; the
+    # SDKs only show this).
+    created = int(time.time())
+
+    def model(name: str) -> Model:
+        return Model(id=name, created=created, owned_by="loopgate")
 
     async def list_models(request: Request) -> Response:
+        listed = ModelList(data=[model(name) for name in await model_names(service)])
         return Response(msgspec.json.encode(listed), media_type=JSON)
 
     @guarded
     async def get_model(request: Request) -> Response:
         wanted = request.path_params["model"]
-        for model in listed.data:
-            if model.id == wanted:
-                return Response(msgspec.json.encode(model), media_type=JSON)
-        raise unknown_model(wanted, "model")
+        if wanted not in await model_table(service):
+            raise unknown_model(wanted, "model")
+        return Response(msgspec.json.encode(model(wanted)), media_type=JSON)
 
     @guarded
     async def chat_completions(request: Request) -> Response:
         raw = await read_body(request, limits.max_body_bytes)
         body = parse(raw, limits.max_json_depth)
-        if body.model not in names:
+        agent = (await model_table(service)).get(body.model)
+        if agent is None:
             raise unknown_model(body.model, "model")
-        info = await service.start(start_request(body, request))
+        info = await service.start(start_request(body, request, agent or None))
         context = projector_context(info, body)
         headers = {RUN_HEADER: info.id}
 
@@ -150,7 +153,7 @@ def unknown_model(name: str, param: str) -> OpenAIError:
     )
 
 
-def start_request(body: ChatRequest, request: Request) -> StartRun:
+def start_request(body: ChatRequest, request: Request, agent: str | None = None) -> StartRun:
     ours = body.loopgate
     metadata: dict[str, Any] = {"protocol": "openai", "model": body.model}
     return StartRun(
@@ -162,6 +165,7 @@ def start_request(body: ChatRequest, request: Request) -> StartRun:
         approval=(ours.approval if ours is not None else None) or "auto",
         traceparent=request.headers.get("traceparent"),
         tracestate=request.headers.get("tracestate"),
+        agent=agent,
     )
 
 

@@ -87,6 +87,7 @@ def problem_for(exc: Exception) -> HttpProblem | None:
 
     Its detail is our own words (contracts.client_errors): a bare ``ValueError`` is not ours,
     it may be Python's ``invalid literal for int()``."""
+    from loopgate.contracts.agents import UnknownAgent
     from loopgate.contracts.client_errors import client_message
     from loopgate.contracts.ports import (
         Forbidden,
@@ -109,7 +110,7 @@ def problem_for(exc: Exception) -> HttpProblem | None:
         return HttpProblem(410, detail)
     if isinstance(exc, Forbidden):
         return HttpProblem(403, detail)
-    if isinstance(exc, RunNotFound):
+    if isinstance(exc, RunNotFound | UnknownAgent):
         return HttpProblem(404, detail)
     if isinstance(exc, RunTooLarge):
         return HttpProblem(413, detail)

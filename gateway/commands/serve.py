@@ -19,7 +19,8 @@ ENDPOINTS = """endpoints (docs/api.md):
   GET  /healthz                       liveness
   GET  /openapi.json, GET /docs       this API's OpenAPI 3.1 description, and a page for it
   GET  /v1/contract                   the event kinds and payloads this gateway speaks
-  GET  /v1/loop                       the loop (and model) that serves this gateway's runs
+  GET  /v1/agents                     the agents runs may be started on (docs/agents.md)
+  GET  /v1/loop                       the default agent's loop (and model)
   GET  /v1/me                         who the gateway takes you to be (subject, tenant, scopes)
   POST /v1/runs                       start a run (the loop, an ingest run, or a replay)
   GET  /v1/runs                       list runs

@@ -9,16 +9,16 @@ from collections import deque
 from collections.abc import AsyncIterator, Awaitable, Callable, Coroutine, Mapping
 from contextlib import asynccontextmanager
 from functools import partial
-from typing import Any, NamedTuple, NoReturn, Protocol
+from typing import Any, NamedTuple, NoReturn, Protocol, cast
 
 import anyio
 import msgspec
 from anyio.abc import TaskGroup
 
+from loopgate.contracts.agents import AgentInfo, UnknownAgent
 from loopgate.contracts.client_errors import ClientError
 from loopgate.contracts.contract import is_terminal_completion
 from loopgate.contracts.envelope import Envelope, LoopEvent
-from loopgate.contracts.loop import AgentLoop
 from loopgate.contracts.messages import Message
 from loopgate.contracts.ports import (
     MAX_TRACESTATE_CHARS,
@@ -37,6 +37,7 @@ from loopgate.contracts.ports import (
     ThreadInfo,
 )
 from loopgate.contracts.principal import Owner, current
+from loopgate.gateway.agents.table import Agent, Agents
 from loopgate.gateway.hub import access
 from loopgate.gateway.hub.run import Producer, Run, RunSubscription, new_record
 from loopgate.gateway.identity.audit import audit
@@ -110,11 +111,13 @@ class Hub:
         sources: Mapping[str, Source],
         *,
         clock: Callable[[], int] = time.time_ns,
-        loop: AgentLoop | None = None,
+        roster: Agents | None = None,
     ) -> None:
         self.settings = settings
-        # The loop behind the ``loop`` source: started and closed with the hub.
-        self.loop = loop
+        # The agents behind the ``loop`` source (a run names one, or gets the default): their
+        # loops are started and closed with the hub. Without a roster, ``loop`` is a source
+        # like the others.
+        self.roster = roster
         self.journal = journal
         self.sources = dict(sources)
         self.clock = clock
@@ -166,8 +169,8 @@ class Hub:
             # many were open, a restart never holds more than one of them in memory.
             self._drop(run, None)
         await self.journal.flush()
-        if self.loop is not None:
-            await self.loop.start()
+        if self.roster is not None:
+            await self.roster.start()
         self._tg = anyio.create_task_group()
         await self._tg.__aenter__()
         self._tg.start_soon(self.journal.writer)
@@ -184,9 +187,9 @@ class Hub:
         assert self._tg is not None
         self._tg.cancel_scope.cancel()
         await self._tg.__aexit__(None, None, None)
-        if self.loop is not None:
+        if self.roster is not None:
             # Not in the shield below: a loop may leave a task group it entered in start().
-            await self.loop.aclose()
+            await self.roster.aclose()
         with anyio.CancelScope(shield=True):
             await self.journal.aclose()
 
@@ -490,7 +493,14 @@ class Hub:
         if self._closing:
             raise LimitReached("the server is shutting down", retry_after=5)
         principal = access.may_start()
-        source = self.sources.get(request.source)
+        agent: Agent | None = None
+        if request.source == "loop" and self.roster is not None:
+            agent = await self._agent_for(request)
+            # A LoopSource is a Source; pyright, meeting this module under two names (the
+            # loopgate.* links), takes their Hubs for two types (issue 32).
+            source: Source | None = cast(Source, agent.source)
+        else:
+            source = self.sources.get(request.source)
         if source is None:
             raise ClientError(f"unknown source {request.source!r}")
         run_id = request.run_id or f"run_{uuid.uuid4().hex}"
@@ -531,6 +541,7 @@ class Hub:
         )
         record.input = input_messages(request)
         record.owner = principal.owner
+        record.agent = agent.name if agent is not None else None
         run = Run(record)
         for ticket in tickets:
             ticket.bind(run)
@@ -702,9 +713,33 @@ class Hub:
 
     async def release_thread(self, thread_id: str) -> None:
         await self._check_thread(thread_id)
-        release = getattr(self.loop, "release_thread", None)
-        if release is not None:
-            await release(thread_id)
+        if self.roster is not None:
+            await self.roster.release_thread(thread_id)
+
+    async def agents(self) -> list[AgentInfo]:
+        return self.roster.infos() if self.roster is not None else []
+
+    async def _agent_for(self, request: StartRun) -> Agent:
+        """The agent a loop run goes to: the one it names; else, where a continued thread has
+        runs, the agent of its newest one (a thread stays with its agent); else the default."""
+        assert self.roster is not None
+        name, roster = request.agent, self.roster
+        # A gateway serving the one agent its flags define has nothing to look up.
+        chooses = roster.several or roster.default.declared
+        if name is None and chooses and request.thread_id:
+            newest = await self._newest_of_thread(request.thread_id)
+            if newest is not None and newest.agent is not None:
+                name = newest.agent
+                if roster.get(name) is None:
+                    raise UnknownAgent(
+                        name,
+                        roster.names(),
+                        f"thread {request.thread_id!r} was with agent {name!r}, which this "
+                        f"gateway no longer serves; name one of: {', '.join(roster.names())}",
+                    )
+        agent = roster.resolve(name)
+        request.agent = agent.name
+        return agent
 
     async def create_thread(
         self, thread_id: str | None = None, *, metadata: dict[str, Any] | None = None
@@ -819,10 +854,16 @@ class Hub:
         if thread is not None:
             access.check_thread(thread_id, thread.owner)
             return
+        newest = await self._newest_of_thread(thread_id)
+        if newest is not None:
+            access.check_thread(thread_id, newest.owner)
+
+    async def _newest_of_thread(self, thread_id: str) -> RunRecord | None:
+        """The record of the thread's newest run: in memory (a memory journal keeps none) or
+        in the journal."""
         newest = [r.record for r in self._runs.values() if r.record.thread_id == thread_id]
         newest += await self.journal.list_runs(1, thread_id)
-        if newest:
-            access.check_thread(thread_id, max(newest, key=lambda r: r.created_at).owner)
+        return max(newest, key=lambda r: r.created_at) if newest else None
 
     async def _load(self, run_id: str) -> Run:
         run = self._runs.get(run_id)

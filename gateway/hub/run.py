@@ -217,6 +217,7 @@ class Run:
             input=r.input,
             awaiting="approval" if self.asking and not ended else msgspec.UNSET,
             owner=r.owner,
+            agent=r.agent,
         )
 
     def notify(self) -> None:

@@ -81,6 +81,8 @@ class RunRecord(msgspec.Struct, kw_only=True):
     input: list[Message] = msgspec.field(default_factory=list)
     # Who started it; None for runs recorded before owners were kept (the admin's only).
     owner: Owner | None = None
+    # The agent that ran it (``loop`` runs only).
+    agent: str | None = None
 
 
 class Journal(Protocol):

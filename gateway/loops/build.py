@@ -49,6 +49,11 @@ def loop_summary(settings: Settings) -> str:
     return "the reference loop on the embedded scripted model (no key, no network)"
 
 
+def loop_provider(settings: Settings) -> str:
+    """``gen_ai.provider.name`` of the model calls of the loop ``settings`` describe."""
+    return "openai" if settings.provider == "openai" else "loopgate.scripted"
+
+
 def build_loop(
     settings: Settings,
     provider: ModelProvider | None = None,

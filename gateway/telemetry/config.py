@@ -43,7 +43,6 @@ def build_telemetry(settings: Settings, env: Mapping[str, str]) -> Telemetry | N
         content=settings.trace_content,
         max_content_chars=settings.trace_content_max_chars,
         max_open_spans=settings.trace_max_open_spans,
-        loop_provider_name=loop_provider_name(settings),
         metric_reader=metric_reader(settings, env),
         shutdown_timeout_s=settings.otel_export_timeout_s + SHUTDOWN_MARGIN_S,
     )
@@ -105,11 +104,6 @@ def service_name(settings: Settings, env: Mapping[str, str]) -> str:
         or env.get("OTEL_SERVICE_NAME", "").strip()
         or DEFAULT_SERVICE_NAME
     )
-
-
-def loop_provider_name(settings: Settings) -> str:
-    """``gen_ai.provider.name`` of the reference loop's model calls."""
-    return "openai" if settings.provider == "openai" else "loopgate.scripted"
 
 
 def metric_reader(settings: Settings, env: Mapping[str, str]) -> MetricReader | None:

@@ -96,11 +96,14 @@ class Telemetry:
         self.metric_reader = metric_reader
         self.meters: MeterProvider | None = None
         self._clock: Callable[[], int] = time.time_ns
+        # The hub attached to: its roster names each run's agent and model provider.
+        self._hub: Hub | None = None
         self._runs: dict[str, _Traced] = {}
         self._deliveries = Deliveries(self.tracer, self._now)
 
     def attach(self, hub: Hub) -> None:
         self._clock = hub.clock
+        self._hub = hub
         hub.run_observers.append(self.run_started)
         hub.subscription_observers.append(self.subscription)
         if self.metric_reader is not None:
@@ -215,14 +218,18 @@ class Telemetry:
         record = run.record
         metadata = record.metadata
         who = _enduser(record.owner)
+        roster = self._hub.roster if self._hub is not None else None
+        agent = roster.get(record.agent) if roster is not None and record.agent else None
         return TraceProjector(
             TraceContext(
                 run_id=run.id,
                 thread_id=record.thread_id,
                 source=record.source,
                 created_at=record.created_at,
-                agent_name=_name(metadata.get("agent_name")) or "loopgate",
+                agent_name=_name(metadata.get("agent_name"))
+                or (agent.trace_name if agent is not None else "loopgate"),
                 provider_name=_name(metadata.get("provider"))
+                or (agent.provider_name if agent is not None else None)
                 or (self.loop_provider_name if record.source == "loop" else "unknown"),
                 input=tuple(record.input) if self.content else (),
                 enduser_id=who.subject if who is not None else None,

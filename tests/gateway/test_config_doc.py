@@ -8,6 +8,7 @@ from pathlib import Path
 
 import pytest
 
+from loopgate.gateway.agents.spec import AgentSpec
 from loopgate.gateway.settings import Settings
 from loopgate.gateway.settings_doc import DOC, generate, with_generated
 from tests.gateway.cli_support import loopgate
@@ -20,7 +21,7 @@ def test_the_doc_lists_what_the_type_has() -> None:
         "docs/config.md is out of date: python -m loopgate.gateway.settings_doc --write"
     )
     listed = re.findall(r"^\| `(\w+)` \|", doc, re.M)
-    assert listed == list(Settings.__struct_fields__)
+    assert listed == [*Settings.__struct_fields__, *AgentSpec.__struct_fields__]
 
 
 def test_a_field_without_a_comment_fails_the_generator() -> None:

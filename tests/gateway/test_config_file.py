@@ -147,6 +147,15 @@ def test_every_kind_of_mistake_names_its_key_and_line() -> None:
         "\n"
         "[agents.coder]\n"
         'loop = "my_loop:loop"\n'
+        "loop_urll = 1\n"
+        "\n"
+        '[agents."two words"]\n'
+        "[agents.helper]\n"
+        "default = true\n"
+        "[agents.other]\n"
+        "default = true\n"
+        'loop_cmd = "x"\n'
+        'loop_url = "http://127.0.0.1:1"\n'
     )
     assert problems(text) == [
         "loopgate.toml:3: max_runs: expected int, got str",
@@ -155,8 +164,12 @@ def test_every_kind_of_mistake_names_its_key_and_line() -> None:
         "loopgate.toml:6: allowed_hosts: expected a list of str, got a list of int",
         "loopgate.toml:7: keepalive_s: expected float, got bool",
         "loopgate.toml:11: loop_config.max_rounds must be positive, got 0",
-        "loopgate.toml:13: agents: named agents ([agents.NAME]) are not supported yet: "
-        "configure the one loop with top-level keys (loop, provider, tools, …; docs/config.md)",
+        "loopgate.toml:15: agents.coder.loop_urll: unknown key 'loop_urll'; did you mean "
+        "'loop_url'?",
+        "loopgate.toml:17: agents.two words: agent name 'two words' must be 1-64 letters, "
+        "digits, '.', '_' or '-', starting with a letter or digit",
+        "loopgate.toml:20: agents.other: give at most one of loop, loop_url, loop_cmd (got "
+        "loop_url, loop_cmd)",
     ]
     assert problems("port = 8000\nfrobnicate = 1\n") == [
         "loopgate.toml:2: frobnicate: unknown key 'frobnicate' (docs/config.md lists every key)"
@@ -303,7 +316,8 @@ def test_config_show_masks_secrets_and_names_each_key_once(tmp_path: Path) -> No
         for line in done.stdout.split("[loop_config]")[0].splitlines()
         if line
     ]
-    named.append("loop_config")
+    # [agents.NAME] tables follow [loop_config], one per agent (none here).
+    named += ["loop_config", "agents"]
     assert sorted(named) == sorted(Settings.__struct_fields__)
     # The same settings as the file gives, but for the masks.
     settings = settings_from({}, None, read_config(str(config)))

@@ -323,6 +323,17 @@ def test_each_operation_answers_as_described(live: tuple[str, Checker]) -> None:
         check.response(client.get("/v1/contract"))
         served = check.response(client.get("/v1/loop"))
         assert served == {"name": "reference", "model": "loopgate-scripted"}
+        listed = check.response(client.get("/v1/agents"))
+        assert listed == {
+            "agents": [
+                {
+                    "name": "default",
+                    "loop": "reference",
+                    "model": "loopgate-scripted",
+                    "default": True,
+                }
+            ]
+        }
         assert check.response(client.get("/v1/me"))["subject"] == "local"
         check.response(client.get("/healthz"))
         check.response(client.get("/openapi.json"))

@@ -204,8 +204,9 @@ async def test_start_get_list_events(hub: Hub) -> None:
     assert run["input"] == [{"role": "user", "content": "plain"}]
     assert set(run) == {
         "id", "threadId", "source", "state", "status", "createdAt", "lastSeq",
-        "subscribers", "metadata", "input", "owner",
+        "subscribers", "metadata", "input", "owner", "agent",
     }  # fmt: skip
+    assert run["agent"] == "default"
     listed = (await ask(d, req("run.list", {"limit": 10})))["result"]["runs"]
     assert [r["id"] for r in listed] == [run_id]
     seqs: list[int] = []
@@ -300,7 +301,8 @@ async def test_discover_and_contract(hub: Hub) -> None:
     names = [m["name"] for m in doc["methods"]]
     assert names == [
         "run.start", "run.get", "run.list", "run.events", "run.cancel", "run.steer",
-        "run.respond", "run.subscribe", "run.unsubscribe", "contract.get", "rpc.discover",
+        "run.respond", "run.subscribe", "run.unsubscribe", "agent.list", "contract.get",
+        "rpc.discover",
     ]  # fmt: skip
     events = next(m for m in doc["methods"] if m["name"] == "run.events")
     assert [(p["name"], p["required"]) for p in events["params"]] == [

@@ -1,0 +1,82 @@
+"""The native API and JSON-RPC over real sockets, on a gateway serving two agents: the list of
+agents, a run's ``agent``, and an unknown one in each protocol's own words."""
+
+from __future__ import annotations
+
+from collections.abc import Iterator
+
+import httpx
+import pytest
+
+from tests.agents.roster import PREFIX, two_agent_settings
+from tests.gateway.harness import running_gateway
+from tests.gateway.sse_client import envelopes, read_stream
+
+
+@pytest.fixture(scope="module")
+def base() -> Iterator[str]:
+    settings = two_agent_settings()
+    with running_gateway(agents=settings.agents) as (url, _):
+        yield url
+
+
+def text_of(client: httpx.Client, run_id: str) -> str:
+    return "".join(
+        e["data"]["delta"]
+        for e in envelopes(read_stream(str(client.base_url), run_id))
+        if e["kind"] == "content_delta"
+    )
+
+
+def test_the_native_api_lists_the_agents_and_runs_the_one_named(base: str) -> None:
+    with httpx.Client(base_url=base, timeout=10) as client:
+        listed = client.get("/v1/agents").json()["agents"]
+        assert [(a["name"], a.get("default", False)) for a in listed] == [
+            ("coder", True),
+            ("parrot", False),
+        ]
+        assert listed[1] == {
+            "name": "parrot",
+            "description": "Repeats what you say",
+            "loop": "python:tests.agents.parrot:loop",
+        }
+        # /v1/loop is the default agent's.
+        assert client.get("/v1/loop").json() == {"name": "reference", "model": "loopgate-scripted"}
+        started = client.post("/v1/runs", json={"input": "hi", "agent": "parrot"})
+        assert started.status_code == 201 and started.json()["agent"] == "parrot"
+        assert text_of(client, started.json()["id"]) == PREFIX + "hi"
+        plain = client.post("/v1/runs", json={"input": "hi"}).json()
+        assert plain["agent"] == "coder"
+        refused = client.post("/v1/runs", json={"input": "hi", "agent": "nobody"})
+        assert refused.status_code == 404
+        assert refused.headers["content-type"] == "application/problem+json"
+        assert (
+            refused.json()["detail"]
+            == "no agent named 'nobody'; this gateway serves: coder, parrot"
+        )
+
+
+def test_json_rpc_starts_runs_on_agents_and_lists_them(base: str) -> None:
+    def call(client: httpx.Client, method: str, params: dict[str, object] | None = None) -> dict:
+        body = {"jsonrpc": "2.0", "id": 1, "method": method, "params": params or {}}
+        return client.post("/rpc", json=body).json()
+
+    with httpx.Client(base_url=base, timeout=10) as client:
+        agents = call(client, "agent.list")["result"]["agents"]
+        assert [a["name"] for a in agents] == ["coder", "parrot"]
+        started = call(
+            client, "run.start", {"input": "hello", "agent": "parrot", "threadId": "rpc-t"}
+        )
+        run_id = started["result"]["runId"]
+        assert text_of(client, run_id) == PREFIX + "hello"
+        assert call(client, "run.get", {"runId": run_id})["result"]["agent"] == "parrot"
+        # A prompt on the thread continues it with its agent.
+        again = call(client, "run.start", {"input": "more", "threadId": "rpc-t"})["result"]
+        assert call(client, "run.get", {"runId": again["runId"]})["result"]["agent"] == "parrot"
+        error = call(client, "run.start", {"input": "x", "agent": "nobody"})["error"]
+        assert error["code"] == -32602
+        assert error["data"] == {
+            "detail": "no agent named 'nobody'; this gateway serves: coder, parrot",
+            "param": "agent",
+            "agents": ["coder", "parrot"],
+        }
