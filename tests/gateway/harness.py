@@ -12,7 +12,7 @@ import time
 from collections.abc import Iterator
 from contextlib import contextmanager
 from pathlib import Path
-from typing import Any
+from typing import IO, Any
 
 import httpx
 import uvicorn
@@ -74,11 +74,19 @@ def gateway_process(
         stop(proc)
 
 
-def wait_healthy(base: str, proc: subprocess.Popen[bytes], timeout: float = 20) -> None:
+def wait_healthy(
+    base: str, proc: subprocess.Popen[bytes], timeout: float = 20, log: IO[bytes] | None = None
+) -> None:
+    """Wait for ``/healthz``; a process that exits first is an error quoting its stderr (the
+    pipe, or ``log``: the file it was sent to)."""
     deadline = time.monotonic() + timeout
     while time.monotonic() < deadline:
         if proc.poll() is not None:
-            err = proc.stderr.read().decode() if proc.stderr else ""
+            if log is not None:
+                log.seek(0)
+                err = log.read().decode()
+            else:
+                err = proc.stderr.read().decode() if proc.stderr else ""
             raise RuntimeError(f"loopgate serve exited early: {err[-2000:]}")
         try:
             if httpx.get(f"{base}/healthz", timeout=1).status_code == 200:

@@ -10,11 +10,12 @@ import json
 import os
 import subprocess
 import sys
+import tempfile
 import threading
 import uuid
 from collections.abc import Iterator
-from contextlib import contextmanager
-from typing import Any
+from contextlib import ExitStack, contextmanager
+from typing import IO, Any
 
 import anyio
 import httpx
@@ -30,26 +31,33 @@ def instances(
     redis_url: str, count: int, *flags: str, env: dict[str, str] | None = None
 ) -> Iterator[list[tuple[str, subprocess.Popen[bytes]]]]:
     """``count`` gateways on one Redis, started side by side (each takes seconds to import),
-    each with ``flags`` and the environment plus ``env``."""
+    each with ``flags`` and the environment plus ``env``.
+
+    Each one's stderr goes to a file of its own, never to a pipe: nothing reads a pipe while a
+    test runs, and a gateway that has filled one (64 KiB: a few hundred audit lines) stops
+    dead in its next log write, with every request it holds."""
     procs: list[tuple[str, subprocess.Popen[bytes]]] = []
-    try:
-        for _ in range(count):
-            port = free_port()
-            args = ["serve", "--port", str(port), "--journal", redis_url, *flags]
-            proc = subprocess.Popen(
-                [sys.executable, "-m", "loopgate", *args],
-                cwd=REPO,
-                env={**os.environ, **(env or {})},
-                stdout=subprocess.DEVNULL,
-                stderr=subprocess.PIPE,
-            )
-            procs.append((f"http://127.0.0.1:{port}", proc))
-        for base, proc in procs:
-            wait_healthy(base, proc, timeout=60)
-        yield procs
-    finally:
-        for _, proc in procs:
-            stop(proc)
+    with ExitStack() as files:
+        logs: list[IO[bytes]] = []
+        try:
+            for _ in range(count):
+                port = free_port()
+                args = ["serve", "--port", str(port), "--journal", redis_url, *flags]
+                logs.append(files.enter_context(tempfile.TemporaryFile()))
+                proc = subprocess.Popen(
+                    [sys.executable, "-m", "loopgate", *args],
+                    cwd=REPO,
+                    env={**os.environ, **(env or {})},
+                    stdout=subprocess.DEVNULL,
+                    stderr=logs[-1],
+                )
+                procs.append((f"http://127.0.0.1:{port}", proc))
+            for (base, proc), log in zip(procs, logs, strict=True):
+                wait_healthy(base, proc, timeout=60, log=log)
+            yield procs
+        finally:
+            for _, proc in procs:
+                stop(proc)
 
 
 @pytest.fixture(scope="module")

@@ -112,6 +112,25 @@ def test_a_dead_instances_slots_come_back_after_its_lease(
         assert took < 10
 
 
+def test_refused_starts_that_outgrow_a_pipe_leave_an_instance_answering(
+    redis_url: str, tmp_path: Path
+) -> None:
+    # Each refused start writes an audit line of about 150 bytes to stderr: a thousand fill a
+    # pipe's 64 KiB twice over. A gateway whose stderr nothing read would stop in a write
+    # (as the test above once did, polling while the lease ran out), and this start hang.
+    keys = write_quota_keys(tmp_path / "keys.json")
+    alice = keys["alice"]
+    with (
+        instances(redis_url, tmp_path / "keys.json", "--quota-concurrent-runs", "1") as procs,
+        httpx.Client(base_url=procs[0][0], timeout=20) as a,
+    ):
+        first = started(a, alice)
+        for _ in range(1000):
+            refused(start(a, alice), "concurrent_runs")
+        finish(a, alice, first)
+        finish(a, alice, admitted_within(a, alice, 10))
+
+
 @pytest.fixture
 def durable_redis(tmp_path: Path) -> Iterator[RedisProcess]:
     with RedisProcess("--dir", str(tmp_path), "--save", "") as server:
