@@ -56,6 +56,8 @@ class Agents:
             raise ValueError("two agents have the same name")
         self.default = self.by_name[default] if default is not None else agents[0]
         self.several = len(agents) > 1
+        # A roster never changes (a reload builds another): described once, not per request.
+        self._infos = [self.by_name[n].info(default=n == self.default.name) for n in self.names()]
 
     def __iter__(self) -> Iterator[Agent]:
         return iter(self.by_name.values())
@@ -82,7 +84,7 @@ class Agents:
         return f"{len(each)} agents: " + "; ".join(each) + f" — by default {self.default.name}"
 
     def infos(self) -> list[AgentInfo]:
-        return [self.by_name[n].info(default=n == self.default.name) for n in self.names()]
+        return list(self._infos)
 
     async def start(self) -> None:
         started: list[Agent] = []
