@@ -1,40 +1,11 @@
-"""A pydantic-ai ``Agent`` served as a loopgate loop.
-
-    from loopgate.gateway.integrations.pydantic_ai import pydantic_ai_loop
-
-    loop = pydantic_ai_loop(agent)  # loopgate serve --loop my_module:loop
-
-Each run drives ``agent.iter()`` node by node and turns what the nodes stream into LoopEvents:
-
-| pydantic-ai | LoopEvent |
-|---|---|
-| a ``ModelRequestNode`` | ``stage_start`` + ``llm_request`` … ``llm_response`` (usage) |
-| text and thinking parts | ``content_delta`` / ``reasoning_delta`` |
-| ``FunctionToolCallEvent`` | ``tool_call_start`` |
-| ``FunctionToolResultEvent`` | ``tool_call_result`` (``success`` for the ``success`` outcome) |
-| a tool that raises (pydantic-ai ends the run) | ``tool_error`` + ``error{phase: tool}`` |
-| a round that called tools | ``stage_complete`` + ``completion{executing}`` |
-| the output | ``completion{completed}``; output that is not ``str`` first goes out as JSON text |
-| ``DeferredToolRequests`` output | ``completion{waiting_user, pendingToolCallIds}`` |
-
-Client tools (``ctx.tools``) become an ``ExternalToolset``: the model's call to one ends the turn
-waiting for the client. Calls that need approval (``requires_approval=True``, ``ApprovalRequired``,
-or every call when the request says ``approval: "always"``) ask ``ctx.ask_permission``. Steering
-messages go in with ``AgentRun.enqueue`` at round boundaries: before each model request, and after
-an answer (pydantic-ai then asks the model once more). A turn that ends waiting for the client
-leaves steering that came during its tool round with the gateway.
-
-asyncio only, as pydantic-ai's own cancellation is.
-"""
+"""One loopgate run of a pydantic-ai agent: ``agent.iter()`` driven node by node, its stream
+turned into LoopEvents."""
 
 from __future__ import annotations
 
 import asyncio
 import logging
-import time
-from collections.abc import AsyncGenerator, AsyncIterator, Callable, Mapping, Sequence
-from contextlib import aclosing
-from dataclasses import dataclass, field
+from collections.abc import AsyncGenerator, Mapping, Sequence
 from typing import Any
 
 import anyio
@@ -42,47 +13,37 @@ from anyio.streams.memory import MemoryObjectSendStream
 from pydantic import TypeAdapter
 from pydantic_ai import (
     Agent,
-    ApprovalRequired,
     DeferredToolRequests,
-    DeferredToolResults,
     ExternalToolset,
     FunctionToolCallEvent,
     FunctionToolResultEvent,
     ModelAPIError,
     ModelHTTPError,
-    ModelMessage,
-    ModelRequest,
     ModelResponse,
     ModelSettings,
     PartDeltaEvent,
     PartStartEvent,
-    SystemPromptPart,
     TextPart,
     TextPartDelta,
     ThinkingPart,
     ThinkingPartDelta,
-    ToolApproved,
     ToolCallPart,
     ToolDefinition,
-    ToolDenied,
     ToolReturnPart,
     UnexpectedModelBehavior,
     UsageLimitExceeded,
     UsageLimits,
-    UserPromptPart,
 )
-from pydantic_ai.agent import AbstractAgent
-from pydantic_ai.capabilities import AbstractCapability
-from pydantic_ai.messages import ModelRequestPart, ModelResponsePart, ModelResponseStreamEvent
+from pydantic_ai.messages import ModelResponseStreamEvent
 from pydantic_ai.models import Model
 from pydantic_ai.run import AgentRun
-from pydantic_ai.tools import RunContext as AgentContext
 
 from loopgate.contracts.contract import is_terminal_completion
 from loopgate.contracts.envelope import LoopEvent
 from loopgate.contracts.loop import RunContext
-
-__all__ = ["pydantic_ai_loop", "to_message_history"]
+from loopgate.gateway.integrations.pydantic_ai.bridge import Bridge, Options
+from loopgate.gateway.integrations.pydantic_ai.history import to_message_history
+from loopgate.gateway.integrations.pydantic_ai.tally import Tally
 
 log = logging.getLogger("loopgate.loop.pydantic_ai")
 
@@ -91,250 +52,20 @@ PREVIEW_CHARS = 300
 STOP_WAIT_S = 5.0
 CLIENT_TOOLSET_ID = "loopgate_client_tools"
 REJECTED = "rejected by the user"
-ALLOWED = frozenset({"allow_once", "allow_always"})
-
-PydanticAiLoop = Callable[[RunContext], AsyncIterator[LoopEvent]]
 _json = TypeAdapter(Any)
-
-
-def pydantic_ai_loop(
-    agent: AbstractAgent[Any, Any],
-    *,
-    deps: Any = None,
-    deps_factory: Callable[[RunContext], Any] | None = None,
-    model: Model | str | None = None,
-    model_settings: ModelSettings | None = None,
-    usage_limits: UsageLimits | None = None,
-    client_tools: bool = True,
-) -> PydanticAiLoop:
-    """An async generator function that runs ``agent`` once per loopgate run.
-
-    ``deps`` is passed to every run; ``deps_factory(ctx)`` makes them per run instead. ``model``,
-    ``model_settings`` and ``usage_limits`` go to ``agent.iter``. The run's config fills in what
-    they leave open: ``temperature`` and ``max_tokens`` (``model_settings`` wins), ``max_rounds``
-    as the request limit and ``budget`` as the total token limit (unless ``usage_limits``).
-
-    With ``client_tools=False`` the tools a client offers are not shown to the model. Otherwise
-    runs that have them add ``DeferredToolRequests`` to the agent's output type, which
-    pydantic-ai refuses for an agent with output validators: add it to such an agent's own
-    ``output_type``, or turn client tools off.
-    """
-    if deps is not None and deps_factory is not None:
-        raise ValueError("pass deps or deps_factory, not both")
-    options = _Options(
-        agent=agent,
-        deps=deps,
-        deps_factory=deps_factory,
-        model=model,
-        model_settings=model_settings,
-        usage_limits=usage_limits,
-        client_tools=client_tools,
-    )
-
-    async def loop(ctx: RunContext) -> AsyncIterator[LoopEvent]:
-        async with aclosing(_Turn(options, ctx).events()) as events:
-            async for event in events:
-                yield event
-
-    return loop
-
-
-def to_message_history(messages: Sequence[Mapping[str, Any]]) -> list[ModelMessage]:
-    """A loopgate thread (``{role, content, tool_calls?, tool_call_id?, name?}`` dicts) as
-    pydantic-ai message history.
-
-    System, user and tool messages in a row make one ``ModelRequest``; an assistant message makes
-    a ``ModelResponse`` of its text and tool calls. Reasoning is left out: providers only take
-    back thinking they signed themselves.
-    """
-    history: list[ModelMessage] = []
-    parts: list[ModelRequestPart] = []
-    tool_names: dict[str, str] = {}
-    for message in messages:
-        role = message.get("role")
-        content = message.get("content") or ""
-        if role == "assistant":
-            if parts:
-                history.append(ModelRequest(parts=parts))
-                parts = []
-            response: list[ModelResponsePart] = [TextPart(content)] if content else []
-            for call in message.get("tool_calls") or ():
-                tool_names[call["id"]] = call["name"]
-                response.append(
-                    ToolCallPart(call["name"], call.get("arguments") or {}, tool_call_id=call["id"])
-                )
-            if response:
-                history.append(ModelResponse(parts=response))
-        elif role == "tool":
-            call_id = message.get("tool_call_id") or ""
-            name = message.get("name") or tool_names.get(call_id, "")
-            parts.append(ToolReturnPart(name, content, tool_call_id=call_id))
-        elif role == "system":
-            parts.append(SystemPromptPart(content))
-        elif role == "user":
-            parts.append(UserPromptPart(content))
-    if parts:
-        history.append(ModelRequest(parts=parts))
-    return history
-
-
-@dataclass(frozen=True, kw_only=True)
-class _Options:
-    agent: AbstractAgent[Any, Any]
-    deps: Any
-    deps_factory: Callable[[RunContext], Any] | None
-    model: Model | str | None
-    model_settings: ModelSettings | None
-    usage_limits: UsageLimits | None
-    client_tools: bool
-
-
-@dataclass(eq=False)
-class _Bridge(AbstractCapability[Any]):
-    """One run's hooks into the agent: approvals go to the gateway, tool calls are timed, and the
-    call that raised is noted (pydantic-ai ends the run with the exception itself)."""
-
-    loop_ctx: RunContext
-    approval: str = "auto"
-    durations: dict[str, float] = field(default_factory=dict)
-    raised: tuple[str, str] | None = None
-
-    @classmethod
-    def get_serialization_name(cls) -> str | None:
-        return None  # made per run, never part of an agent spec
-
-    async def before_tool_execute(
-        self, ctx: AgentContext[Any], *, call: ToolCallPart, tool_def: ToolDefinition, args: Any
-    ) -> Any:
-        if self.approval == "always" and not ctx.tool_call_approved:
-            raise ApprovalRequired
-        return args
-
-    async def wrap_tool_execute(
-        self,
-        ctx: AgentContext[Any],
-        *,
-        call: ToolCallPart,
-        tool_def: ToolDefinition,
-        args: Any,
-        handler: Any,
-    ) -> Any:
-        started = time.perf_counter()
-        try:
-            return await handler(args)
-        finally:
-            self.durations[call.tool_call_id] = round((time.perf_counter() - started) * 1000, 3)
-
-    async def on_tool_execute_error(
-        self,
-        ctx: AgentContext[Any],
-        *,
-        call: ToolCallPart,
-        tool_def: ToolDefinition,
-        args: Any,
-        error: Exception,
-    ) -> Any:
-        self.raised = (call.tool_call_id, call.tool_name)
-        raise error
-
-    async def handle_deferred_tool_calls(
-        self, ctx: AgentContext[Any], *, requests: DeferredToolRequests
-    ) -> DeferredToolResults | None:
-        if not requests.approvals:
-            return None  # external calls (client tools) end the turn
-        approvals = {call.tool_call_id: await self._decide(call) for call in requests.approvals}
-        return requests.build_results(approvals=approvals)
-
-    async def _decide(self, call: ToolCallPart) -> ToolApproved | ToolDenied:
-        if self.approval == "never":
-            return ToolApproved()
-        decision = await self.loop_ctx.ask_permission(
-            {"id": call.tool_call_id, "name": call.tool_name, "arguments": call.args_as_dict()}
-        )
-        if decision in ALLOWED:
-            return ToolApproved()
-        return ToolDenied("The user rejected this tool call.")
-
-
-class _Tally:
-    """The turn's counts for ``stage_complete`` and ``completion``, kept where events are handed
-    out so a summary counts exactly what clients saw, also when a cancel cuts the stream."""
-
-    def __init__(self) -> None:
-        self.started = time.perf_counter()
-        self.round = 0
-        self.finish_reason: str | None = None
-        self.text_length = 0
-        self.tool_names: list[str] = []
-        self.round_calls = 0
-        self.tool_errors = 0
-        self.consecutive_errors = 0
-        self.prompt_tokens = 0
-        self.completion_tokens = 0
-
-    def event(self, kind: str, data: dict[str, Any]) -> LoopEvent:
-        if kind == "stage_start":
-            self.round = data["round"]
-            self.round_calls = 0
-        elif kind == "content_delta":
-            self.text_length += len(data["delta"])
-        elif kind == "llm_response":
-            self.finish_reason = data.get("finishReason", self.finish_reason)
-            self.prompt_tokens += data.get("promptTokens", 0)
-            self.completion_tokens += data.get("completionTokens", 0)
-        elif kind == "tool_call_start":
-            self.tool_names.append(data["name"])
-            self.round_calls += 1
-        elif kind in ("tool_call_result", "tool_error"):
-            if data.get("success"):
-                self.consecutive_errors = 0
-            else:
-                self.consecutive_errors += 1
-                self.tool_errors += 1
-        elif kind == "stage_complete":
-            data = {
-                **data,
-                "toolCallCount": self.round_calls,
-                "consecutiveToolErrors": self.consecutive_errors,
-                "elapsedMs": self._elapsed_ms(),
-                "promptTokens": self.prompt_tokens,
-                "completionTokens": self.completion_tokens,
-            }
-        elif kind == "completion":
-            data = self._completion(data)
-        return LoopEvent(kind, data)
-
-    def _completion(self, data: dict[str, Any]) -> dict[str, Any]:
-        summary: dict[str, Any] = {"status": data["status"], "reason": data["reason"]}
-        summary["round"] = self.round
-        if self.finish_reason is not None:
-            summary["finishReason"] = self.finish_reason
-        summary["textLength"] = self.text_length
-        summary["toolCalls"] = list(self.tool_names)
-        summary["toolCallCount"] = len(self.tool_names)
-        summary["toolErrorCount"] = self.tool_errors
-        if data["status"] != "executing":
-            summary["promptTokens"] = self.prompt_tokens
-            summary["completionTokens"] = self.completion_tokens
-            summary["elapsedMs"] = self._elapsed_ms()
-        summary.update(data)
-        return summary
-
-    def _elapsed_ms(self) -> float:
-        return round((time.perf_counter() - self.started) * 1000, 3)
 
 
 Event = tuple[str, dict[str, Any]]
 
 
-class _Turn:
+class Turn:
     """One loopgate run: the agent runs in a task of its own and hands events over a stream."""
 
-    def __init__(self, options: _Options, ctx: RunContext) -> None:
+    def __init__(self, options: Options, ctx: RunContext) -> None:
         self.options = options
         self.ctx = ctx
-        self.tally = _Tally()
-        self.bridge = _Bridge(loop_ctx=ctx, approval=ctx.request.approval)
+        self.tally = Tally()
+        self.bridge = Bridge(loop_ctx=ctx, approval=ctx.request.approval)
         self.model_name = _model_name(options.model or options.agent.model)
         self.client_names = {t["name"] for t in ctx.tools} if options.client_tools else set()
         self.persist = ctx.config.get("persist_tool_results") is True
