@@ -1,4 +1,4 @@
-"""gateway/integrations/pydantic_ai.py: a pydantic-ai Agent on a FunctionModel, driven through the
+"""gateway/integrations/pydantic_ai/: a pydantic-ai Agent on a FunctionModel, driven through the
 loop port with a fake run context; every stream is validated and ends with one terminal."""
 
 from __future__ import annotations
