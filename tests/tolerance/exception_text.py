@@ -77,6 +77,9 @@ ALLOWED: dict[tuple[str, str], str] = {
     "check`: the operator's terminal",
     ("gateway/config_file.py", "settings_from"): "Settings' own ValueError messages (written in "
     "gateway/settings.py, already allowed there), placed at a config file's line, at startup",
+    ("gateway/config_file.py", "check_agents"): "an agent table's own ValueError messages "
+    "(written in contracts/agents.py and gateway/agents/spec.py), placed at the config file's "
+    "line, at startup or `config check`: the operator's terminal",
 }
 
 
