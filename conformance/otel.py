@@ -25,14 +25,8 @@ from opentelemetry.sdk.trace import ReadableSpan
 from opentelemetry.trace import SpanKind, StatusCode
 
 from loopgate.contracts.envelope import Envelope, decode_recording
-from loopgate.gateway.telemetry.projector import (
-    Record,
-    SpanEnd,
-    SpanEvent,
-    SpanStart,
-    TraceContext,
-    TraceProjector,
-)
+from loopgate.gateway.telemetry.projector import TraceProjector
+from loopgate.gateway.telemetry.records import Record, SpanEnd, SpanEvent, SpanStart, TraceContext
 
 ROOT = Path(__file__).resolve().parent
 STREAMS = ROOT / "streams"

@@ -10,7 +10,7 @@ from typing import TYPE_CHECKING
 from opentelemetry.context import Context
 from opentelemetry.trace import Span, SpanKind, Status, StatusCode, Tracer
 
-from loopgate.gateway.telemetry.projector import Attributes
+from loopgate.gateway.telemetry.records import Attributes
 
 if TYPE_CHECKING:
     from loopgate.gateway.hub import RunSubscription

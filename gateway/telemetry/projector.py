@@ -14,9 +14,7 @@ ids; :mod:`loopgate.gateway.telemetry.spans` maps them onto real spans.
 
 from __future__ import annotations
 
-import re
-from collections.abc import Callable, Sequence
-from typing import Any, Literal, TypeGuard
+from typing import Any
 
 import msgspec
 
@@ -24,42 +22,47 @@ from loopgate.adapters.shared.projector import TEXT, TOOL_RESULTS, Call, RunProj
 from loopgate.contracts.envelope import Envelope
 from loopgate.contracts.events import PermissionRequestView, PermissionResultView
 from loopgate.contracts.gateway_events import PERMISSION_REQUEST, PERMISSION_RESULT
-from loopgate.contracts.messages import Message
 from loopgate.contracts.projector import ProjectorContext
-
-AttrValue = str | bool | int | float | list[str]
-Attributes = dict[str, AttrValue]
-SpanKind = Literal["internal", "client"]
-
-RUN = "run"
-TOOL = "tool."
-APPROVAL = "approval."
-# Content capture keeps the newest input messages only (a long history is in earlier traces).
-MAX_INPUT_MESSAGES = 32
-
-# GenAI semantic conventions (Development status); spelled out so a rename is one grep away.
-OPERATION = "gen_ai.operation.name"
-PROVIDER = "gen_ai.provider.name"
-AGENT_NAME = "gen_ai.agent.name"
-CONVERSATION = "gen_ai.conversation.id"
-REQUEST_MODEL = "gen_ai.request.model"
-RESPONSE_MODEL = "gen_ai.response.model"
-FINISH_REASONS = "gen_ai.response.finish_reasons"
-FIRST_CHUNK = "gen_ai.response.time_to_first_chunk"
-INPUT_TOKENS = "gen_ai.usage.input_tokens"
-OUTPUT_TOKENS = "gen_ai.usage.output_tokens"
-REASONING_TOKENS = "gen_ai.usage.reasoning.output_tokens"
-INPUT_MESSAGES = "gen_ai.input.messages"
-OUTPUT_MESSAGES = "gen_ai.output.messages"
-TOOL_NAME = "gen_ai.tool.name"
-TOOL_CALL_ID = "gen_ai.tool.call.id"
-TOOL_TYPE = "gen_ai.tool.type"
-TOOL_ARGUMENTS = "gen_ai.tool.call.arguments"
-TOOL_RESULT = "gen_ai.tool.call.result"
-ERROR_TYPE = "error.type"
-# Who the run is for (semconv's enduser namespace, Development status); the tenant is ours.
-ENDUSER_ID = "enduser.id"
-TENANT = "loopgate.tenant"
+from loopgate.gateway.telemetry.records import (
+    AGENT_NAME,
+    APPROVAL,
+    CONVERSATION,
+    ENDUSER_ID,
+    ERROR_TYPE,
+    FINISH_REASONS,
+    FIRST_CHUNK,
+    INPUT_MESSAGES,
+    INPUT_TOKENS,
+    MAX_INPUT_MESSAGES,
+    OPERATION,
+    OUTPUT_MESSAGES,
+    OUTPUT_TOKENS,
+    PROVIDER,
+    REASONING_TOKENS,
+    REQUEST_MODEL,
+    RESPONSE_MODEL,
+    RUN,
+    TENANT,
+    TOOL,
+    TOOL_ARGUMENTS,
+    TOOL_CALL_ID,
+    TOOL_NAME,
+    TOOL_RESULT,
+    TOOL_TYPE,
+    Attributes,
+    Record,
+    SpanEnd,
+    SpanEvent,
+    SpanStart,
+    TraceContext,
+)
+from loopgate.gateway.telemetry.values import (
+    INT64_MAX,
+    copy_int,
+    genai_messages,
+    is_int64,
+    snake_case,
+)
 
 DELTAS = frozenset(("content_delta", "reasoning_delta"))
 # Span events (point-in-time annotations on the run span) for these kinds.
@@ -73,7 +76,6 @@ TRACED_KINDS = frozenset(
 # does not want them (see TraceProjector.wants_deltas).
 SPAN_KINDS = TRACED_KINDS - DELTAS
 
-INT64_MAX = (1 << 63) - 1
 # An llm_response's token counts → the chat span's attributes.
 _COUNTS = (
     ("promptTokens", INPUT_TOKENS),
@@ -81,50 +83,6 @@ _COUNTS = (
     ("reasoningTokens", REASONING_TOKENS),
 )
 _json = msgspec.json.Encoder()
-_CAMEL = re.compile(r"(?<=[a-z0-9])(?=[A-Z])")
-
-
-class SpanStart(msgspec.Struct, frozen=True, kw_only=True):
-    key: str
-    name: str
-    kind: SpanKind
-    # Key of the parent span; None for the run span (its parent is the incoming traceparent).
-    parent: str | None
-    start_ns: int
-    attributes: Attributes
-
-
-class SpanEnd(msgspec.Struct, frozen=True, kw_only=True):
-    key: str
-    end_ns: int
-    attributes: Attributes
-    # None leaves the status unset (success: instrumentation never sets OK); else ERROR + this.
-    error: str | None = None
-
-
-class SpanEvent(msgspec.Struct, frozen=True, kw_only=True):
-    key: str
-    name: str
-    ts: int
-    attributes: Attributes
-
-
-Record = SpanStart | SpanEnd | SpanEvent
-
-
-class TraceContext(msgspec.Struct, frozen=True, kw_only=True):
-    """What the projector knows about the run before its first event."""
-
-    run_id: str
-    thread_id: str
-    source: str
-    created_at: int
-    agent_name: str = "loopgate"
-    provider_name: str = "unknown"
-    input: tuple[Message, ...] = ()
-    # The run's owner; None leaves the enduser attributes out (a recorded stream has none).
-    enduser_id: str | None = None
-    tenant: str | None = None
 
 
 class _Chat:
@@ -205,7 +163,7 @@ class TraceProjector(RunProjector[Record]):
             **self._who,
         }
         if self.content and ctx.input:
-            messages = _messages(ctx.input[-MAX_INPUT_MESSAGES:], self._clip)
+            messages = genai_messages(ctx.input[-MAX_INPUT_MESSAGES:], self._clip)
             attrs[INPUT_MESSAGES] = _json.encode(messages).decode()
         out.append(
             SpanStart(
@@ -313,8 +271,8 @@ class TraceProjector(RunProjector[Record]):
         attrs: Attributes = {OPERATION: "chat", PROVIDER: provider, **self._who}
         if model:
             attrs[REQUEST_MODEL] = model
-        _copy_int(data, "round", attrs, "loopgate.round")
-        _copy_int(data, "attempt", attrs, "loopgate.attempt")
+        copy_int(data, "round", attrs, "loopgate.round")
+        copy_int(data, "attempt", attrs, "loopgate.attempt")
         out.append(
             SpanStart(
                 key=chat.key,
@@ -395,7 +353,7 @@ class TraceProjector(RunProjector[Record]):
             TOOL_TYPE: "function",
             **self._who,
         }
-        _copy_int(envelope.data, "round", attrs, "loopgate.round")
+        copy_int(envelope.data, "round", attrs, "loopgate.round")
         if self.content and call.arguments is not None:
             attrs[TOOL_ARGUMENTS] = self._clip(_json.encode(call.arguments).decode())
         return SpanStart(
@@ -494,10 +452,10 @@ class TraceProjector(RunProjector[Record]):
         for name, value in data.items():
             if name == "content" and not self.content:
                 continue  # a steering message is user content
-            key = f"loopgate.{_snake(name)}"
+            key = f"loopgate.{snake_case(name)}"
             if isinstance(value, str):
                 attrs[key] = self._clip(value)
-            elif isinstance(value, bool | float) or _int64(value):
+            elif isinstance(value, bool | float) or is_int64(value):
                 attrs[key] = value
         return SpanEvent(key=RUN, name=envelope.kind, ts=envelope.ts, attributes=attrs)
 
@@ -521,41 +479,5 @@ def _interrupted(key: str, ts: int, why: str) -> SpanEnd:
     return SpanEnd(key=key, end_ns=ts, attributes={ERROR_TYPE: "interrupted"}, error=why)
 
 
-def _messages(messages: Sequence[Message], clip: Callable[[str], str]) -> list[dict[str, Any]]:
-    """Messages in the GenAI conventions' shape (role + parts), each text clipped."""
-    out: list[dict[str, Any]] = []
-    for m in messages:
-        parts: list[dict[str, Any]] = []
-        if m.content:
-            if m.role == "tool":
-                parts.append(
-                    {"type": "tool_call_response", "id": m.tool_call_id, "result": clip(m.content)}
-                )
-            else:
-                parts.append({"type": "text", "content": clip(m.content)})
-        for call in m.tool_calls:
-            parts.append(
-                {"type": "tool_call", "id": call.id, "name": call.name, "arguments": call.arguments}
-            )
-        out.append({"role": m.role, "parts": parts})
-    return out
-
-
-def _snake(name: str) -> str:
-    """``delayMs`` → ``delay_ms``: attribute names follow OTel's snake_case."""
-    return _CAMEL.sub("_", name).lower()
-
-
 def _text(value: Any) -> str:
     return value if isinstance(value, str) else ""
-
-
-def _int64(value: Any) -> TypeGuard[int]:
-    # OTLP carries 64-bit integers: a bigger one would fail the whole export batch.
-    return type(value) is int and -INT64_MAX - 1 <= value <= INT64_MAX
-
-
-def _copy_int(data: dict[str, Any], src: str, attrs: Attributes, dst: str) -> None:
-    value = data.get(src)
-    if _int64(value):
-        attrs[dst] = value

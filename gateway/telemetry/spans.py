@@ -26,7 +26,7 @@ from opentelemetry.trace import (
 from opentelemetry.trace.propagation.tracecontext import TraceContextTextMapPropagator
 
 from loopgate.contracts.ports import MAX_TRACESTATE_CHARS
-from loopgate.gateway.telemetry.projector import RUN, Record, SpanEnd, SpanEvent, SpanStart
+from loopgate.gateway.telemetry.records import RUN, Record, SpanEnd, SpanEvent, SpanStart
 
 _KINDS = {"internal": SpanKind.INTERNAL, "client": SpanKind.CLIENT}
 _propagator = TraceContextTextMapPropagator()

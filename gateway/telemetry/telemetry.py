@@ -30,12 +30,8 @@ from loopgate.contracts.envelope import Envelope
 from loopgate.contracts.principal import LOCAL, Owner
 from loopgate.gateway.telemetry.delivery import Deliveries, delivery_summary, served_now
 from loopgate.gateway.telemetry.metrics import hub_meters
-from loopgate.gateway.telemetry.projector import (
-    SPAN_KINDS,
-    TRACED_KINDS,
-    TraceContext,
-    TraceProjector,
-)
+from loopgate.gateway.telemetry.projector import SPAN_KINDS, TRACED_KINDS, TraceProjector
+from loopgate.gateway.telemetry.records import TraceContext
 from loopgate.gateway.telemetry.spans import (
     RunSpans,
     parent_context,

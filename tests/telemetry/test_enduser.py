@@ -25,7 +25,7 @@ from loopgate.gateway.app import create_app
 from loopgate.gateway.server import GatewayServer
 from loopgate.gateway.settings import Settings
 from loopgate.gateway.telemetry import Telemetry
-from loopgate.gateway.telemetry.projector import SpanStart
+from loopgate.gateway.telemetry.records import SpanStart
 from tests.gateway.harness import free_port
 from tests.gateway.sse_client import envelopes, read_stream
 from tests.identity import principals

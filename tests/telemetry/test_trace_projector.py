@@ -22,13 +22,8 @@ from conformance.otel import (
 )
 from loopgate.contracts.envelope import Envelope
 from loopgate.contracts.messages import Message
-from loopgate.gateway.telemetry.projector import (
-    SpanEnd,
-    SpanEvent,
-    SpanStart,
-    TraceContext,
-    TraceProjector,
-)
+from loopgate.gateway.telemetry.projector import TraceProjector
+from loopgate.gateway.telemetry.records import SpanEnd, SpanEvent, SpanStart, TraceContext
 
 STREAM_PATHS = sorted(STREAMS.glob("*.jsonl"))
 CONTENT_KEYS = {
