@@ -11,6 +11,7 @@ import logging
 from collections.abc import Awaitable, Callable, Mapping
 from typing import Any
 
+from loopgate.adapters.jsonrpc.binding import bind
 from loopgate.adapters.jsonrpc.errors import RpcError, error_object
 from loopgate.adapters.jsonrpc.limits import RpcLimits
 from loopgate.adapters.jsonrpc.methods import (
@@ -20,7 +21,6 @@ from loopgate.adapters.jsonrpc.methods import (
     Method,
     Streams,
     Trace,
-    bind,
 )
 from loopgate.adapters.jsonrpc.openrpc import with_discover
 from loopgate.adapters.jsonrpc.protocol import Failure, Success, encode, invalid, parse_error
