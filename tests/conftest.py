@@ -2,6 +2,7 @@
 
 import os
 
+import pytest
 from hypothesis import settings
 
 # Every projector of the suite is strict: a protocol hook that raises fails its test instead
@@ -14,3 +15,10 @@ os.environ["LOOPGATE_STRICT_PROJECTORS"] = "1"
 settings.register_profile("deterministic", derandomize=True, database=None, print_blob=True)
 settings.register_profile("explore", derandomize=False, max_examples=500)
 settings.load_profile("deterministic")
+
+
+@pytest.fixture(scope="session")
+def anyio_backend() -> str:
+    """Every async test runs on asyncio (pydantic-ai's cancellation and uvicorn's are asyncio's);
+    session-wide, so module-scoped async fixtures (one shared MCP connection) can use it."""
+    return "asyncio"

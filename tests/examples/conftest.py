@@ -6,11 +6,6 @@ from tests.examples.support import HttpLoop, started_http_loop
 
 
 @pytest.fixture
-def anyio_backend() -> str:
-    return "asyncio"
-
-
-@pytest.fixture
 def http_loop() -> Iterator[HttpLoop]:
     with started_http_loop() as loop:
         yield loop

@@ -58,11 +58,6 @@ PYJWT_WORDS = (
 )
 
 
-@pytest.fixture
-def anyio_backend() -> str:
-    return "asyncio"
-
-
 # Keys: two RSA keys to rotate between, and one each of EC P-256 and Ed25519.
 class SigningKey:
     def __init__(self, kid: str, private: Any, alg: str, to_jwk: Any) -> None:

@@ -291,11 +291,6 @@ async def test_the_minute_window_slides_and_the_day_rolls_over() -> None:
     assert await ledger.admit(hold()) is None
 
 
-@pytest.fixture
-def anyio_backend() -> str:
-    return "asyncio"
-
-
 def test_ag_ui_over_a_websocket_gets_a_rate_limited_run_error(keyring: tuple[Path, Keys]) -> None:
     with gateway(keyring, quota_concurrent_runs=1) as (http, keys, base):
         alice = keys["alice"]

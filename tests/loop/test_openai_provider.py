@@ -31,11 +31,6 @@ HELLO = [TextChunk("Hel"), TextChunk("lo, "), TextChunk("world"), TextChunk("!")
 SIMPLE = ModelRequest(messages=[Message(role="user", content="hi")])
 
 
-@pytest.fixture
-def anyio_backend() -> str:
-    return "asyncio"
-
-
 @pytest.fixture(scope="module")
 def server() -> Iterator[tuple[FakeOpenAI, str]]:
     fake = FakeOpenAI(stall_s=5.0)

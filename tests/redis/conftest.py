@@ -25,8 +25,3 @@ def redis_url(redis_server: str) -> str:
     """The server's URL with a key prefix of this test's own."""
     sep = "&" if "?" in redis_server else "?"
     return f"{redis_server}{sep}prefix=t{uuid.uuid4().hex[:12]}"
-
-
-@pytest.fixture
-def anyio_backend() -> str:
-    return "asyncio"

@@ -7,11 +7,6 @@ import pytest
 from tests.gateway.harness import running_gateway
 
 
-@pytest.fixture
-def anyio_backend() -> str:
-    return "asyncio"
-
-
 @pytest.fixture(scope="package")
 def gateway() -> Iterator[str]:
     """One gateway (a thread, real sockets) for the package's tests that need no settings of

@@ -24,12 +24,6 @@ CTX = LoopContext(round=1, elapsed_ms=0.0, history=[])
 
 
 @pytest.fixture(scope="session")
-def anyio_backend() -> str:
-    # Session-wide, so module-scoped async fixtures (one shared MCP connection) can use it.
-    return "asyncio"
-
-
-@pytest.fixture(scope="session")
 def fake_stdio() -> McpServerSpec:
     return McpServerSpec(name="fake", command=sys.executable, args=[str(FAKE_SERVER)])
 
