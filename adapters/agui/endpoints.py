@@ -1,4 +1,5 @@
-"""AG-UI over HTTP (POST → SSE) and over WebSocket (one JSON event per text frame)."""
+"""AG-UI over HTTP (POST → SSE) and over WebSocket (one JSON event per text frame), for the
+default agent (``/agui``) and for each agent by name (``/agents/{name}/agui``)."""
 
 from __future__ import annotations
 
@@ -19,6 +20,7 @@ from loopgate.adapters.agui.input import ResumeFrame, RunAgentInput, detached
 from loopgate.adapters.agui.projector import AguiProjector
 from loopgate.adapters.agui.runs import RunPlan, plan_run
 from loopgate.adapters.shared import sse
+from loopgate.adapters.shared.agents import AGENT_PREFIX, served_agent
 from loopgate.adapters.shared.body import decode_json, read_body
 from loopgate.adapters.shared.endpoint import guarded
 from loopgate.adapters.shared.follow import (
@@ -30,10 +32,17 @@ from loopgate.adapters.shared.follow import (
     follow,
     stream_policy,
 )
-from loopgate.adapters.shared.problem import problem_for
+from loopgate.adapters.shared.problem import HttpProblem, problem_for
 from loopgate.adapters.shared.stream import StreamResponse, Write
-from loopgate.adapters.shared.ws import close_stopped_reader, origin_allowed, refuse, report_cut_off
+from loopgate.adapters.shared.ws import (
+    close_stopped_reader,
+    deny,
+    origin_allowed,
+    refuse,
+    report_cut_off,
+)
 from loopgate.contracts import json_input
+from loopgate.contracts.agents import UnknownAgent
 from loopgate.contracts.client_errors import describe_input_error
 from loopgate.contracts.limits import EndpointLimits
 from loopgate.contracts.ports import RunService
@@ -53,13 +62,17 @@ def routes(adapter: AguiAdapter, service: RunService, limits: EndpointLimits) ->
 
     @guarded
     async def run_agent(request: Request) -> Response:
+        # /agui names no agent: the thread's, else the default (StartRun.agent None).
+        agent = await served_agent(service, request.path_params.get("name"))
         body = decode_json(
             await read_body(request, limits.max_body_bytes),
             RunAgentInput,
             max_depth=limits.max_json_depth,
         )
         headers = request.headers
-        plan = await plan_run(service, body, headers.get("traceparent"), headers.get("tracestate"))
+        plan = await plan_run(
+            service, body, headers.get("traceparent"), headers.get("tracestate"), agent=agent
+        )
 
         async def produce(opened: Callable[[], Awaitable[None]], write: Write) -> None:
             async def send(events: list[Any]) -> None:
@@ -85,6 +98,8 @@ def routes(adapter: AguiAdapter, service: RunService, limits: EndpointLimits) ->
     return [
         Route("/agui", run_agent, methods=["POST"]),
         WebSocketRoute("/agui/ws", socket),
+        Route(f"{AGENT_PREFIX}/agui", run_agent, methods=["POST"]),
+        WebSocketRoute(f"{AGENT_PREFIX}/agui/ws", socket),
     ]
 
 
@@ -190,8 +205,10 @@ class _Socket:
         websocket: WebSocket,
         service: RunService,
         limits: EndpointLimits,
+        agent: str | None = None,
     ) -> None:
         self.adapter = adapter
+        self.agent = agent  # the agent of the socket's path, for every run started on it
         self.websocket = websocket
         self.service = service
         self.limits = limits
@@ -228,7 +245,7 @@ class _Socket:
     async def run(self, body: RunAgentInput) -> None:
         try:
             try:
-                plan = await plan_run(self.service, body, None)
+                plan = await plan_run(self.service, body, None, agent=self.agent)
             except Exception as exc:
                 problem = problem_for(exc)
                 self.busy = False
@@ -284,8 +301,14 @@ async def serve_socket(
     if not origin_allowed(websocket, limits):
         await refuse(websocket, "origin not allowed")
         return
+    try:
+        agent = await served_agent(service, websocket.path_params.get("name"))
+    except UnknownAgent as exc:
+        # Before the upgrade: the client learns it as a POST would, a 404 naming the agents.
+        await deny(websocket, HttpProblem(404, exc.message))
+        return
     await websocket.accept()
-    socket = _Socket(adapter, websocket, service, limits)
+    socket = _Socket(adapter, websocket, service, limits, agent)
     try:
         with socket.scope:
             async with anyio.create_task_group() as tg:

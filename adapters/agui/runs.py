@@ -44,7 +44,11 @@ async def plan_run(
     body: RunAgentInput,
     traceparent: str | None,
     tracestate: str | None = None,
+    *,
+    agent: str | None = None,
 ) -> RunPlan:
+    """``agent``: the one a new run goes to (None: the thread's, else the default); a request
+    that continues or watches a run follows that run, whichever agent has it."""
     try:
         after = attach_cursor(body)
         received = received_count(body)
@@ -76,7 +80,7 @@ async def plan_run(
             "stream to resume; resume with forwardedProps.loopgate.attach (or by answering the "
             "same tool approvals again)",
         )
-    info, context = await start_run(service, body, traceparent, tracestate)
+    info, context = await start_run(service, body, traceparent, tracestate, agent=agent)
     return RunPlan(info, context, 0, drives=True)
 
 
@@ -158,6 +162,8 @@ async def start_run(
     body: RunAgentInput,
     traceparent: str | None,
     tracestate: str | None = None,
+    *,
+    agent: str | None = None,
 ) -> tuple[RunInfo, ProjectorContext]:
     history = to_history(body)
     for entry in body.resume or []:
@@ -174,6 +180,7 @@ async def start_run(
             metadata=metadata,
             traceparent=traceparent,
             tracestate=tracestate,
+            agent=agent,
         )
     )
     return info, projector_context(info, body)

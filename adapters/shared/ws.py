@@ -8,6 +8,7 @@ import logging
 import anyio
 from starlette.websockets import WebSocket, WebSocketState
 
+from loopgate.adapters.shared.problem import HttpProblem, from_problem
 from loopgate.contracts.limits import EndpointLimits
 
 # How long a closing handshake may wait on a client that does not read.
@@ -21,6 +22,15 @@ def origin_allowed(websocket: WebSocket, limits: EndpointLimits) -> bool:
 async def refuse(websocket: WebSocket, reason: str) -> None:
     """Reject the upgrade before accepting (the client sees HTTP 403)."""
     await websocket.close(code=1008, reason=reason[:120])
+
+
+async def deny(websocket: WebSocket, problem: HttpProblem) -> None:
+    """Reject the upgrade with the problem's status and JSON body, where the server can send
+    one (uvicorn can); a refused upgrade (403) with its detail as the close reason otherwise."""
+    if "websocket.http.response" in websocket.scope.get("extensions", {}):
+        await websocket.send_denial_response(from_problem(problem))
+    else:
+        await refuse(websocket, problem.detail)
 
 
 def client_of(websocket: WebSocket) -> str:

@@ -1,5 +1,6 @@
 """``POST /vercel`` (useChat's default transport) and ``GET /vercel/{chat_id}/stream`` (its
-reconnect) over HTTP.
+reconnect) over HTTP; the same under ``/agents/{name}`` for the agent of that name (``/vercel``
+goes to the chat's agent, else the default).
 
 Every POST starts a run with the request's messages as its history, its ``tools`` as client
 tools and its chat ``id`` as the run's thread; the answer is that run, as a UI message stream.
@@ -18,6 +19,7 @@ from starlette.responses import Response
 from starlette.routing import BaseRoute, Route
 
 from loopgate.adapters.shared import sse
+from loopgate.adapters.shared.agents import AGENT_PREFIX, served_agent
 from loopgate.adapters.shared.body import decode_json, read_body
 from loopgate.adapters.shared.endpoint import guarded
 from loopgate.adapters.shared.follow import FollowPolicy, follow, stream_policy
@@ -52,10 +54,11 @@ def routes(adapter: VercelAdapter, service: RunService, limits: EndpointLimits) 
 
     @guarded
     async def chat(request: Request) -> Response:
+        agent = await served_agent(service, request.path_params.get("name"))
         raw = await read_body(request, limits.max_body_bytes)
         body = decode_json(raw, ChatRequest, max_depth=limits.max_json_depth)
         check(body)
-        info = await service.start(start_request(body, request.headers))
+        info = await service.start(start_request(body, request.headers, agent))
         detached = body.loopgate is not None and body.loopgate.detached
 
         async def cancel() -> None:
@@ -66,7 +69,9 @@ def routes(adapter: VercelAdapter, service: RunService, limits: EndpointLimits) 
     @guarded
     async def reconnect(request: Request) -> Response:
         """The chat's run still going, from its start (the transport's default replays it);
-        204 when there is none, which the transport takes as nothing to resume."""
+        204 when there is none, which the transport takes as nothing to resume. The path's
+        agent is checked, not matched: the chat's run is the one to resume, whoever runs it."""
+        await served_agent(service, request.path_params.get("name"))
         runs = await service.list_runs(limit=1, thread_id=request.path_params["chat_id"])
         if not runs or runs[0].state == "finished":
             return Response(status_code=204)
@@ -75,10 +80,12 @@ def routes(adapter: VercelAdapter, service: RunService, limits: EndpointLimits) 
     return [
         Route("/vercel", chat, methods=["POST"]),
         Route("/vercel/{chat_id}/stream", reconnect, methods=["GET"]),
+        Route(f"{AGENT_PREFIX}/vercel", chat, methods=["POST"]),
+        Route(f"{AGENT_PREFIX}/vercel/{{chat_id}}/stream", reconnect, methods=["GET"]),
     ]
 
 
-def start_request(body: ChatRequest, headers: Headers) -> StartRun:
+def start_request(body: ChatRequest, headers: Headers, agent: str | None = None) -> StartRun:
     metadata: dict[str, Any] = {"protocol": PROTOCOL}
     continued = response_message_id(body)
     if continued is not None:
@@ -96,6 +103,7 @@ def start_request(body: ChatRequest, headers: Headers) -> StartRun:
         approval=(ours.approval if ours is not None else None) or "auto",
         traceparent=headers.get("traceparent"),
         tracestate=headers.get("tracestate"),
+        agent=agent,
     )
 
 

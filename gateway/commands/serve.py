@@ -35,12 +35,14 @@ ENDPOINTS = """endpoints (docs/api.md):
   GET  /v1/threads                    list recorded threads
   GET  /v1/threads/{thread_id}        one recorded thread
   DELETE /v1/threads/{thread_id}      forget a recorded thread (its runs stay)
-  POST /agui, WS /agui/ws             AG-UI
+  POST /agui, WS /agui/ws             AG-UI (docs/agui.md)
+  POST /agents/{name}/agui, WS /agents/{name}/agui/ws   AG-UI, the agent of that name
   WS   /acp                           ACP (Agent Client Protocol)
   POST /rpc, WS /rpc/ws               JSON-RPC 2.0
   POST /v1/chat/completions           OpenAI chat completions (docs/openai.md)
   GET  /v1/models, GET /v1/models/{model:path}   the model names it answers to
   POST /vercel, GET /vercel/{chat_id}/stream   Vercel AI SDK useChat (docs/vercel.md)
+  POST /agents/{name}/vercel, GET /agents/{name}/vercel/{chat_id}/stream   the same, one agent
   POST /mcp                           MCP, streamable HTTP: runs as tools (docs/mcp.md)"""
 
 

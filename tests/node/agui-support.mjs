@@ -1,12 +1,57 @@
-// What the AG-UI scripts share: an HttpAgent run that records every event, the terminal one,
-// the agent's messages and every error or console warning.
+// What the AG-UI scripts share: an HttpAgent, a SocketAgent (the WebSocket binding), and a run
+// of either that records every event, the terminal one, the agent's messages and every error or
+// console warning.
 
-import { HttpAgent } from "@ag-ui/client";
+import { AbstractAgent, HttpAgent } from "@ag-ui/client";
+import { Observable } from "rxjs";
+import WebSocket from "ws";
 
 export const TERMINAL = new Set(["RUN_FINISHED", "RUN_ERROR"]);
 
 export function newAgent(base, threadId) {
   return new HttpAgent({ url: `${base}/agui`, threadId });
+}
+
+// AG-UI over a WebSocket (/agui/ws, docs/agui.md) as an AbstractAgent, as the console drives
+// it: one socket per run, the input as its first frame (or `frame` instead: a {"type":
+// "resume"} frame). The client's own pipeline verifies and applies what comes.
+export class SocketAgent extends AbstractAgent {
+  constructor({ url, frame, ...rest }) {
+    super(rest);
+    this.url = url;
+    this.frame = frame;
+  }
+
+  run(input) {
+    return new Observable((subscriber) => {
+      const socket = new WebSocket(this.url);
+      let ended = false;
+      socket.on("open", () => socket.send(JSON.stringify(this.frame ?? input)));
+      socket.on("message", (data) => {
+        const event = JSON.parse(String(data));
+        subscriber.next(event);
+        if (event.type === "RUN_FINISHED" || event.type === "RUN_ERROR") {
+          ended = true;
+          subscriber.complete();
+          socket.close(1000);
+        }
+      });
+      socket.on("unexpected-response", (_request, response) => {
+        ended = true;
+        subscriber.error(new Error(`upgrade refused: HTTP ${response.statusCode}`));
+      });
+      socket.on("error", (error) => {
+        if (!ended) subscriber.error(error);
+      });
+      socket.on("close", (code) => {
+        if (!ended) subscriber.error(new Error(`the socket closed (${code}) before the run's end`));
+      });
+      return () => {
+        ended = true;
+        if (socket.readyState <= WebSocket.OPEN) socket.close(1000);
+      };
+    });
+  }
 }
 
 function captureConsole(sink) {

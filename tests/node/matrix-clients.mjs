@@ -8,13 +8,11 @@
 // and on ids that never existed. Prints one JSON object {scenario: what each client saw}; the
 // Python side (tests/identity/test_matrix_web.py) asserts, this script only observes.
 
-import { AbstractAgent, HttpAgent } from "@ag-ui/client";
+import { HttpAgent } from "@ag-ui/client";
 import { DefaultChatTransport } from "ai";
 import OpenAI from "openai";
-import { Observable } from "rxjs";
-import WebSocket from "ws";
 
-import { run as runAgui, runId, user as aguiUser } from "./agui-support.mjs";
+import { SocketAgent, run as runAgui, runId, user as aguiUser } from "./agui-support.mjs";
 import { caught, chatSummary, newChat, runAll, user as chatUser } from "./vercel-chat.mjs";
 
 const config = JSON.parse(process.argv[2]);
@@ -29,49 +27,11 @@ function httpAgent(who, threadId) {
   return new HttpAgent({ url: `${base}/agui`, threadId, headers: bearer(who) });
 }
 
-// AG-UI over /agui/ws (docs/agui.md): one socket per run, the token as ?token= (a browser can
-// set no header on an upgrade). The client's own pipeline verifies and applies what comes.
-class SocketAgent extends AbstractAgent {
-  constructor({ who, frame, ...rest }) {
-    super(rest);
-    this.url = `${base.replace("http", "ws")}/agui/ws?token=${encodeURIComponent(keys[who])}`;
-    this.frame = frame; // sent instead of the input: a {"type": "resume"} frame
-  }
-
-  run(input) {
-    return new Observable((subscriber) => {
-      const socket = new WebSocket(this.url);
-      let ended = false;
-      socket.on("open", () => socket.send(JSON.stringify(this.frame ?? input)));
-      socket.on("message", (data) => {
-        const event = JSON.parse(String(data));
-        subscriber.next(event);
-        if (event.type === "RUN_FINISHED" || event.type === "RUN_ERROR") {
-          ended = true;
-          subscriber.complete();
-          socket.close(1000);
-        }
-      });
-      socket.on("unexpected-response", (_request, response) => {
-        ended = true;
-        subscriber.error(new Error(`upgrade refused: HTTP ${response.statusCode}`));
-      });
-      socket.on("error", (error) => {
-        if (!ended) subscriber.error(error);
-      });
-      socket.on("close", (code) => {
-        if (!ended) subscriber.error(new Error(`the socket closed (${code}) before the run's end`));
-      });
-      return () => {
-        ended = true;
-        if (socket.readyState <= WebSocket.OPEN) socket.close(1000);
-      };
-    });
-  }
-}
-
+// AG-UI over /agui/ws (docs/agui.md): the token as ?token= (a browser can set no header on an
+// upgrade).
 function socketAgent(who, threadId, frame) {
-  return new SocketAgent({ who, threadId, frame });
+  const url = `${base.replace("http", "ws")}/agui/ws?token=${encodeURIComponent(keys[who])}`;
+  return new SocketAgent({ url, threadId, frame });
 }
 
 // What a client learns from one AG-UI request: its events (types, the terminal one, an error

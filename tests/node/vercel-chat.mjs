@@ -114,3 +114,17 @@ export async function runAll(cases) {
   }
   return results;
 }
+
+// Chunks from a UI message stream's reader until one meets `predicate` (`hit`) or the stream
+// ends: their types, and the first `start` chunk (`found`).
+export async function readUntil(reader, predicate) {
+  const types = [];
+  let found = null;
+  while (true) {
+    const { done, value } = await reader.read();
+    if (done) return { types, found };
+    types.push(value.type);
+    if (value.type === "start") found = found ?? value;
+    if (predicate(value)) return { types, found, hit: value };
+  }
+}

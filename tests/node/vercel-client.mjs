@@ -19,7 +19,7 @@ import {
   readUIMessageStream,
   uiMessageChunkSchema,
 } from "ai";
-import { caught, chatSummary, message, newChat, runAll, user } from "./vercel-chat.mjs";
+import { caught, chatSummary, message, newChat, readUntil, runAll, user } from "./vercel-chat.mjs";
 
 function bytesStream(bytes, size) {
   return new ReadableStream({
@@ -120,18 +120,6 @@ async function runEnd(base, runId) {
     .map((l) => JSON.parse(l.slice(6)))
     .filter((e) => e.kind === "completion" && e.data.status !== "executing");
   return completions.length ? completions[completions.length - 1].data.status : null;
-}
-
-async function readUntil(reader, predicate) {
-  const types = [];
-  let found = null;
-  while (true) {
-    const { done, value } = await reader.read();
-    if (done) return { types, found };
-    types.push(value.type);
-    if (value.type === "start") found = found ?? value;
-    if (predicate(value)) return { types, found, hit: value };
-  }
 }
 
 function live(base) {
