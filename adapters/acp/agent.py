@@ -19,6 +19,13 @@ import anyio
 import msgspec
 from anyio.abc import TaskGroup
 
+from loopgate.adapters.acp.choices import (
+    AGENT_OPTION,
+    APPROVAL_CHOICES,
+    APPROVAL_OPTION,
+    AgentMenu,
+    approval_option,
+)
 from loopgate.adapters.acp.projector import (
     REQUEST_PERMISSION,
     SESSION_UPDATE,
@@ -39,6 +46,7 @@ from loopgate.adapters.shared.rpc_errors import (
     RESOURCE_NOT_FOUND,
 )
 from loopgate.adapters.shared.threads import ThreadBusy, conversation_after_run, latest_run
+from loopgate.contracts.agents import UnknownAgent
 from loopgate.contracts.client_errors import ClientError
 from loopgate.contracts.envelope import Envelope
 from loopgate.contracts.history import (
@@ -65,10 +73,6 @@ log = logging.getLogger("loopgate.acp")
 PROTOCOL_VERSION = 1
 SUPPORTED_VERSIONS = frozenset({1})
 Approval = Literal["auto", "always"]
-APPROVAL_CHOICES: dict[str, str] = {
-    "auto": "When a tool needs approval",
-    "always": "Before every tool call",
-}
 DECISIONS = ("allow_once", "allow_always", "reject_once", "reject_always")
 
 
@@ -131,10 +135,14 @@ class ActivePrompt:
 
 
 class Session:
-    def __init__(self, session_id: str, cwd: str) -> None:
+    def __init__(self, session_id: str, cwd: str, menu: AgentMenu, agent: str | None) -> None:
         self.id = session_id
         self.cwd = cwd
         self.approval: Approval = "auto"
+        # The agents served when the session was opened here, and the one its prompts go to
+        # (None where the gateway serves one: nothing to choose).
+        self.menu = menu
+        self.agent = agent
         self.active: ActivePrompt | None = None
         # The conversation after the session's latest prompt; None: rebuild from the journal.
         self.history: Conversation | None = None
@@ -253,9 +261,16 @@ class AcpAgent:
             return session
         runs = await self.service.list_runs(limit=1, thread_id=session_id)
         if runs:
-            return self._remember(Session(session_id, cwd or self._cwd_of(runs[0].metadata)))
+            return await self._open(session_id, cwd or self._cwd_of(runs[0].metadata), runs[0])
         recorded = await self._recorded_cwd(session_id)  # -32002 when there is none
-        return self._remember(Session(session_id, cwd or recorded))
+        return await self._open(session_id, cwd or recorded, None)
+
+    async def _open(self, session_id: str, cwd: str, newest: RunInfo | None) -> Session:
+        """A session new to this connection, on its thread's agent (``newest``: its newest
+        run, if it has one)."""
+        # Asked each time: the gateway's agents may change while an IDE stays connected.
+        menu = AgentMenu(await self.service.agents())
+        return self._remember(Session(session_id, cwd, menu, menu.of_thread(newest)))
 
     async def _recorded_cwd(self, session_id: str) -> str:
         """The cwd of a session that has no runs yet, from its thread's record (session/new
@@ -271,16 +286,9 @@ class AcpAgent:
         return cwd if isinstance(cwd, str) else self.options.default_cwd
 
     def config_options(self, session: Session) -> list[dict[str, Any]]:
-        return [
-            {
-                "id": "approval",
-                "name": "Ask before tools",
-                "description": "When loopgate asks for permission before running a tool",
-                "type": "select",
-                "currentValue": session.approval,
-                "options": [{"value": v, "name": n} for v, n in APPROVAL_CHOICES.items()],
-            }
-        ]
+        # The agent first: ACP clients show the options in the order given.
+        chosen = [] if session.agent is None else [session.menu.option(session.agent)]
+        return [*chosen, approval_option(session.approval)]
 
     def mcp_servers(self, servers: Any) -> list[dict[str, Any]]:
         """session/new ``mcpServers`` as plain ACP objects; -32602 for a transport this agent
@@ -328,7 +336,7 @@ class AcpAgent:
         # (acpx) resumes or prompts it from another process. Not its mcpServers: they may
         # carry secrets (env, headers), and resume and load name them again anyway.
         await self.service.create_thread(session_id, metadata={"acp": {"cwd": cwd}})
-        session = self._remember(Session(session_id, cwd))
+        session = await self._open(session_id, cwd, None)
         session.history = Conversation([])
         session.mcp_servers = servers
         return {"sessionId": session.id, "configOptions": self.config_options(session)}
@@ -347,7 +355,7 @@ class AcpAgent:
         if session is None:
             if not runs:
                 await self._recorded_cwd(session_id)  # a session with nothing to replay
-            session = self._remember(Session(session_id, cwd))
+            session = await self._open(session_id, cwd, runs[-1] if runs else None)
         session.mcp_servers = servers
         if session.active is not None:
             raise AgentError(
@@ -451,17 +459,24 @@ class AcpAgent:
         self, session_id: str, config_id: str, value: Any, **_meta: Any
     ) -> dict[str, Any]:
         session = await self._session(session_id)
-        if config_id != "approval":
+        if config_id == AGENT_OPTION and session.agent is not None:
+            # The next prompt goes to it, with the conversation so far: the thread moves on.
+            session.agent = chosen_agent(session.menu, value)
+        elif config_id == APPROVAL_OPTION:
+            if value not in APPROVAL_CHOICES:
+                raise AgentError(
+                    INVALID_PARAMS,
+                    "Invalid params: value: approval must be one of " + ", ".join(APPROVAL_CHOICES),
+                    {"field": "value"},
+                )
+            session.approval = value
+        else:
+            have = ", ".join(option["id"] for option in self.config_options(session))
             raise AgentError(
                 INVALID_PARAMS,
-                f"Invalid params: configId: unknown option {config_id!r} (have: approval)",
+                f"Invalid params: configId: unknown option {config_id!r} (have: {have})",
+                {"field": "configId"},
             )
-        if value not in APPROVAL_CHOICES:
-            raise AgentError(
-                INVALID_PARAMS,
-                f"Invalid params: value: approval must be one of {', '.join(APPROVAL_CHOICES)}",
-            )
-        session.approval = value
         return {"configOptions": self.config_options(session)}
 
     # --- prompts --------------------------------------------------------------------------
@@ -568,6 +583,7 @@ class AcpAgent:
             input=messages,
             thread_id=session.id,
             approval=session.approval,
+            agent=session.agent,
             metadata={"acp": {"cwd": session.cwd}},
             mcp_servers=session.mcp_servers,
             traceparent=traceparent if isinstance(traceparent, str) else None,
@@ -583,6 +599,11 @@ class AcpAgent:
                 else f"the gateway is busy: {exc.detail}"
             )
             raise AgentError(INTERNAL_ERROR, said, {"retryAfter": exc.retry_after}) from None
+        except UnknownAgent as exc:
+            # A session's thread on an agent the gateway no longer serves.
+            raise AgentError(
+                INVALID_PARAMS, f"Invalid params: {exc.message}", {"agents": exc.known}
+            ) from None
         except ClientError as exc:
             raise AgentError(INVALID_PARAMS, f"Invalid params: {exc.message}") from None
 
@@ -745,6 +766,18 @@ class AcpAgent:
             if session.active is active:
                 session.active = None
             session.history = None
+
+
+def chosen_agent(menu: AgentMenu, value: Any) -> str:
+    """The agent ``value`` names; -32602 naming the agents served if none."""
+    try:
+        return menu.check(value)
+    except UnknownAgent as exc:
+        raise AgentError(
+            INVALID_PARAMS,
+            f"Invalid params: value: {exc.message}",
+            {"field": "value", "agents": exc.known},
+        ) from None
 
 
 def decision_from(response: Any, offered: set[str]) -> str:

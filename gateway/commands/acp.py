@@ -19,14 +19,16 @@ from loopgate.contracts.projector import StdioOptions
 from loopgate.gateway.commands.flags import (
     LOOP_SETTINGS,
     add_client_token_flags,
+    add_config_flag,
     add_log_level,
     add_loop_flags,
     client_token,
 )
 from loopgate.gateway.commands.startup import command_hub, run_async
 from loopgate.gateway.commands.stdio import reserve_stdout, stdio_streams
+from loopgate.gateway.config_file import settings_for_command
 from loopgate.gateway.journal import check_journal
-from loopgate.gateway.settings import Settings, load_settings
+from loopgate.gateway.settings import Settings
 
 SETTING_FLAGS = (*LOOP_SETTINGS, "journal", "workspace", "max_line_bytes")
 
@@ -36,10 +38,11 @@ def register(sub: argparse._SubParsersAction) -> None:  # type: ignore[type-arg]
         "acp",
         help="serve the Agent Client Protocol on stdin/stdout (for IDEs)",
         description="Run loopgate as an ACP agent on stdin/stdout. By default the reference "
-        "loop runs in this process; with --server the runs live in a running `loopgate serve`. "
-        "Settings also read LOOPGATE_<NAME> (e.g. LOOPGATE_JOURNAL); flags win. Logs go to "
-        "stderr.",
+        "loop runs in this process (or the agents of a config file: -c); with --server the runs "
+        "live in a running `loopgate serve`. Settings also read LOOPGATE_<NAME> (e.g. "
+        "LOOPGATE_JOURNAL); flags win. Logs go to stderr.",
     )
+    add_config_flag(p)
     p.add_argument("--server", help="attach to a running gateway, e.g. http://127.0.0.1:8000")
     add_client_token_flags(p)
     add_loop_flags(p)
@@ -64,13 +67,17 @@ def main(args: argparse.Namespace) -> int:
         format="%(asctime)s %(levelname)s %(name)s: %(message)s",
     )
     try:
-        settings = load_settings(os.environ, {k: getattr(args, k) for k in SETTING_FLAGS})
+        overrides = {k: getattr(args, k) for k in SETTING_FLAGS}
+        # getattr: a Namespace built by a caller (tests) may predate -c.
+        settings = settings_for_command(getattr(args, "config", None), os.environ, overrides)
         check_journal(settings.journal)
         if args.context_size is not None and args.context_size <= 0:
             raise ValueError("--context-size must be positive")
         token = client_token(args, os.environ)
     except ValueError as exc:
-        print(f"loopgate acp: {exc}", file=sys.stderr)
+        # A config file's problems: one line each, all of them, so one edit can fix them all.
+        for problem in str(exc).splitlines():
+            print(f"loopgate acp: {problem}", file=sys.stderr)
         return 2
     protocol_out = reserve_stdout()
     return run_async("acp", _serve, args, settings, protocol_out, token)

@@ -7,6 +7,7 @@ import argparse
 from collections.abc import Mapping
 from typing import get_args
 
+from loopgate.gateway.config_file import CONFIG_ENV
 from loopgate.gateway.loop.providers import PROVIDERS
 from loopgate.gateway.loop.text_tags import TEXT_TOOLS_MODES
 from loopgate.gateway.settings import LoopRunner
@@ -37,6 +38,17 @@ LOOP_SETTINGS = (
     "mcp",
     "mcp_url",
 )
+
+
+def add_config_flag(p: argparse.ArgumentParser) -> None:
+    """-c/--config: the TOML config file (its agents, settings) a command runs on."""
+    p.add_argument(
+        "-c",
+        "--config",
+        metavar="FILE",
+        help=f"read settings from this TOML file (or set {CONFIG_ENV}); LOOPGATE_* variables "
+        "and flags override it (docs/config.md)",
+    )
 
 
 def add_loop_flags(p: argparse.ArgumentParser) -> None:

@@ -6,17 +6,10 @@
 // permission (answered allow_once) → a slow prompt cancelled mid-tool (must answer
 // "cancelled"). Prints a JSON summary on stdout; exits 1 on any failure.
 
-import { spawn } from "node:child_process";
-import { Readable, Writable } from "node:stream";
 import * as acp from "@agentclientprotocol/sdk";
+import { drive, initialize, spawnAgent } from "./acp-support.mjs";
 
-const [command, ...args] = process.argv.slice(2);
-if (!command) {
-  console.error("usage: node acp-drive.mjs <agent command> [args…]");
-  process.exit(2);
-}
-
-const child = spawn(command, args, { stdio: ["pipe", "pipe", "ignore"], env: process.env });
+const agentProcess = spawnAgent("acp-drive.mjs");
 const updates = [];
 const permissions = [];
 let onUpdate = () => {};
@@ -36,65 +29,50 @@ function fail(message) {
   throw new Error(message);
 }
 
-const stream = acp.ndJsonStream(Writable.toWeb(child.stdin), Readable.toWeb(child.stdout));
-let summary;
-try {
-  summary = await app.connectWith(stream, async (agent) => {
-    const init = await agent.request(acp.methods.agent.initialize, {
-      protocolVersion: acp.PROTOCOL_VERSION,
-      clientCapabilities: {},
-      clientInfo: { name: "node-test", version: "1.0.0" },
-    });
-    if (init.protocolVersion !== acp.PROTOCOL_VERSION) fail(`version ${init.protocolVersion}`);
-    const { sessionId } = await agent.request(acp.methods.agent.session.new, {
-      cwd: process.cwd(),
-      mcpServers: [],
-    });
+await drive(app, agentProcess, async (agent) => {
+  const init = await initialize(agent, "node-test");
+  if (init.protocolVersion !== acp.PROTOCOL_VERSION) fail(`version ${init.protocolVersion}`);
+  const { sessionId } = await agent.request(acp.methods.agent.session.new, {
+    cwd: process.cwd(),
+    mcpServers: [],
+  });
 
-    const tool = await agent.request(acp.methods.agent.session.prompt, {
-      sessionId,
-      prompt: [{ type: "text", text: "one tool: 3 and 4" }],
-    });
-    if (tool.stopReason !== "end_turn") fail(`tool round ended with ${tool.stopReason}`);
-    const kinds = updates.map((u) => u.sessionUpdate);
-    for (const kind of ["agent_thought_chunk", "tool_call", "tool_call_update", "agent_message_chunk"]) {
-      if (!kinds.includes(kind)) fail(`no ${kind} update`);
-    }
+  const tool = await agent.request(acp.methods.agent.session.prompt, {
+    sessionId,
+    prompt: [{ type: "text", text: "one tool: 3 and 4" }],
+  });
+  if (tool.stopReason !== "end_turn") fail(`tool round ended with ${tool.stopReason}`);
+  const kinds = updates.map((u) => u.sessionUpdate);
+  for (const kind of ["agent_thought_chunk", "tool_call", "tool_call_update", "agent_message_chunk"]) {
+    if (!kinds.includes(kind)) fail(`no ${kind} update`);
+  }
 
-    const asked = await agent.request(acp.methods.agent.session.prompt, {
-      sessionId,
-      prompt: [{ type: "text", text: "write note from node" }],
-    });
-    if (asked.stopReason !== "end_turn") fail(`permission prompt ended with ${asked.stopReason}`);
-    if (permissions.length !== 1) fail(`${permissions.length} permission requests`);
+  const asked = await agent.request(acp.methods.agent.session.prompt, {
+    sessionId,
+    prompt: [{ type: "text", text: "write note from node" }],
+  });
+  if (asked.stopReason !== "end_turn") fail(`permission prompt ended with ${asked.stopReason}`);
+  if (permissions.length !== 1) fail(`${permissions.length} permission requests`);
 
-    const toolStarted = new Promise((resolve) => {
-      onUpdate = (u) => {
-        if (u.sessionUpdate === "tool_call" && u.title.startsWith("sleep")) resolve();
-      };
-    });
-    const slow = agent.request(acp.methods.agent.session.prompt, {
-      sessionId,
-      prompt: [{ type: "text", text: "slow tool please" }],
-    });
-    await toolStarted;
-    await agent.notify(acp.methods.agent.session.cancel, { sessionId });
-    const cancelled = await slow;
-    if (cancelled.stopReason !== "cancelled") fail(`cancel answered ${cancelled.stopReason}`);
-
-    return {
-      ok: true,
-      updates: updates.length,
-      kinds: [...new Set(updates.map((u) => u.sessionUpdate))].sort(),
-      stopReasons: [tool.stopReason, asked.stopReason, cancelled.stopReason],
-      permissionOptions: permissions[0].options.map((o) => o.optionId),
+  const toolStarted = new Promise((resolve) => {
+    onUpdate = (u) => {
+      if (u.sessionUpdate === "tool_call" && u.title.startsWith("sleep")) resolve();
     };
   });
-} catch (error) {
-  summary = { ok: false, error: error instanceof Error ? error.message : String(error) };
-} finally {
-  child.stdin.end();
-  setTimeout(() => child.kill(), 3000).unref();
-}
-console.log(JSON.stringify(summary));
-process.exitCode = summary.ok ? 0 : 1;
+  const slow = agent.request(acp.methods.agent.session.prompt, {
+    sessionId,
+    prompt: [{ type: "text", text: "slow tool please" }],
+  });
+  await toolStarted;
+  await agent.notify(acp.methods.agent.session.cancel, { sessionId });
+  const cancelled = await slow;
+  if (cancelled.stopReason !== "cancelled") fail(`cancel answered ${cancelled.stopReason}`);
+
+  return {
+    ok: true,
+    updates: updates.length,
+    kinds: [...new Set(updates.map((u) => u.sessionUpdate))].sort(),
+    stopReasons: [tool.stopReason, asked.stopReason, cancelled.stopReason],
+    permissionOptions: permissions[0].options.map((o) => o.optionId),
+  };
+});

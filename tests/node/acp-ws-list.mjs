@@ -10,6 +10,7 @@
 import * as acp from "@agentclientprotocol/sdk";
 import { createWebSocketStream } from "@agentclientprotocol/sdk/experimental/ws-client";
 import { WebSocket } from "ws";
+import { initialize } from "./acp-support.mjs";
 
 const [url, key, command, arg] = process.argv.slice(2);
 if (!url || !key || !command || !arg) {
@@ -28,11 +29,7 @@ const stream = createWebSocketStream(url, {
 let summary;
 try {
   summary = await app.connectWith(stream, async (agent) => {
-    await agent.request(acp.methods.agent.initialize, {
-      protocolVersion: acp.PROTOCOL_VERSION,
-      clientCapabilities: {},
-      clientInfo: { name: "node-identity", version: "1.0.0" },
-    });
+    await initialize(agent, "node-identity");
     if (command === "new") {
       const made = await agent.request(acp.methods.agent.session.new, { cwd: arg, mcpServers: [] });
       return { ok: true, sessionId: made.sessionId };
