@@ -14,7 +14,12 @@ import os
 import sys
 from typing import Any
 
-from loopgate.gateway.commands.flags import LOOP_SETTINGS, add_log_level, add_loop_flags
+from loopgate.gateway.commands.flags import (
+    LOOP_SETTINGS,
+    add_config_flag,
+    add_log_level,
+    add_loop_flags,
+)
 
 SETTING_FLAGS = (
     *LOOP_SETTINGS,
@@ -30,8 +35,10 @@ def register(sub: argparse._SubParsersAction) -> None:  # type: ignore[type-arg]
         "rpc",
         help="serve JSON-RPC 2.0 on stdin/stdout (one message per line)",
         description="Serve the JSON-RPC API (docs/jsonrpc.md) on stdin/stdout with an "
-        "in-process gateway. Every flag also reads LOOPGATE_<NAME>; flags win.",
+        "in-process gateway (its loop, or the agents of a config file: -c). Every flag also "
+        "reads LOOPGATE_<NAME>; flags win.",
     )
+    add_config_flag(p)
     add_loop_flags(p)
     p.add_argument("--journal", help="'memory' (default) or 'sqlite:PATH'")
     p.add_argument("--workspace", help="directory the demo file tools may read and write")
@@ -50,11 +57,12 @@ def register(sub: argparse._SubParsersAction) -> None:  # type: ignore[type-arg]
 
 
 def main(args: argparse.Namespace) -> int:
+    from loopgate.gateway.config_file import settings_for_command
     from loopgate.gateway.journal import check_journal
-    from loopgate.gateway.settings import load_settings
 
     try:
-        settings = load_settings(os.environ, {k: getattr(args, k) for k in SETTING_FLAGS})
+        flags = {k: getattr(args, k) for k in SETTING_FLAGS}
+        settings = settings_for_command(getattr(args, "config", None), os.environ, flags)
         check_journal(settings.journal)
         overrides: dict[str, Any] = {}
         if args.max_batch is not None:
@@ -62,7 +70,9 @@ def main(args: argparse.Namespace) -> int:
                 raise ValueError(f"max_batch must be positive, got {args.max_batch}")
             overrides["max_batch"] = args.max_batch
     except ValueError as exc:
-        print(f"loopgate rpc: {exc}", file=sys.stderr)
+        # A config file's problems: one line each, all of them.
+        for problem in str(exc).splitlines():
+            print(f"loopgate rpc: {problem}", file=sys.stderr)
         return 2
     logging.basicConfig(
         stream=sys.stderr,

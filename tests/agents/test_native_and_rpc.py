@@ -4,13 +4,15 @@ agents, a run's ``agent``, and an unknown one in each protocol's own words."""
 from __future__ import annotations
 
 from collections.abc import Iterator
+from pathlib import Path
 
 import httpx
 import pytest
 
-from tests.agents.roster import PREFIX, two_agent_settings
+from tests.agents.roster import PREFIX, two_agent_settings, write_two_agents
 from tests.gateway.harness import running_gateway
 from tests.gateway.sse_client import envelopes, read_stream
+from tests.jsonrpc.jsonrpc_support import RpcProcess
 
 
 @pytest.fixture(scope="module")
@@ -80,3 +82,31 @@ def test_json_rpc_starts_runs_on_agents_and_lists_them(base: str) -> None:
             "param": "agent",
             "agents": ["coder", "parrot"],
         }
+
+
+def test_loopgate_rpc_serves_a_config_files_agents_on_stdio(tmp_path: Path) -> None:
+    config = write_two_agents(tmp_path)
+    with RpcProcess("-c", str(config)) as rpc:
+        reply, _ = rpc.call("agent.list")
+        assert [a["name"] for a in reply["result"]["agents"]] == ["coder", "parrot"]
+        reply, _ = rpc.call("run.start", {"input": "hi", "agent": "parrot", "subscribe": True})
+        text = ""
+        while (message := rpc.recv())["method"] != "run.end":
+            event = message["params"]["event"]
+            if event["kind"] == "content_delta":
+                text += event["data"]["delta"]
+        assert text == PREFIX + "hi"
+        assert rpc.finish() == 0
+
+
+def test_loopgate_rpc_says_what_is_wrong_with_a_config_file(tmp_path: Path) -> None:
+    bad = tmp_path / "bad.toml"
+    bad.write_text('[agents.a]\nloop = "x:y"\nloop_cmd = "z"\n\n[agents.b]\nnope = 1\n')
+    with RpcProcess("-c", str(bad)) as rpc:
+        assert rpc.finish() == 2
+        assert rpc.stderr.decode().splitlines() == [
+            f"loopgate rpc: {bad}:1: agents.a: give at most one of loop, loop_url, loop_cmd "
+            "(got loop, loop_cmd)",
+            f"loopgate rpc: {bad}:6: agents.b.nope: unknown key 'nope' (docs/config.md lists "
+            "every key)",
+        ]
