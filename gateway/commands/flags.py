@@ -7,6 +7,7 @@ import argparse
 from collections.abc import Mapping
 from typing import get_args
 
+from loopgate.gateway.config_file import CONFIG_ENV
 from loopgate.gateway.loop.providers import PROVIDERS
 from loopgate.gateway.loop.text_tags import TEXT_TOOLS_MODES
 from loopgate.gateway.settings import LoopRunner
@@ -138,6 +139,17 @@ def add_model_flags(group: argparse._ActionsContainer) -> None:
         type=float,
         metavar="SECONDS",
         help="seconds between the scripted model's deltas (default 0.02; 0: none)",
+    )
+
+
+def add_config_flag(p: argparse.ArgumentParser) -> None:
+    """-c: the TOML config file a command's settings start from (``serve``, ``mcp``)."""
+    p.add_argument(
+        "-c",
+        "--config",
+        metavar="FILE",
+        help=f"read settings from this TOML file (or set {CONFIG_ENV}); LOOPGATE_* variables "
+        "and flags override it (docs/config.md)",
     )
 
 

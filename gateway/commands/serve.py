@@ -10,8 +10,13 @@ import socket
 import sys
 from typing import Any
 
-from loopgate.gateway.commands.flags import LOOP_SETTINGS, add_log_level, add_loop_flags
-from loopgate.gateway.config_file import CONFIG_ENV, settings_for_command
+from loopgate.gateway.commands.flags import (
+    LOOP_SETTINGS,
+    add_config_flag,
+    add_log_level,
+    add_loop_flags,
+)
+from loopgate.gateway.config_file import settings_for_command
 from loopgate.gateway.journal import check_journal
 
 ENDPOINTS = """endpoints (docs/api.md):
@@ -61,13 +66,7 @@ def register(sub: argparse._SubParsersAction) -> None:  # type: ignore[type-arg]
 def add_setting_flags(p: argparse.ArgumentParser) -> None:
     """The flags that set Settings fields (SETTING_FLAGS), with -c: serve's, and config show's
     (which shows what serve would run with)."""
-    p.add_argument(
-        "-c",
-        "--config",
-        metavar="FILE",
-        help=f"read settings from this TOML file (or set {CONFIG_ENV}); LOOPGATE_* variables "
-        "and flags override it (docs/config.md)",
-    )
+    add_config_flag(p)
     p.add_argument("--host", help="address to listen on (default 127.0.0.1)")
     p.add_argument("--port", type=int, help="port (default 8000)")
     secret = p.add_mutually_exclusive_group()
