@@ -108,10 +108,14 @@ class Calls:
         metadata: dict[str, Any] | None = None,
         run_id: str | None = None,
         delivered: Delivered | None = None,
+        agent: str | None = None,
+        tell_agent: bool = False,
     ) -> dict[str, Any]:
         """``delivered`` is awaited between the last progress notification and the result:
         clients that handle a response at once and a notification a tick later (the
-        TypeScript SDK) would otherwise drop the progress that reached them with it."""
+        TypeScript SDK) would otherwise drop the progress that reached them with it.
+        ``agent``: the agent to run (None: the thread's, else the default); ``tell_agent``:
+        the result's ``_meta.loopgate`` names the agent that ran (a gateway with several)."""
         request = StartRun(
             input=args.prompt,
             thread_id=args.thread_id,
@@ -119,6 +123,7 @@ class Calls:
             metadata=metadata or {},
             traceparent=trace.traceparent,
             tracestate=trace.tracestate,
+            agent=agent,
         )
         request = await thread_start(self.service, request)
         info = await self._start(request)
@@ -126,7 +131,10 @@ class Calls:
         answer = await self._follow(info.id, projector, progress)
         if progress is not None and delivered is not None:
             await delivered()
-        return result_body(answer)
+        body = result_body(answer)
+        if tell_agent and info.agent is not None:
+            body["_meta"]["loopgate"] = {**body["_meta"]["loopgate"], "agent": info.agent}
+        return body
 
     async def _start(self, request: StartRun) -> RunInfo:
         # Shielded: a call cancelled while its run starts is cancelled once it has the run,

@@ -12,7 +12,7 @@ exception's text).
 from __future__ import annotations
 
 import logging
-from collections.abc import Mapping
+from collections.abc import Awaitable, Callable, Mapping
 from contextlib import suppress
 from typing import Any
 
@@ -23,6 +23,7 @@ from mcp.server.lowlevel import Server
 from mcp.shared.exceptions import MCPError
 
 from loopgate.adapters.mcp import resources
+from loopgate.adapters.mcp.agents import Menu
 from loopgate.adapters.mcp.calls import (
     INTERNAL,
     Calls,
@@ -39,7 +40,6 @@ from loopgate.adapters.mcp.tools import (
     CANCEL_RUN,
     GET_RUN,
     LIST_RUNS,
-    RUN,
     TOOLS,
     ArgumentError,
     parse_arguments,
@@ -74,11 +74,11 @@ def _http_headers(ctx: _Context) -> Mapping[str, str] | None:
     return headers if isinstance(headers, Mapping) else None
 
 
-def _client_metadata(ctx: _Context) -> dict[str, Any]:
-    """What the run records about who started it."""
+def _client_metadata(ctx: _Context, tool: str) -> dict[str, Any]:
+    """What the run records about who started it (and with which tool)."""
     client = ctx.session.client_params
     info = client.client_info if client is not None else None
-    mcp: dict[str, Any] = {"tool": RUN}
+    mcp: dict[str, Any] = {"tool": tool}
     if info is not None:
         mcp["client"] = f"{info.name} {info.version}".strip()
     return {"mcp": mcp}
@@ -87,39 +87,59 @@ def _client_metadata(ctx: _Context) -> dict[str, Any]:
 def build_server(service: RunService, version: str) -> Server[Any]:
     """One server for every connection to ``service`` (it holds no connection's state)."""
     calls = Calls(service)
-    tools = types.ListToolsResult(tools=[types.Tool.model_validate(t) for t in TOOLS])
+    single = types.ListToolsResult(tools=[types.Tool.model_validate(t) for t in TOOLS])
     templates = types.ListResourceTemplatesResult(
         resource_templates=[types.ResourceTemplate.model_validate(resources.template())]
     )
 
+    async def menu() -> Menu:
+        """The tools for the agents served now (a reload may change them)."""
+        try:
+            return Menu(await service.agents())
+        except Exception as exc:
+            # A gateway out of reach (--server): its runs fail with words of their own.
+            if refusal(exc) is None:
+                log.exception("MCP could not list the agents")
+            return Menu([])
+
     async def list_tools(
         ctx: _Context, params: types.PaginatedRequestParams | None
     ) -> types.ListToolsResult:
-        return tools
+        offered = await menu()
+        if not offered.several:
+            return single
+        return types.ListToolsResult(tools=[types.Tool.model_validate(t) for t in offered.tools])
+
+    data_tools: dict[str, Callable[[Any], Awaitable[dict[str, Any]]]] = {
+        GET_RUN: calls.get_run,
+        LIST_RUNS: calls.list_runs,
+        CANCEL_RUN: calls.cancel_run,
+    }
 
     async def call_tool(ctx: _Context, params: types.CallToolRequestParams) -> types.CallToolResult:
         name = params.name
-        if name not in (RUN, GET_RUN, LIST_RUNS, CANCEL_RUN):
+        data = data_tools.get(name)
+        runner = None if data is not None else (await menu()).runner(name)
+        if data is None and runner is None:
             raise MCPError(
                 types.INVALID_PARAMS, f"Unknown tool: {name!r}; tools/list lists the tools"
             )
         try:
-            args = parse_arguments(name, params.arguments)
-            if name == RUN:
+            if runner is None:
+                assert data is not None
+                body = await data(parse_arguments(name, params.arguments))
+            else:
+                args = parse_arguments(name, params.arguments, runner.args)
                 body = await calls.run(
                     args,
                     _progress_sender(ctx),
                     trace=trace_of(_meta(ctx), _http_headers(ctx)),
-                    metadata=_client_metadata(ctx),
+                    metadata=_client_metadata(ctx, name),
                     run_id=_run_id(ctx),
                     delivered=_delivered(ctx),
+                    agent=runner.agent_of(args),
+                    tell_agent=runner.tells,
                 )
-            elif name == GET_RUN:
-                body = await calls.get_run(args)
-            elif name == LIST_RUNS:
-                body = await calls.list_runs(args)
-            else:
-                body = await calls.cancel_run(args)
         except ArgumentError as exc:
             body = text_result(exc.message, error=True)
         except Exception as exc:

@@ -5,7 +5,8 @@ The official SDKs cancel a ``tools/call`` over streamable HTTP (2025 protocol ve
 stateless server has no session to look that id up in, and client-chosen ids repeat from
 client to client. So ``/mcp`` gives each client an ``Mcp-Session-Id`` with its ``initialize``
 answer — a random token, kept nowhere: the SDK clients send it back on every request — and a
-``run`` called in a session gets a run id derived from the session and the call's id. A
+``run`` (or an agent's own tool) called in a session gets a run id derived from the session
+and the call's id. A
 cancellation names the same run on any instance of the gateway, and only for whoever holds the
 session: without its token the run id cannot be derived. Holding it is not enough either: the
 token is no credential, so a cancellation is the caller's, checked like any other (only the
@@ -20,9 +21,11 @@ from typing import Any
 
 import msgspec
 
-from loopgate.adapters.mcp.tools import RUN
+from loopgate.adapters.mcp.tools import CANCEL_RUN, GET_RUN, LIST_RUNS
 
 SESSION_HEADER = "mcp-session-id"
+# The tools that start no run; every other name may (``run``, an agent's own tool).
+_DATA_TOOLS = (GET_RUN, LIST_RUNS, CANCEL_RUN)
 CANCELLED = "notifications/cancelled"
 RequestId = str | int
 
@@ -54,7 +57,9 @@ class _Message(msgspec.Struct):
 
 class Peeked(msgspec.Struct, frozen=True):
     method: str | None
-    runs: RequestId | None = None  # the id of a ``tools/call`` of ``run``
+    # The id of a ``tools/call`` that may start a run: ``run``, or an agent's own tool (which
+    # names are agents' the server knows; an unknown tool's call starts nothing).
+    runs: RequestId | None = None
     cancels: RequestId | None = None  # the call a ``notifications/cancelled`` names
 
 
@@ -76,7 +81,7 @@ def peek(body: bytes) -> Peeked:
     params = message.params or _Params()
     if method == CANCELLED:
         return Peeked(method, cancels=_request_id(params.request_id))
-    if method == "tools/call" and params.name == RUN:
+    if method == "tools/call" and isinstance(params.name, str) and params.name not in _DATA_TOOLS:
         return Peeked(method, runs=_request_id(message.id))
     return Peeked(method)
 

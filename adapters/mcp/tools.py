@@ -54,10 +54,13 @@ ARGUMENTS: dict[str, type[msgspec.Struct]] = {
 }
 
 
-def parse_arguments(tool: str, arguments: dict[str, Any] | None) -> Any:
-    """The tool's arguments as its Struct; :class:`ArgumentError` when they do not fit."""
+def parse_arguments(
+    tool: str, arguments: dict[str, Any] | None, struct: type[msgspec.Struct] | None = None
+) -> Any:
+    """The tool's arguments as its Struct (``struct``, else the one of that name);
+    :class:`ArgumentError` when they do not fit."""
     try:
-        return msgspec.convert(arguments or {}, ARGUMENTS[tool])
+        return msgspec.convert(arguments or {}, struct or ARGUMENTS[tool])
     except msgspec.ValidationError as exc:
         detail = describe_input_error(exc, root="arguments")
         raise ArgumentError(f"invalid arguments for {tool}: {detail}") from None

@@ -2,8 +2,9 @@
 Cursor, VS Code) and any MCP client that starts its servers as processes.
 
 The server is the ``mcp`` adapter's stdio transport, found in the registry: runs as tools
-(``run``, ``get_run``, ``list_runs``, ``cancel_run``), their event logs as resources. By
-default the runs live in this process (the reference loop, or the loop the flags name); with
+(``run``, ``get_run``, ``list_runs``, ``cancel_run``, and one per agent when several are
+served), their event logs as resources. By default the runs live in this process (the
+reference loop, the loop the flags name, or the agents of the config file ``-c`` names); with
 ``--server`` they live in a running ``loopgate serve``. stdout carries protocol messages only:
 the process moves its own stdout to stderr first. The end of stdin ends the process once the
 calls in flight are answered.
@@ -21,14 +22,16 @@ from loopgate.contracts.projector import StdioOptions
 from loopgate.gateway.commands.flags import (
     LOOP_SETTINGS,
     add_client_token_flags,
+    add_config_flag,
     add_log_level,
     add_loop_flags,
     client_token,
 )
 from loopgate.gateway.commands.startup import command_hub, run_async
 from loopgate.gateway.commands.stdio import reserve_stdout, stdio_streams
+from loopgate.gateway.config_file import settings_for_command
 from loopgate.gateway.journal import check_journal
-from loopgate.gateway.settings import Settings, load_settings
+from loopgate.gateway.settings import Settings
 
 SETTING_FLAGS = (*LOOP_SETTINGS, "journal", "workspace", "max_active_runs", "max_line_bytes")
 
@@ -42,6 +45,7 @@ def register(sub: argparse._SubParsersAction) -> None:  # type: ignore[type-arg]
         "--server they live in a running `loopgate serve`. Settings also read "
         "LOOPGATE_<NAME> (e.g. LOOPGATE_JOURNAL); flags win. Logs go to stderr.",
     )
+    add_config_flag(p)
     p.add_argument("--server", help="attach to a running gateway, e.g. http://127.0.0.1:8000")
     add_client_token_flags(p)
     add_loop_flags(p)
@@ -65,7 +69,8 @@ def main(args: argparse.Namespace) -> int:
         format="%(asctime)s %(levelname)s %(name)s: %(message)s",
     )
     try:
-        settings = load_settings(os.environ, {k: getattr(args, k) for k in SETTING_FLAGS})
+        flags = {k: getattr(args, k) for k in SETTING_FLAGS}
+        settings = settings_for_command(args.config, os.environ, flags)
         check_journal(settings.journal)
         token = client_token(args, os.environ)
     except ValueError as exc:

@@ -21,24 +21,9 @@
 // Python side (tests/browser/test_console.py) asserts; this script only acts and observes.
 
 import { closePage, openPage, runScenarios } from "./browser-kit.mjs";
+import { startRun, text, waitForCompletion } from "./console-kit.mjs";
 
 const config = JSON.parse(process.argv[2]);
-
-const text = (page, selector) => page.$eval(selector, (node) => node.innerText);
-
-async function waitForCompletion(page, timeout = 30000) {
-  await page.waitForSelector("#stream .ev.completion", { timeout });
-  return await text(page, "#stream");
-}
-
-async function startRun(page, prompt) {
-  const before = await page.evaluate(() => window.loopgateConsole.runId);
-  await page.fill("#prompt", prompt);
-  await page.press("#prompt", "Enter");
-  // The console switches to the run once its RUN_STARTED arrives.
-  await page.waitForFunction((id) => window.loopgateConsole.runId && window.loopgateConsole.runId !== id, before);
-  return await page.evaluate(() => window.loopgateConsole.runId);
-}
 
 async function flows(browser, { gateway }) {
   const { page, problems } = await openPage(browser, `${gateway}/`, "console-flows");

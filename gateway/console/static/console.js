@@ -1,9 +1,12 @@
 // The loopgate console: a live list of runs, one run's stream and timeline, and the controls.
 // Runs are started and their questions answered over AG-UI (SocketAgent, @ag-ui/client); every
 // run, whoever started it, is watched over native SSE, which carries each LoopEvent as it is
-// (unknown kinds included) with the timestamps the timeline is drawn from.
+// (unknown kinds included) with the timestamps the timeline is drawn from. On a gateway that
+// serves several agents, a run is started on the agent picked (AgentPicker) with POST /v1/runs,
+// which names it.
 
 import { SocketAgent } from "./agent.js";
+import { AgentPicker } from "./picker.js";
 import { RunList, ownerOf, stateClass, stateOf, timeOf, titleOf } from "./runs.js";
 import { RunView } from "./stream.js";
 import { ThreadView } from "./thread.js";
@@ -157,6 +160,7 @@ class Console {
     this.gateway = new Gateway();
     this.list = new RunList($("run-list"), $("run-count"), (id) => this.select(id));
     this.thread = new ThreadView($("thread"), (id) => this.select(id));
+    this.picker = new AgentPicker($("agent"), $("served"));
     this.runId = null;
     this.run = null; // the selected run's description (GET /v1/runs/{id})
     this.source = null;
@@ -172,7 +176,6 @@ class Console {
     } catch (error) {
       status(`cannot sign in: ${error.message}`);
     }
-    this.served();
     this.poll();
   }
 
@@ -199,15 +202,16 @@ class Console {
     $("sign-out").hidden = !this.gateway.token;
   }
 
-  // Which loop serves the gateway's runs, and on which model (GET /v1/loop).
-  async served() {
+  // The agents served, and which loop serves them on which model (GET /v1/agents): read with
+  // every refresh, since a reload of the gateway may change them.
+  async loadAgents() {
     try {
-      const { name, model } = await this.gateway.json("/v1/loop");
-      const loop = name === "reference" ? "the reference loop" : `loop ${name ?? "(unnamed)"}`;
-      $("served").textContent = model ? `${loop} · model ${model}` : loop;
+      const { agents } = await this.gateway.json("/v1/agents");
+      this.picker.update(agents ?? []);
     } catch (error) {
       $("served").textContent = "";
     }
+    this.list.showAgents = this.picker.several;
   }
 
   wire() {
@@ -244,8 +248,11 @@ class Console {
   }
 
   async refresh() {
+    // Both at once; the agents are known before the rows are drawn (whether they name them).
+    const agents = this.loadAgents();
     try {
       const body = await this.gateway.json(`/v1/runs?limit=${LIST_LIMIT}`);
+      await agents;
       this.list.update(body.runs ?? []);
     } catch (error) {
       status(`cannot list runs: ${error.message}`);
@@ -277,8 +284,28 @@ class Console {
   }
 
   start(prompt) {
+    const chosen = this.picker.chosen;
+    if (chosen) {
+      this.startOn(chosen, prompt);
+      return;
+    }
     const agent = this.agent(gatewayId("thread"), [{ id: newId(), role: "user", content: prompt }]);
     this.drive(agent, { runId: gatewayId("run") }, "starting a run");
+  }
+
+  // A run on a chosen agent: the native API names it (POST /v1/runs {agent}); the run is
+  // detached as ever (no connection holds it), and watched over SSE like any other.
+  async startOn(agent, prompt) {
+    const what = `starting a run on ${agent}`;
+    status(`${what}…`);
+    try {
+      const run = await this.gateway.post("/v1/runs", { input: prompt, agent, thread_id: gatewayId("thread") });
+      if ($("status").textContent === `${what}…`) status("");
+      await this.select(run.id);
+      this.refresh();
+    } catch (error) {
+      status(`${what} failed: ${error.message}`);
+    }
   }
 
   approve(run, requestId, decision) {
@@ -390,7 +417,8 @@ class Console {
     $("run-state").textContent = state;
     $("run-state").className = `state ${stateClass(state)}`;
     const owner = run.owner ? ` · by ${ownerOf(run)}` : "";
-    $("run-meta").textContent = `${run.source} run · started ${timeOf(run.created_at)}${model}${owner}`;
+    const agent = this.picker.several && run.agent ? ` · agent ${run.agent}` : "";
+    $("run-meta").textContent = `${run.source} run${agent} · started ${timeOf(run.created_at)}${model}${owner}`;
   }
 
   setLive(live) {

@@ -101,6 +101,7 @@ export class RunList {
     this.described = new Map(); // run id → its row: {run, follows, title, state, next}
     this.selected = null;
     this.viewer = null; // who is signed in (GET /v1/me): their own runs' owner is dimmed
+    this.showAgents = false; // the gateway serves several agents: each row names its run's
     this.stats = { runs: 0, renderMs: 0, renders: 0 };
     root.addEventListener("click", (event) => {
       const row = event.target.closest("li");
@@ -113,6 +114,7 @@ export class RunList {
     const seen = new Set();
     let previous = null;
     this.described = new Map();
+    this.root.classList.toggle("agents", this.showAgents);
     for (const described of byThread(runs)) {
       const { run, follows, title, state } = described;
       this.described.set(run.id, described);
@@ -122,11 +124,14 @@ export class RunList {
         row = { node: this.create(run), signature: "" };
         this.rows.set(run.id, row);
       }
-      const signature = `${state}|${run.last_seq}|${follows}|${title}`;
+      const signature = `${state}|${run.last_seq}|${follows}|${title}|${this.showAgents}`;
       if (row.signature !== signature) {
         row.signature = signature;
         row.node.className = `${stateClass(state)}${follows ? " follows" : ""}`;
         row.node.querySelector(".prompt").textContent = title;
+        // Hidden, not left out, with one agent; shown empty for a run of no agent (an ingest
+        // or replay run), so that every row's columns line up.
+        row.node.querySelector(".agent").hidden = !this.showAgents;
         row.node.querySelector(".sub").textContent = `${run.id} · ${state} · ${run.last_seq} events`;
       }
       // In order: move a row only when it is out of place.
@@ -161,7 +166,12 @@ export class RunList {
     const owner = part(isViewers(run, this.viewer) ? "owner mine" : "owner");
     owner.textContent = ownerOf(run);
     owner.title = run.owner ? `owner: ${run.owner.subject} (tenant ${run.owner.tenant})` : "recorded without an owner";
-    node.append(part("dot"), part("prompt"), owner, when, part("sub"));
+    // A run's agent never changes: written once.
+    const agent = part("agent");
+    agent.textContent = run.agent ?? "";
+    agent.title = run.agent ? `agent: ${run.agent}` : "run by no agent (pushed in or replayed)";
+    agent.hidden = true;
+    node.append(part("dot"), part("prompt"), agent, owner, when, part("sub"));
     return node;
   }
 
