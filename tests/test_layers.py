@@ -108,7 +108,7 @@ def test_shipped_code_imports_only_runtime_dependencies() -> None:
     imported: dict[str, set[str]] = {}
     for layer in ours:
         for path in (ROOT / layer).rglob("*.py"):
-            if path.parent == ROOT / "gateway" / "integrations":
+            if (ROOT / "gateway" / "integrations") in path.parents:
                 continue  # each needs its own extra (test_integrations_need_their_extra)
             if str(path.relative_to(ROOT)) in OPTIONAL_MODULES:
                 continue  # imported only when asked for (test_optional_modules_need_their_extra)
@@ -152,8 +152,8 @@ def test_optional_modules_need_their_extra() -> None:
 
 
 def test_integrations_need_their_extra() -> None:
-    """gateway/integrations/NAME.py may import beyond the runtime dependencies only what the
-    extra of the same name (``pip install loopgate[NAME]``) installs."""
+    """gateway/integrations/NAME.py (or the package NAME/) may import beyond the runtime
+    dependencies only what the extra of the same name (``pip install loopgate[NAME]``) installs."""
     import sys
     import tomllib
 
@@ -161,10 +161,13 @@ def test_integrations_need_their_extra() -> None:
         "optional-dependencies"
     ]
     offenders: dict[str, list[str]] = {}
-    for path in sorted((ROOT / "gateway" / "integrations").glob("*.py")):
-        if path.stem == "__init__":
+    integrations = ROOT / "gateway" / "integrations"
+    for path in sorted(integrations.rglob("*.py")):
+        if path.parent == integrations and path.stem == "__init__":
             continue
-        extra = extras.get(path.stem.replace("_", "-"), [])
+        # The integration a file belongs to: its own name, or its package's.
+        name = path.relative_to(integrations).parts[0].removesuffix(".py")
+        extra = extras.get(name.replace("_", "-"), [])
         allowed = {
             dep.split(">")[0].split("=")[0].split("<")[0].strip().replace("-slim", "")
             for dep in extra
