@@ -154,6 +154,8 @@ def create_app(
         routes=routes, lifespan=lifespan, exception_handlers={HTTPException: http_problem}
     )
     app.state.hub = hub
+    # What traces the hub built here (None: a hub passed in): agents built later use its scope.
+    app.state.telemetry = telemetry
     app.state.settings = settings
     sources = credential_sources(settings)
     app.add_middleware(

@@ -80,6 +80,9 @@ class Settings(msgspec.Struct, kw_only=True, forbid_unknown_fields=True):
     body_idle_timeout_s: float = 10.0  # a gap in a body
     max_connections: int = 1_000  # open sockets
     console: bool = True  # the web console at / (docs/console.md)
+    # Development: the agents are built again when their config file, Python loop or tools
+    # module or system prompt file changes; finished runs stay (docs/config.md#reloading).
+    reload: bool = False
 
     # Quotas (docs/auth.md#quotas): per principal (subject and tenant; an API key's own limits
     # win) and per tenant, across instances when the journal is Redis. 0: no limit.

@@ -47,7 +47,7 @@ def user_attribute(module: ModuleType, attr: str, flag: str) -> object:
         try:
             target = getattr(target, part)
         except AttributeError:
-            where = _relative(module.__file__) if module.__file__ else module.__name__
+            where = relative_path(module.__file__) if module.__file__ else module.__name__
             raise UserModuleError(f"{flag}: {where} has no attribute {attr!r}") from None
     return target
 
@@ -86,10 +86,10 @@ def _raised_at(exc: BaseException) -> str:
 
 
 def _place(filename: str | None, line: int | None) -> str:
-    return f"{_relative(filename or '?')}:{line or '?'}"
+    return f"{relative_path(filename or '?')}:{line or '?'}"
 
 
-def _relative(path: str) -> str:
+def relative_path(path: str) -> str:
     """``path`` relative to the current directory when it lies under it (shorter, clickable)."""
     try:
         relative = os.path.relpath(path)

@@ -99,7 +99,9 @@ class Agents:
             raise
 
     async def aclose(self) -> None:
-        for agent in self:
+        # Last started, first closed: a loop's start may enter a task group (the reference
+        # loop's tools, a stdio loop's supervisor), and task groups are left in reverse.
+        for agent in reversed(list(self)):
             await agent.loop.aclose()
 
     async def release_thread(self, thread_id: str) -> None:

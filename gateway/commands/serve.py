@@ -194,6 +194,13 @@ def add_setting_flags(p: argparse.ArgumentParser) -> None:
         default=None,
         help="serve no web console at / (docs/console.md)",
     )
+    p.add_argument(
+        "--reload",
+        action="store_true",
+        default=None,
+        help="development: build the agents again when the config file or a loop module, "
+        "tools module or system prompt file they use changes; finished runs stay",
+    )
     add_loop_flags(p)
     p.add_argument(
         "--acp-remote-stdio-mcp",
@@ -317,6 +324,7 @@ SETTING_FLAGS = (
     "body_idle_timeout_s",
     "max_connections",
     "console",
+    "reload",
     "write_timeout_s",
     "ws_compression",
     "acp_remote_stdio_mcp",
@@ -383,6 +391,11 @@ def main(args: argparse.Namespace) -> int:
         settings = settings_for_command(config, os.environ, setting_flags(args))
         check_journal(settings.journal)
         server = make_server(settings, log_level=args.log_level)
+        if settings.reload:
+            from loopgate.gateway.agents.reload import reload_on_change
+
+            app: Any = server.config.app
+            reload_on_change(app, settings, config=config, flags=setting_flags(args))
     except ValueError as exc:
         # A config file's problems: one line each, all of them, so one edit can fix them all.
         for problem in str(exc).splitlines():

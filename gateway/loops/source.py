@@ -12,7 +12,7 @@ from __future__ import annotations
 import logging
 import math
 import time
-from collections.abc import Mapping
+from collections.abc import Callable, Mapping
 from typing import TYPE_CHECKING, Any, NoReturn
 
 import anyio
@@ -68,6 +68,10 @@ class LoopSource:
         self.guards = guards
         self.loop_config = dict(loop_config)
         self.remembered = RememberedDecisions()
+        # Runs whose producer has not returned yet, and what is told each time one returns:
+        # ``serve --reload`` closes a replaced agent's loop once none is left.
+        self.running = 0
+        self.on_run_end: Callable[[], None] | None = None
 
     def prepare(self, request: StartRun) -> LoopRequest:
         if request.input is None or request.input == "" or request.input == []:
@@ -117,7 +121,14 @@ class LoopSource:
             self.guards.permission_timeout_s,
             self.remembered.for_thread(record.thread_id),
         )
-        return LoopProducer(hub, run, self.loop, request, broker, self.guards)
+        made = LoopProducer(hub, run, self.loop, request, broker, self.guards, self._run_ended)
+        self.running += 1
+        return made
+
+    def _run_ended(self) -> None:
+        self.running -= 1
+        if self.on_run_end is not None:
+            self.on_run_end()
 
 
 class LoopProducer:
@@ -131,9 +142,11 @@ class LoopProducer:
         request: LoopRequest,
         broker: PermissionBroker,
         guards: LoopGuards,
+        ended: Callable[[], None] | None = None,
     ) -> None:
         self.hub = hub
         self.run_ = run
+        self._ended = ended  # called once run() returns, however it ends
         self.loop = loop
         self.broker = broker
         self.guards = guards
@@ -154,6 +167,13 @@ class LoopProducer:
     # --- the producer the hub drives -------------------------------------------------------
 
     async def run(self) -> None:
+        try:
+            await self._produce()
+        finally:
+            if self._ended is not None:
+                self._ended()
+
+    async def _produce(self) -> None:
         emit = self._guarded_emit if self.loop.untrusted else self._emit
         # The watcher is stopped by its own scope: a child task that ends cancelled leaves a
         # reference cycle in anyio (its CancelledError's traceback holds the frame that holds
