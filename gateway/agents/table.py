@@ -5,8 +5,6 @@ from __future__ import annotations
 from collections.abc import Iterator
 from dataclasses import dataclass
 
-import anyio
-
 from loopgate.contracts.agents import AgentInfo, UnknownAgent
 from loopgate.contracts.loop import AgentLoop
 from loopgate.gateway.loops.source import LoopSource
@@ -93,9 +91,10 @@ class Agents:
                 await agent.loop.start()
                 started.append(agent)
         except BaseException:
-            with anyio.CancelScope(shield=True):
-                for agent in reversed(started):
-                    await agent.loop.aclose()
+            # Not in a shielded scope: a loop may leave a task group it entered in start(),
+            # which a scope entered after it would not allow (the hub closes them so too).
+            for agent in reversed(started):
+                await agent.loop.aclose()
             raise
 
     async def aclose(self) -> None:
