@@ -77,6 +77,8 @@ ALLOWED: dict[tuple[str, str], str] = {
     "check`: the operator's terminal",
     ("gateway/config_file.py", "settings_from"): "Settings' own ValueError messages (written in "
     "gateway/settings.py, already allowed there), placed at a config file's line, at startup",
+    ("gateway/agents/reload.py", "reload"): "a config file's problems and a loop module's import "
+    "error after an edit, each line logged for the operator of `serve --reload` (the server log)",
     ("gateway/config_file.py", "check_agents"): "an agent table's own ValueError messages "
     "(written in contracts/agents.py and gateway/agents/spec.py), placed at the config file's "
     "line, at startup or `config check`: the operator's terminal",
