@@ -10,7 +10,7 @@ cancel, steering and permission answers reach the loop while it runs.
 from __future__ import annotations
 
 from collections.abc import Callable, Mapping, Sequence
-from typing import Any, Literal, Protocol
+from typing import Any, Literal, Protocol, runtime_checkable
 
 import msgspec
 
@@ -195,3 +195,23 @@ class AgentLoop(Protocol):
     async def aclose(self) -> None: ...
 
     def open(self, ctx: RunContext) -> LoopRun: ...
+
+
+# What a loop may offer beyond AgentLoop; the gateway asks with isinstance (they are runtime
+# checkable), so a loop without them is still a loop.
+
+
+@runtime_checkable
+class ChecksRequests(Protocol):
+    """A loop that vets a run's request before the run exists (the reference loop checks its
+    config): ValueError, in the client's terms, refuses it as the client's mistake."""
+
+    def check(self, request: LoopRequest) -> None: ...
+
+
+@runtime_checkable
+class ReleasesThreads(Protocol):
+    """A loop that holds something per thread (the reference loop: a session's MCP servers)
+    and lets go of it when the thread's client is gone."""
+
+    async def release_thread(self, thread_id: str) -> None: ...

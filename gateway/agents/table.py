@@ -6,7 +6,7 @@ from collections.abc import Iterator
 from dataclasses import dataclass
 
 from loopgate.contracts.agents import AgentInfo, UnknownAgent
-from loopgate.contracts.loop import AgentLoop
+from loopgate.contracts.loop import AgentLoop, ReleasesThreads
 from loopgate.gateway.loops.source import LoopSource
 
 
@@ -107,6 +107,5 @@ class Agents:
         """The thread's client is gone: every loop that holds something for it lets go (the
         reference loop: the thread's MCP servers)."""
         for agent in self:
-            release = getattr(agent.loop, "release_thread", None)
-            if release is not None:
-                await release(thread_id)
+            if isinstance(agent.loop, ReleasesThreads):
+                await agent.loop.release_thread(thread_id)

@@ -25,6 +25,7 @@ from loopgate.contracts.json_input import DEFAULT_MAX_DEPTH, JsonTooDeep, check_
 from loopgate.contracts.loop import (
     LOCAL_LOOP_PRINCIPAL,
     AgentLoop,
+    ChecksRequests,
     LoopFault,
     LoopPrincipal,
     LoopRequest,
@@ -68,6 +69,8 @@ class LoopSource:
         self.guards = guards
         self.loop_config = dict(loop_config)
         self.remembered = RememberedDecisions()
+        # Asked once: a runtime protocol check costs microseconds, every run start would pay it.
+        self.check = loop.check if isinstance(loop, ChecksRequests) else None
         # Runs whose producer has not returned yet, and what is told each time one returns:
         # ``serve --reload`` closes a replaced agent's loop once none is left.
         self.running = 0
@@ -100,9 +103,8 @@ class LoopSource:
                 else LoopPrincipal.of(request.principal)
             ),
         )
-        check = getattr(self.loop, "check", None)
-        if check is not None:
-            check(prepared)  # ValueError: the client's 422
+        if self.check is not None:
+            self.check(prepared)  # ValueError: the client's 422
         return prepared
 
     def producer(self, hub: Hub, run: Run, prepared: LoopRequest) -> LoopProducer:
