@@ -89,6 +89,7 @@ class Remote:
             )
         run = Run(record, events, sizes)
         run.remote = True
+        run.loading = True
         hub._admit(run)
         if events and is_terminal_completion(events[-1].kind, events[-1].data):
             self._finish(run, events[-1])
@@ -100,6 +101,16 @@ class Remote:
             except BaseException:
                 self.let_go(run)  # a view nothing feeds would keep its readers waiting
                 raise
+            finally:
+                run.loading = False
+        if hub._runs.get(run.id) is not run:
+            # Let go while the watch was set up, before anyone here could read it: a reader
+            # handed it would follow a run nothing feeds (and read an emptied view).
+            if run.finished:
+                return await hub._load(run.id)  # it made room for another: a cold run now
+            raise LimitReached(
+                f"run {record.id} cannot be followed here right now; retry later", retry_after=1
+            )
         return run
 
     def _deliver(self, run: Run, batch: list[Envelope], sizes: list[int]) -> None:
@@ -168,10 +179,10 @@ class Remote:
         self.hub._drop(run, None)
 
     def sweep(self) -> None:
-        """Views of running runs nobody here watches go (their readers with them)."""
+        """Views of running runs nobody here watches (or is loading for) go."""
         hub = self.hub
         for run in [r for r in hub._runs.values() if r.remote and not r.finished]:
-            if not run.subscribers:
+            if not run.subscribers and not run.loading:
                 self.journal.unwatch(run.id)
                 hub._drop(run, None)
 
