@@ -35,6 +35,7 @@ from loopgate.contracts.ports import (
     StartRun,
     ThreadExists,
     ThreadInfo,
+    Unavailable,
 )
 from loopgate.contracts.principal import Owner, current
 from loopgate.gateway.agents.table import Agent, Agents
@@ -54,6 +55,9 @@ log = logging.getLogger("loopgate.hub")
 LAG_CHECK_EVERY = 64
 SWEEP_INTERVAL_S = 1.0
 COMMAND_BUFFER = 64
+# The least time a shutdown gives the commit of its runs' ends, should they have taken the
+# whole grace to stop.
+FINAL_COMMIT_S = 1.0
 # A compacted run is held in chunks of about this many bytes of events (as the hub counts
 # them; gateway.hub.compact says why), and compaction checkpoints after about as many: a big
 # run, or a burst of small ones, does not stall the event loop while it is encoded (about a
@@ -153,6 +157,10 @@ class Hub:
         self._to_compact: deque[Run] = deque()
         self._compact_wanted = anyio.Event()
         self._compacted_since_checkpoint = 0
+        # Requests waiting for a commit to acknowledge (a push): a drain that gives up on the
+        # journal ends their wait, as a retry-later, rather than leave them to the server's
+        # shutdown (a 500).
+        self._committing: set[anyio.CancelScope] = set()
 
     # --- lifecycle ----------------------------------------------------------------------
 
@@ -206,14 +214,34 @@ class Hub:
                 self.publish(run, "completion", {"status": "failed", "reason": "server_shutdown"})
             elif run.producer is not None:
                 run.producer.cancel()
-        with anyio.move_on_after(self.settings.shutdown_grace_s):
+        grace = self.settings.shutdown_grace_s
+        deadline = anyio.current_time() + grace
+        with anyio.CancelScope(deadline=deadline):
             for run in running:
                 await run.ended.wait()
         for run in running:
             if not run.finished:
                 self.publish(run, "completion", {"status": "failed", "reason": "server_shutdown"})
-        with anyio.CancelScope(shield=True):
+        # The runs' ends are committed within what is left of the grace (at least a moment,
+        # which a journal that answers takes milliseconds of): one that does not answer (Redis
+        # down) would retry forever, holding the process past any grace.
+        last = max(deadline, anyio.current_time() + FINAL_COMMIT_S)
+        with anyio.CancelScope(shield=True, deadline=last):
             await self.journal.flush()
+        stuck = [run for run in running if run.committed < run.last_seq]
+        if stuck:
+            log.error(
+                "shutdown: the journal could not commit the end of %d run(s) within "
+                "shutdown_grace_s (%g s); exiting without it: their streams here end, and a "
+                "shared journal's other instances end the runs once this one's lease lapses",
+                len(stuck),
+                grace,
+            )
+            for run in stuck:
+                for sub in list(run.subscribers):
+                    sub.cut()
+            for waiting in self._committing:
+                waiting.cancel()
 
     async def _deliver(self) -> None:
         """Wake the subscribers of runs with new events, all together once per window: one
@@ -678,7 +706,18 @@ class Hub:
         if run is None or run.committed < seq:
             # Everything recorded before this call is committed when it returns (the
             # writer's group commit, or this call's own if the writer is busy or gone).
-            await self.journal.flush()
+            with anyio.CancelScope() as waiting:
+                self._committing.add(waiting)
+                try:
+                    await self.journal.flush()
+                finally:
+                    self._committing.discard(waiting)
+            if waiting.cancelled_caught:
+                # The drain gave up on the journal (Redis away): this is not acknowledged.
+                raise Unavailable(
+                    "the gateway is shutting down and could not commit this; retry shortly",
+                    retry_after=1,
+                )
             if run is not None and run.committed < seq and self._remote is not None:
                 # Refused by a shared journal: another instance ended the run meanwhile.
                 raise RunFinished(run.id, run.record.status)

@@ -295,7 +295,9 @@ class RedisJournal:
     async def aclose(self) -> None:
         if self._client is None:
             return
-        with anyio.move_on_after(CLOSE_FLUSH_S) as timer:
+        # A commit failing now (Redis away) had its time in the hub's drain, within the
+        # shutdown's grace: waiting for it again would only hold the process.
+        with anyio.move_on_after(CLOSE_FLUSH_S if self._failed is None else 0) as timer:
             await self.flush()
         if timer.cancelled_caught:
             runs = {*self._rows, *(self._failed[2] if self._failed else ())}
