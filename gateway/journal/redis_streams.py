@@ -460,6 +460,9 @@ class RedisJournal:
         and the runs this instance owns while they run (what survivors end if it dies)."""
         pipe.zadd(self._key("runs"), {record.id: record.created_at})
         pipe.zadd(self._key("thread-runs", record.thread_id), {record.id: record.created_at})
+        # The run's thread, for as long as the run is in the registry: retention finds its
+        # thread's index through it once the run's own keys (its record) have expired.
+        pipe.hset(self._key("run-threads"), record.id, record.thread_id)
         if record.state == "running":
             pipe.sadd(self._owned_key(self.instance), record.id)
         else:
@@ -596,15 +599,27 @@ class RedisJournal:
     # --- retention ------------------------------------------------------------------------
 
     async def delete(self, run_ids: list[str]) -> None:
+        """Every key of these runs, and their entries in the registry: a run whose own keys
+        expired is still in its thread's index, found through ``run-threads``."""
         if not run_ids:
             return
-        records = await self._records(run_ids)
-        pipe = self._redis().pipeline(transaction=False)
-        for run_id, record in zip(run_ids, records, strict=True):
+        client = self._redis()
+        threads: list[str | None] = [
+            t.decode() if t is not None else None
+            for t in await client.hmget(self._key("run-threads"), run_ids)
+        ]
+        unknown = [run_id for run_id, t in zip(run_ids, threads, strict=True) if t is None]
+        if unknown:
+            # Indexed before ``run-threads`` was kept: their records say, while they last.
+            found = {r.id: r.thread_id for r in await self._records(unknown) if r is not None}
+            threads = [t or found.get(run_id) for run_id, t in zip(run_ids, threads, strict=True)]
+        pipe = client.pipeline(transaction=False)
+        for run_id, thread in zip(run_ids, threads, strict=True):
             pipe.delete(*self._run_keys(run_id), self._claim_key(run_id))
             pipe.zrem(self._key("runs"), run_id)
-            if record is not None:
-                pipe.zrem(self._key("thread-runs", record.thread_id), run_id)
+            if thread is not None:
+                pipe.zrem(self._key("thread-runs", thread), run_id)
+        pipe.hdel(self._key("run-threads"), *run_ids)
         await pipe.execute()
 
     async def prune(self, *, keep: int, older_than_ns: int) -> list[str]:
@@ -624,9 +639,7 @@ class RedisJournal:
                 run_id in {b.decode() for b in beyond} or (record.finished_at or 0) < older_than_ns
             ):
                 doomed.append(run_id)
-        if expired:
-            await client.zrem(self._key("runs"), *expired)
-        await self.delete(doomed)
+        await self.delete(doomed + expired)
         return doomed + expired
 
     @_reaching
