@@ -273,11 +273,15 @@ class RedisJournal:
         )
         self._append_script = client.register_script(_APPEND)
         self._end_orphan_script = client.register_script(_END_ORPHAN)
-        await client.script_load(_APPEND)
+        await self._load_scripts()
         await self._renew()
         # Nothing to recover here: a run a dead instance left open is ended by whichever
         # instance finds its lease gone first (``writer``'s reaper), this one included.
         return []
+
+    async def _load_scripts(self) -> None:
+        """The scripts commits call by their sha (a Redis restarted, or flushed, lost them)."""
+        await self._redis().script_load(_APPEND)
 
     def _lease_ms(self) -> int:
         return max(int(self.lease_s * 1000), 1)
@@ -404,7 +408,8 @@ class RedisJournal:
         retry: bool,
     ) -> tuple[dict[str, int], list[str]]:
         pipe = self._redis().pipeline(transaction=False)
-        order: list[str] = []
+        # Each run's append, by its place among the replies (its registry updates follow it).
+        order: dict[str, int] = {}
         maxlen = str(self.max_events)
         keep_ms = str(self.max_age_ms)
         for run_id in {**rows, **runs}:
@@ -423,8 +428,8 @@ class RedisJournal:
             # By its sha, not through the Script object: that makes the pipeline ask Redis
             # whether the script exists (a round trip) before every commit. It was loaded at
             # open; after a Redis restart the commit fails NOSCRIPT, loads it and is retried.
+            order[run_id] = len(pipe)
             pipe.evalsha(self._append_script.sha, 4, *self._run_keys(run_id), *args)
-            order.append(run_id)
             if record is not None:
                 self._index(pipe, record)
         for thread in threads.values():
@@ -437,21 +442,20 @@ class RedisJournal:
             *results, copies = results
             if not isinstance(copies, int) or copies < self.replicas:
                 raise NotReplicated(self.replicas)
+        if any(isinstance(result, NoScriptError) for result in results):
+            await self._load_scripts()
         marks: dict[str, int] = {}
         lost: list[str] = []
-        for run_id, result in zip(order, results, strict=False):
-            if isinstance(result, NoScriptError):
-                await self._redis().script_load(_APPEND)
-                raise result
+        for run_id, at in order.items():
+            result = results[at]
             if isinstance(result, ResponseError) and str(result).startswith("SEQ"):
                 log.error("run %s: another instance appended to it; events refused", run_id)
                 lost.append(run_id)
-            elif isinstance(result, Exception):
-                raise result
-            elif run_id in rows:
+            elif run_id in rows and not isinstance(result, Exception):
                 marks[run_id] = rows[run_id][-1][0]
-        for result in results[len(order) :]:
-            if isinstance(result, Exception):
+        appends = set(order.values())
+        for at, result in enumerate(results):
+            if isinstance(result, Exception) and not (at in appends and str(result)[:3] == "SEQ"):
                 raise result
         return marks, lost
 
