@@ -33,6 +33,7 @@ from loopgate.contracts.ports import (
     RunNotIngest,
     RunTooLarge,
     StartRun,
+    ThreadBusy,
     ThreadExists,
     ThreadInfo,
     Unavailable,
@@ -161,6 +162,8 @@ class Hub:
         # journal ends their wait, as a retry-later, rather than leave them to the server's
         # shutdown (a 500).
         self._committing: set[anyio.CancelScope] = set()
+        # Threads held by an exclusive run of this hub while it goes: thread → run.
+        self._thread_runs: dict[str, str] = {}
 
     # --- lifecycle ----------------------------------------------------------------------
 
@@ -494,6 +497,12 @@ class Hub:
         self.publish(run, "completion", {"status": "failed", "reason": reason, "message": message})
         raise RunTooLarge(f"{message}; it has been ended")
 
+    def release_thread_claim(self, run: Run) -> None:
+        """The run has ended: its thread is free for the next (a shared journal frees it in
+        Redis with the commit of the run's end)."""
+        if self._thread_runs.get(run.record.thread_id) == run.id:
+            del self._thread_runs[run.record.thread_id]
+
     def end_producer(self, run: Run, reason: str = "truncated") -> None:
         """The producer stopped; synthesise the terminal event it never sent."""
         if not run.finished:
@@ -506,6 +515,7 @@ class Hub:
         record.finished_at = self.clock()
         record.last_seq = run.last_seq
         self._active -= 1
+        self.release_thread_claim(run)
         if self._runs.get(run.id) is run:
             self._hot_finished[run.id] = run
         for hook in run.on_finish:
@@ -555,6 +565,8 @@ class Hub:
                 raise RunExists(run_id)
             if run_id in self._runs:
                 raise RunExists(run_id)  # started here by another request while this one waited
+            if request.exclusive and request.thread_id:
+                await self._claim_thread(request.thread_id, run_id)
         except BaseException:
             await access.refund(tickets)
             raise
@@ -587,6 +599,16 @@ class Hub:
         await self.journal.flush()
         audit("run_started", principal, run_id=run_id, thread_id=record.thread_id)
         return run.info()
+
+    async def _claim_thread(self, thread_id: str, run_id: str) -> None:
+        """The thread, for this run alone until it ends (``StartRun.exclusive``); ThreadBusy
+        while another such run holds it, here or (a shared journal) on any instance."""
+        holder = self._thread_runs.get(thread_id)
+        if holder is None and self._remote is not None:
+            holder = await self._remote.claim_thread(thread_id, run_id)
+        if holder is not None:
+            raise ThreadBusy(thread_id, holder)
+        self._thread_runs[thread_id] = run_id
 
     async def _produce(self, run: Run, producer: Producer) -> None:
         try:

@@ -59,6 +59,8 @@ class SharedJournal(Journal, Protocol):
 
     async def claim(self, run_id: str) -> bool: ...
 
+    async def claim_thread(self, thread_id: str, run_id: str) -> str | None: ...
+
     async def command(self, run_id: str, command: dict[str, Any]) -> dict[str, Any] | None: ...
 
 
@@ -190,6 +192,11 @@ class Remote:
         """A client-chosen id for a new run, taken across instances (False: taken already)."""
         return await self.journal.claim(run_id)
 
+    async def claim_thread(self, thread_id: str, run_id: str) -> str | None:
+        """The thread for this run across instances; None once taken, else the run holding
+        it. The journal keeps the claim alive while this instance lives and the run goes."""
+        return await self.journal.claim_thread(thread_id, run_id)
+
     # --- commands to owners ---------------------------------------------------------------
 
     async def command(self, run: Run, verb: str, command: dict[str, Any]) -> CommandResult:
@@ -275,6 +282,7 @@ class Remote:
             run.record.state = "finished"
             run.record.status = "failed"
             hub._active -= 1
+            hub.release_thread_claim(run)
             run.ended.set()
         if run.producer is not None:
             run.producer.cancel()

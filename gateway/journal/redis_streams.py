@@ -41,7 +41,7 @@ from redis.exceptions import NoScriptError, RedisError, ResponseError
 from loopgate.contracts.envelope import Envelope
 from loopgate.contracts.ports import ThreadInfo, Unavailable
 from loopgate.contracts.principal import Owner
-from loopgate.gateway.journal import redis_follow
+from loopgate.gateway.journal import redis_follow, redis_threads
 from loopgate.gateway.journal.base import (
     EVENT_OVERHEAD_BYTES,
     CommitListener,
@@ -50,6 +50,7 @@ from loopgate.gateway.journal.base import (
 )
 from loopgate.gateway.journal.redis_connect import RedisTarget
 from loopgate.gateway.journal.redis_follow import Deliver, StreamFollower
+from loopgate.gateway.journal.redis_threads import ThreadClaims
 
 log = logging.getLogger("loopgate.journal")
 
@@ -214,6 +215,7 @@ class RedisJournal:
         )
         self._append_script: Any = None
         self._end_orphan_script: Any = None
+        self.threads = ThreadClaims(partial(self._key, "thread-claim"), self._lease_ms)
         # What is queued for the next commit: the batch of generation ``_filling``.
         self._runs: dict[str, RunRecord] = {}
         self._threads: dict[str, ThreadInfo] = {}
@@ -250,7 +252,9 @@ class RedisJournal:
         pipe = self._redis().pipeline(transaction=False)
         pipe.set(self._lease_key(self.instance), b"1", px=self._lease_ms())
         pipe.zadd(self._key("instances"), {self.instance: time.time_ns() // 1_000_000})
-        await pipe.execute()
+        claims = await self.threads.renew(pipe)
+        _, _, *kept = await pipe.execute()
+        self.threads.renewed(claims, kept)
 
     # --- lifecycle ------------------------------------------------------------------------
 
@@ -273,6 +277,7 @@ class RedisJournal:
         )
         self._append_script = client.register_script(_APPEND)
         self._end_orphan_script = client.register_script(_END_ORPHAN)
+        self.threads.register(client)
         await self._load_scripts()
         await self._renew()
         # Nothing to recover here: a run a dead instance left open is ended by whichever
@@ -282,6 +287,7 @@ class RedisJournal:
     async def _load_scripts(self) -> None:
         """The scripts commits call by their sha (a Redis restarted, or flushed, lost them)."""
         await self._redis().script_load(_APPEND)
+        await self._redis().script_load(redis_threads.KEEP)
 
     def _lease_ms(self) -> int:
         return max(int(self.lease_s * 1000), 1)
@@ -396,6 +402,7 @@ class RedisJournal:
                 if self.on_commit is not None and marks:
                     self.on_commit(marks)
                 for run_id in lost:
+                    self.threads.forget(run_id)
                     if self.on_lost is not None:
                         self.on_lost(run_id)
                 return
@@ -457,6 +464,7 @@ class RedisJournal:
         for at, result in enumerate(results):
             if isinstance(result, Exception) and not (at in appends and str(result)[:3] == "SEQ"):
                 raise result
+        self.threads.committed(runs.values())
         return marks, lost
 
     def _index(self, pipe: Any, record: RunRecord) -> None:
@@ -471,6 +479,8 @@ class RedisJournal:
             pipe.sadd(self._owned_key(self.instance), record.id)
         else:
             pipe.srem(self._owned_key(self.instance), record.id)
+            # The thread is free for its next run once this one's end is committed.
+            self.threads.release_in(pipe, record)
 
     # --- reading --------------------------------------------------------------------------
 
@@ -575,6 +585,13 @@ class RedisJournal:
             self._claim_key(run_id), self.instance, nx=True, px=self.max_age_ms
         )
         return bool(claimed)
+
+    @_reaching
+    async def claim_thread(self, thread_id: str, run_id: str) -> str | None:
+        """Take a thread for a run of this instance until it ends (a continued thread takes
+        one run at a time); None once taken, else the run holding it. The claim lasts a lease
+        and is renewed with this instance's: a dead instance's lapses."""
+        return await self.threads.take(thread_id, run_id)
 
     @_reaching
     async def load_thread(self, thread_id: str) -> ThreadInfo | None:
@@ -745,6 +762,8 @@ class RedisJournal:
         done = int(await self._end_orphan_script(keys=keys, args=args))
         if done == 1:
             log.warning("run %s: its instance %s is gone; ended it (owner_lost)", run_id, owner)
+            # Its thread is free for the next run (else once the dead owner's claim lapses).
+            await self.threads.release(record.thread_id, run_id)
         if done != 2:
             # Ended, here or by another survivor, or not that instance's: no longer its.
             await client.srem(owned, run_id)
