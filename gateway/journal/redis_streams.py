@@ -36,6 +36,7 @@ from typing import Any, TypeVar, cast
 import anyio
 import msgspec
 from anyio.abc import TaskGroup
+from redis.exceptions import ConnectionError as RedisConnectionError
 from redis.exceptions import NoScriptError, RedisError, ResponseError
 
 from loopgate.contracts.envelope import Envelope
@@ -173,6 +174,25 @@ def _reaching(method: Method) -> Method:
     return cast(Method, reaching)
 
 
+def _reading(method: Method) -> Method:
+    """A read of a request (``_reaching``), tried once more on a fresh connection when its
+    connection fails: after Redis restarted, or a network path dropped its state, every idle
+    connection in the pool is stale, and each would fail one request (its server side gone,
+    unseen until written to). The pool's idle connections go at the first failure, so the
+    retry, and the requests after it, connect anew. Reads only: a write retried after a lost
+    reply could be applied twice."""
+
+    @functools.wraps(method)
+    async def reading(journal: RedisJournal, *args: Any, **kwargs: Any) -> Any:
+        try:
+            return await method(journal, *args, **kwargs)
+        except RedisConnectionError:
+            await journal.drop_idle_connections()
+        return await method(journal, *args, **kwargs)
+
+    return _reaching(cast(Method, reading))
+
+
 class RedisJournal:
     durable = True
     # Runs live beyond this process: the hub serves other instances' runs from here.
@@ -296,6 +316,11 @@ class RedisJournal:
         if self._client is None:
             raise RuntimeError("the journal is closed")
         return self._client
+
+    async def drop_idle_connections(self) -> None:
+        """One connection failed: the pool's idle ones, as old, are likely stale too (a Redis
+        restart out of their sight). They connect anew when next used."""
+        await self._redis().connection_pool.disconnect(inuse_connections=False)
 
     def client(self) -> Any:
         """The journal's Redis client (its pool), for what else lives in this Redis beside
@@ -484,7 +509,7 @@ class RedisJournal:
 
     # --- reading --------------------------------------------------------------------------
 
-    @_reaching
+    @_reading
     async def load_run(self, run_id: str) -> RunRecord | None:
         pending = self._runs.get(run_id)
         if pending is not None:
@@ -492,12 +517,12 @@ class RedisJournal:
         raw = await self._redis().get(self._run_keys(run_id)[2])
         return _decode_record(raw) if raw is not None else None
 
-    @_reaching
+    @_reading
     async def owner(self, run_id: str) -> str | None:
         raw = await self._redis().get(self._run_keys(run_id)[3])
         return raw.decode() if raw is not None else None
 
-    @_reaching
+    @_reading
     async def load_events(
         self,
         run_id: str,
@@ -537,7 +562,7 @@ class RedisJournal:
     def unwatch(self, run_id: str) -> None:
         self.follower.unwatch(run_id)
 
-    @_reaching
+    @_reading
     async def list_runs(
         self, limit: int, thread_id: str | None = None, owner: Owner | None = None
     ) -> list[RunRecord]:
@@ -593,7 +618,7 @@ class RedisJournal:
         and is renewed with this instance's: a dead instance's lapses."""
         return await self.threads.take(thread_id, run_id)
 
-    @_reaching
+    @_reading
     async def load_thread(self, thread_id: str) -> ThreadInfo | None:
         pending = self._threads.get(thread_id)
         if pending is not None:
@@ -601,7 +626,7 @@ class RedisJournal:
         raw = await self._redis().get(self._key("thread", thread_id))
         return _decode_thread(raw) if raw is not None else None
 
-    @_reaching
+    @_reading
     async def list_threads(self, limit: int, owner: Owner | None = None) -> list[ThreadInfo]:
         found: list[ThreadInfo] = []
         start, page_size = 0, limit if owner is None else OWNER_PAGE
@@ -787,10 +812,17 @@ class RedisJournal:
         try:
             await pubsub.subscribe(self._key("commands", self.instance))
             self._resubscribe_delay = RETRY_MIN_S
+            pinged = anyio.current_time()
             while True:
                 message = await pubsub.get_message(ignore_subscribe_messages=True, timeout=1.0)
                 if message is not None and message["type"] == "message":
                     tg.start_soon(self._answer, message["data"])
+                if anyio.current_time() - pinged >= self.lease_s / 3:
+                    # A listener only reads: a connection whose Redis restarted out of its
+                    # sight (no FIN across a network) would be waited on for good, and every
+                    # command to this instance go unanswered. Written to, it fails at once.
+                    await pubsub.ping()
+                    pinged = anyio.current_time()
         finally:
             with anyio.CancelScope(shield=True), suppress(RedisError, OSError):
                 await pubsub.aclose()
