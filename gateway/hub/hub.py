@@ -530,6 +530,8 @@ class Hub:
     async def start(self, request: StartRun) -> RunInfo:
         if self._closing:
             raise LimitReached("the server is shutting down", retry_after=5)
+        if self._remote is not None:
+            self._remote.check_room()
         principal = access.may_start()
         agent: Agent | None = None
         if request.source == "loop" and self.roster is not None:
@@ -702,6 +704,8 @@ class Hub:
 
     async def push_nowait(self, run_id: str, event: LoopEvent) -> Envelope:
         run = await self._visible(run_id, control=True)
+        if self._remote is not None and not run.finished:
+            self._remote.check_room()
         if run.remote and not run.finished and self._remote is not None:
             # The owner appends (one writer per run): it answers once the event is committed.
             return await self._remote.push(run, event)
@@ -884,6 +888,14 @@ class Hub:
             raise CutOff(sub.cursor)
 
     # --- helpers ------------------------------------------------------------------------
+
+    def readiness(self) -> list[str]:
+        """Why this instance should be sent no new work now; none: it is ready (/readyz)."""
+        reasons = ["shutting down"] if self._closing else []
+        trouble = self.journal.trouble
+        if trouble is not None:
+            reasons.append(f"journal: {trouble}")
+        return reasons
 
     def stats(self) -> HubStats:
         """Safe to call from another thread (a metrics exporter's): it only copies."""

@@ -28,6 +28,7 @@ from loopgate.contracts.ports import (
     RunFinished,
     RunNotIngest,
     RunTooLarge,
+    Unavailable,
 )
 from loopgate.gateway.hub.run import Run
 from loopgate.gateway.journal.base import EVENT_OVERHEAD_BYTES, Journal, RunRecord
@@ -46,6 +47,11 @@ class SharedJournal(Journal, Protocol):
 
     on_lost: Any
     on_command: Any
+
+    @property
+    def full(self) -> bool:
+        """Redis is full: nothing more can be committed until it has room."""
+        ...
 
     async def watch(
         self,
@@ -188,6 +194,16 @@ class Remote:
                 self.journal.unwatch(run.id)
                 hub._drop(run, None)
 
+    def check_room(self) -> None:
+        """Unavailable (503) at once while the journal is full: a new run or a push would
+        only wait on a commit that cannot land, with its client."""
+        if self.journal.full:
+            raise Unavailable(
+                "the shared journal (Redis) is full: nothing more can be committed until it "
+                "has room; retry later",
+                retry_after=5,
+            )
+
     async def claim(self, run_id: str) -> bool:
         """A client-chosen id for a new run, taken across instances (False: taken already)."""
         return await self.journal.claim(run_id)
@@ -224,7 +240,8 @@ class Remote:
         refused = answer.get("refused")
         if refused is not None:
             message = str(answer.get("message") or "the run's owner refused the command")
-            raise _refusal(run.id, str(refused), message)
+            retry = answer.get("retry_after")
+            raise _refusal(run.id, str(refused), message, retry if isinstance(retry, int) else 1)
         return answer
 
     async def answer(self, command: dict[str, Any]) -> dict[str, Any] | None:
@@ -256,16 +273,13 @@ class Remote:
         except RunFinished as exc:
             return {"refused": "finished", "message": exc.status or "failed"}
         except (ValueError, RunNotIngest, LimitReached) as exc:
-            kind = {
-                RunNotIngest: "not_ingest",
-                RunTooLarge: "too_large",
-                LimitReached: "limit",
-            }.get(type(exc), "invalid")
+            kind = _refused_as(exc)
             message = client_message(exc)
             if message is None:
                 log.exception("command %s to run %s failed", verb, run.id)
                 message = f"the run's owner could not apply {verb}"
-            return {"refused": kind, "message": message}
+            retry = exc.retry_after if isinstance(exc, LimitReached) else 1
+            return {"refused": kind, "message": message, "retry_after": retry}
         return {"accepted": result.accepted, "detail": result.detail}
 
     # --- a run this instance owned, ended by another ----------------------------------------
@@ -289,7 +303,20 @@ class Remote:
         self.let_go(run)
 
 
-def _refusal(run_id: str, kind: str, message: str) -> Exception:
+def _refused_as(exc: Exception) -> str:
+    """How an owner's refusal travels (``_refusal`` makes it the exception again)."""
+    if isinstance(exc, RunNotIngest):
+        return "not_ingest"
+    if isinstance(exc, RunTooLarge):
+        return "too_large"
+    if isinstance(exc, Unavailable):
+        return "unavailable"
+    if isinstance(exc, LimitReached):  # a quota's too: the sender's client retries alike
+        return "limit"
+    return "invalid"
+
+
+def _refusal(run_id: str, kind: str, message: str, retry_after: int) -> Exception:
     if kind == "finished":
         return RunFinished(run_id, message)
     if kind == "not_ingest":
@@ -297,5 +324,7 @@ def _refusal(run_id: str, kind: str, message: str) -> Exception:
     if kind == "too_large":
         return RunTooLarge(message)
     if kind == "limit":
-        return LimitReached(message)
+        return LimitReached(message, retry_after)
+    if kind == "unavailable":
+        return Unavailable(message, retry_after)
     return ClientError(message)

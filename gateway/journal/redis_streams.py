@@ -37,7 +37,7 @@ import anyio
 import msgspec
 from anyio.abc import TaskGroup
 from redis.exceptions import ConnectionError as RedisConnectionError
-from redis.exceptions import NoScriptError, RedisError, ResponseError
+from redis.exceptions import NoScriptError, OutOfMemoryError, RedisError, ResponseError
 
 from loopgate.contracts.envelope import Envelope
 from loopgate.contracts.ports import ThreadInfo, Unavailable
@@ -66,6 +66,10 @@ _decode_data = msgspec.json.Decoder(dict[str, Any]).decode
 T = TypeVar("T", int, float)
 Method = TypeVar("Method", bound=Callable[..., Coroutine[Any, Any, Any]])
 UNAVAILABLE = "the shared journal (Redis) does not answer; retry shortly"
+FULL = (
+    "Redis is full (maxmemory reached, with maxmemory-policy noeviction): nothing more can be "
+    "committed until it has room"
+)
 # An event queued for its run's next commit (seq, ts, kind, encoded data), by run.
 Row = tuple[int, int, str, bytes]
 Rows = dict[str, list[Row]]
@@ -225,6 +229,11 @@ class RedisJournal:
         self.instance = uuid.uuid4().hex[:16]
         self.on_commit: CommitListener | None = None
         self.on_lost: LostListener | None = None
+        # Why commits, and the lease's renewal, fail right now (readiness: /readyz), and
+        # whether it is that Redis is full: new runs and pushes are then refused at once, as
+        # nothing they add could be committed.
+        self._commit_trouble: str | None = None
+        self._lease_trouble: str | None = None
         self.on_command: CommandHandler | None = None
         # Any: redis-py annotates each reply as the union of every shape a reply may take.
         self._client: Any = None
@@ -288,6 +297,11 @@ class RedisJournal:
             client_name=name,
             socket_timeout=COMMAND_TIMEOUT_S + SOCKET_SLACK_S,
         )
+        try:
+            await self._check_memory_policy(client)
+        except BaseException:
+            await client.aclose()
+            raise
         self._client = client
         self._reader = self.target.client(
             decode_responses=False,
@@ -303,6 +317,23 @@ class RedisJournal:
         # Nothing to recover here: a run a dead instance left open is ended by whichever
         # instance finds its lease gone first (``writer``'s reaper), this one included.
         return []
+
+    async def _check_memory_policy(self, client: Any) -> None:
+        """A ValueError for a Redis that evicts keys when full; a warning for one that nothing
+        bounds (docs/scale.md: Redis settings)."""
+        try:
+            memory = dict(await client.info("memory"))
+        except ResponseError:
+            return  # INFO refused (a managed Redis may): nothing to tell from
+        refusal = self.target.eviction_refusal(memory)
+        if refusal is not None:
+            raise ValueError(refusal)
+        if not int(memory.get("maxmemory") or 0):
+            log.warning(
+                "journal: Redis at %s has no maxmemory: nothing bounds what it holds "
+                "(docs/scale.md: Redis settings)",
+                self.target.where,
+            )
 
     async def _load_scripts(self) -> None:
         """The scripts commits call by their sha (a Redis restarted, or flushed, lost them)."""
@@ -411,10 +442,7 @@ class RedisJournal:
                     with anyio.CancelScope(shield=True):
                         written = await self._write(runs, rows, threads, retry)
                 except (RedisError, OSError, NotReplicated) as exc:
-                    if isinstance(exc, NotReplicated):
-                        log.warning("journal commit not yet on %d replicas; retrying", exc.wanted)
-                    else:
-                        log.exception("journal commit failed; retrying in %.2f s", delay)
+                    self._commit_failed(exc, delay)
                     self._failed = (generation, runs, rows, threads)
                     await anyio.sleep(delay)
                     delay = min(delay * 2, RETRY_MAX_S)
@@ -423,6 +451,9 @@ class RedisJournal:
                 assert written is not None
                 marks, lost = written
                 self._failed = None
+                if self._commit_trouble is not None:
+                    log.warning("journal: commits land again")
+                    self._commit_trouble = None
                 self._committed = generation
                 if self.on_commit is not None and marks:
                     self.on_commit(marks)
@@ -431,6 +462,28 @@ class RedisJournal:
                     if self.on_lost is not None:
                         self.on_lost(run_id)
                 return
+
+    def _commit_failed(self, exc: Exception, delay: float) -> None:
+        if isinstance(exc, NotReplicated):
+            log.warning("journal commit not yet on %d replicas; retrying", exc.wanted)
+            self._commit_trouble = f"commits are not yet on {exc.wanted} replicas"
+        elif isinstance(exc, OutOfMemoryError):
+            if self._commit_trouble != FULL:  # once: it lasts until there is room again
+                log.error("journal: %s; new runs and pushes are refused meanwhile", FULL)
+            self._commit_trouble = FULL
+        else:
+            log.exception("journal commit failed; retrying in %.2f s", delay)
+            self._commit_trouble = _trouble(exc)
+
+    @property
+    def trouble(self) -> str | None:
+        return self._commit_trouble or self._lease_trouble
+
+    @property
+    def full(self) -> bool:
+        """Redis refuses what this instance writes for want of memory: its commits, or (an
+        instance with none under way finds out so) its lease's renewal."""
+        return FULL in (self._commit_trouble, self._lease_trouble)
 
     async def _write(
         self,
@@ -717,8 +770,12 @@ class RedisJournal:
             await anyio.sleep(self.lease_s / 3)
             try:
                 await self._renew()
-            except (RedisError, OSError):
-                log.exception("journal: renewing this instance's lease failed; retrying")
+            except (RedisError, OSError) as exc:
+                if self._lease_trouble is None:
+                    log.exception("journal: renewing this instance's lease failed; retrying")
+                self._lease_trouble = _trouble(exc)
+            else:
+                self._lease_trouble = None
 
     async def _reaper(self) -> None:
         while True:
@@ -873,6 +930,16 @@ class RedisJournal:
             return None
         decoded = msgspec.json.decode(answer[1], type=dict[str, Any])
         return None if decoded.get("missing") else decoded
+
+
+def _trouble(exc: BaseException) -> str:
+    """What a failed command says of Redis, in words for readiness (never its message: it
+    may quote a host or a script)."""
+    if isinstance(exc, OutOfMemoryError):
+        return FULL
+    if isinstance(exc, ResponseError):
+        return "Redis refuses the journal's commands"
+    return "Redis does not answer"
 
 
 def _number(params: dict[str, str], name: str, default: T) -> T:
