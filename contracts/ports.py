@@ -52,6 +52,10 @@ class StartRun(msgspec.Struct, kw_only=True, omit_defaults=True):
     # The agent to run (contracts.agents), for the ``loop`` source: None is the thread's agent
     # when it has runs, else the default one. The run service sets it to the one it chose.
     agent: str | None = None
+    # The run needs its thread to itself (a prompt continuing it: adapters/shared/threads.py):
+    # the run service claims the thread for as long as the run goes, across every instance
+    # sharing its journal, and refuses the start (ThreadBusy) while another such run holds it.
+    exclusive: bool = False
 
 
 class RunInfo(msgspec.Struct, kw_only=True):
@@ -133,6 +137,22 @@ class RunGone(RunNotFound):
         )
         self.run_id = run_id
         self.why = why
+
+
+class ThreadBusy(Exception):
+    """The thread's latest run is still going: a run started now would not see its end."""
+
+    def __init__(self, thread_id: str, run_id: str) -> None:
+        super().__init__(thread_id)
+        self.thread_id = thread_id
+        self.run_id = run_id
+
+    @property
+    def detail(self) -> str:
+        return (
+            f"thread {self.thread_id!r} has a run still going ({self.run_id!r}); start the "
+            "next one after its terminal completion, or cancel it"
+        )
 
 
 class ServiceUnavailable(Exception):

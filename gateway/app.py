@@ -142,6 +142,7 @@ def create_app(
 
     routes = [
         health.route(adapters),
+        health.readiness_route(hub.readiness),
         *apidocs.routes(adapters, token=settings.has_credentials, is_open=is_open_path),
         *(console.routes() if settings.console else []),
     ]

@@ -19,7 +19,7 @@ from loopgate.gateway.console.routes import is_console_path
 from loopgate.gateway.refusals import PROBLEMS, Refusals
 
 # The API's description is open as /healthz is: it holds no run, thread or setting (docs/api.md).
-OPEN_PATHS = frozenset({health.PATH, SPEC_PATH})
+OPEN_PATHS = frozenset({health.PATH, health.READY_PATH, SPEC_PATH})
 LOOPBACK_NAMES = frozenset({"localhost"})
 
 

@@ -1,8 +1,10 @@
-"""``GET /healthz``: the gateway is up, and which adapters it serves (open without the token)."""
+"""``GET /healthz``: the gateway is up, and which adapters it serves; ``GET /readyz``: whether
+it should be sent new work now (not while it shuts down, nor while its journal cannot commit:
+a full or unreachable Redis). Both are open without the token."""
 
 from __future__ import annotations
 
-from collections.abc import Iterable
+from collections.abc import Callable, Iterable
 from typing import Literal
 
 import msgspec
@@ -12,6 +14,7 @@ from starlette.routing import Route
 
 # Where load balancers and the listener (served even past the connection cap) find it.
 PATH = "/healthz"
+READY_PATH = "/readyz"
 
 
 class Health(msgspec.Struct):
@@ -28,3 +31,23 @@ def route(adapters: Iterable[str]) -> Route:
         return Response(body, media_type="application/json")
 
     return Route(PATH, healthz)
+
+
+class Readiness(msgspec.Struct):
+    """``ready``, or ``unready`` (503) with why: a load balancer sends it nothing new meanwhile,
+    while ``/healthz`` (liveness) still answers."""
+
+    status: Literal["ready", "unready"]
+    reasons: list[str]
+
+
+_encode_readiness = msgspec.json.Encoder().encode
+
+
+def readiness_route(reasons: Callable[[], list[str]]) -> Route:
+    async def readyz(request: Request) -> Response:
+        why = reasons()
+        body = _encode_readiness(Readiness("unready" if why else "ready", why))
+        return Response(body, status_code=503 if why else 200, media_type="application/json")
+
+    return Route(READY_PATH, readyz)

@@ -248,6 +248,7 @@ class RemoteService:
         body.pop("traceparent", None)
         body.pop("tracestate", None)
         body.pop("replay_pace", None)
+        body.pop("exclusive", None)  # the gateway's own thread rule decides it there
         if request.source == "replay":
             body.pop("source", None)
             body["pace"] = request.replay_pace

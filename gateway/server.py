@@ -19,10 +19,12 @@ import asyncio
 import contextlib
 import functools
 import logging
+import math
 import signal
 import socket
 import sys
 import threading
+import time
 from collections.abc import Iterator
 from types import FrameType
 from typing import Any
@@ -143,7 +145,11 @@ class GatewayServer(uvicorn.Server):
         self.started = True
 
     async def shutdown(self, sockets: list[socket.socket] | None = None) -> None:
+        # One grace for the whole stop: the requests still open after the drain (a push
+        # waiting on a commit the journal cannot make) get what the drain left of it.
+        ends = time.monotonic() + self.settings.shutdown_grace_s
         await self.hub.drain()
+        self.config.timeout_graceful_shutdown = max(math.ceil(ends - time.monotonic()), 1)
         await super().shutdown(sockets)
 
 

@@ -249,6 +249,8 @@ async def run_start(ctx: CallContext, p: StartParams) -> StartResult:
         raise RpcError(NOT_ACCEPTED, exc.detail, threadId=exc.thread_id, runId=exc.run_id) from None
     try:
         info = await ctx.service.start(request)
+    except ThreadBusy as exc:  # the thread claimed by another start meanwhile
+        raise RpcError(NOT_ACCEPTED, exc.detail, threadId=exc.thread_id, runId=exc.run_id) from None
     except UnknownAgent as exc:
         raise RpcError(INVALID_PARAMS, exc.message, param="agent", agents=exc.known) from None
     except ClientError as exc:

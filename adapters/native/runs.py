@@ -186,9 +186,9 @@ def routes(service: RunService, limits: EndpointLimits) -> list[BaseRoute]:
         start = to_start_request(body, headers.get("traceparent"), headers.get("tracestate"))
         try:
             start = await thread_start(service, start)
+            info = await service.start(start)  # which claims the thread: ThreadBusy too
         except ThreadBusy as exc:
             raise HttpProblem(409, exc.detail) from None
-        info = await service.start(start)
         return json_response(run_json(info), 201, {"location": f"/v1/runs/{info.id}"})
 
     @guarded

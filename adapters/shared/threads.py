@@ -8,9 +8,10 @@ conversation, as sent, so clients that keep their own history (AG-UI, ``loopgate
 --server``, any existing one) are unaffected. ACP sessions are threads and follow the same
 rule for every prompt.
 
-The busy check is made, not held (no lock spans the history read and the start): two prompts
-on one thread at the same instant may both start, each from the same history, as two ACP
-connections on one session could before.
+The busy check is a look-up, then a claim: such a start is ``exclusive``, and the run service
+claims the thread for the run (atomically, across instances sharing a journal), so of two
+prompts on one thread at the same instant one starts and the other is refused ThreadBusy, as
+if it had come second. (ACP sessions keep their own check: one prompt at a time per session.)
 
 Cost: one ``list_runs(limit=1)`` and one read of the latest run's events per continued start.
 The history is bounded by the journal's own retention: a thread whose runs were all dropped
@@ -22,23 +23,9 @@ from __future__ import annotations
 import msgspec
 
 from loopgate.contracts.history import Conversation, continued, conversation_after
-from loopgate.contracts.ports import RunInfo, RunService, StartRun
+from loopgate.contracts.ports import RunInfo, RunService, StartRun, ThreadBusy
 
-
-class ThreadBusy(Exception):
-    """The thread's latest run is still going: a run started now would not see its end."""
-
-    def __init__(self, thread_id: str, run_id: str) -> None:
-        super().__init__(thread_id)
-        self.thread_id = thread_id
-        self.run_id = run_id
-
-    @property
-    def detail(self) -> str:
-        return (
-            f"thread {self.thread_id!r} has a run still going ({self.run_id!r}); start the "
-            "next one after its terminal completion, or cancel it"
-        )
+__all__ = ["ThreadBusy", "conversation_after_run", "latest_run", "thread_start"]
 
 
 async def latest_run(service: RunService, thread_id: str) -> RunInfo | None:
@@ -76,6 +63,6 @@ async def thread_start(service: RunService, request: StartRun) -> StartRun:
         return request
     run = await latest_run(service, request.thread_id)
     if run is None:
-        return request
+        return msgspec.structs.replace(request, exclusive=True)
     conversation = await conversation_after_run(service, run)
-    return msgspec.structs.replace(request, input=continued(conversation, prompt))
+    return msgspec.structs.replace(request, input=continued(conversation, prompt), exclusive=True)

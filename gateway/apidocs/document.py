@@ -14,7 +14,7 @@ from loopgate import __version__
 from loopgate.adapters.shared.problem import PROBLEM_TYPE
 from loopgate.contracts.projector import Adapter, describes_http
 from loopgate.gateway import health
-from loopgate.gateway.health import Health
+from loopgate.gateway.health import READY_PATH, Health, Readiness
 from loopgate.gateway.query_token import event_stream
 
 log = logging.getLogger("loopgate.apidocs")
@@ -80,6 +80,28 @@ def gateway_paths() -> dict[str, Any]:
                 "content": {"application/json": {"schema": {"$ref": REF.format(name="Health")}}},
             },
         ),
+        READY_PATH: {
+            "get": {
+                "operationId": "ready",
+                "tags": ["Gateway"],
+                "summary": "Readiness",
+                "description": "Whether the gateway should be sent new work now: not while it "
+                "shuts down, nor while its journal cannot commit (a full or unreachable Redis). "
+                "Open without a token.",
+                "responses": {
+                    status: {
+                        "description": description,
+                        "content": {
+                            "application/json": {"schema": {"$ref": REF.format(name="Readiness")}}
+                        },
+                    }
+                    for status, description in (
+                        ("200", "ready"),
+                        ("503", "not ready; `reasons` says why"),
+                    )
+                },
+            }
+        },
         "/openapi.json": get(
             "openapi",
             "This description",
@@ -120,7 +142,7 @@ def openapi_document(
     adapters: Mapping[str, Adapter], *, token: bool, is_open: IsOpen
 ) -> dict[str, Any]:
     paths: dict[str, Any] = {}
-    _, schemas = msgspec.json.schema_components([Health], ref_template=REF)
+    _, schemas = msgspec.json.schema_components([Health, Readiness], ref_template=REF)
     for name, adapter in adapters.items():
         if not describes_http(adapter):
             continue

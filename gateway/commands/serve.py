@@ -22,6 +22,7 @@ from loopgate.gateway.journal import check_journal
 ENDPOINTS = """endpoints (docs/api.md):
   GET  /                              the web console (docs/console.md)
   GET  /healthz                       liveness
+  GET  /readyz                        readiness (503 while it stops, or its journal cannot commit)
   GET  /openapi.json, GET /docs       this API's OpenAPI 3.1 description, and a page for it
   GET  /v1/contract                   the event kinds and payloads this gateway speaks
   GET  /v1/agents                     the agents runs may be started on (docs/agents.md)

@@ -33,8 +33,10 @@ from loopgate.contracts.ports import (
     RunNotIngest,
     RunTooLarge,
     StartRun,
+    ThreadBusy,
     ThreadExists,
     ThreadInfo,
+    Unavailable,
 )
 from loopgate.contracts.principal import Owner, current
 from loopgate.gateway.agents.table import Agent, Agents
@@ -54,6 +56,9 @@ log = logging.getLogger("loopgate.hub")
 LAG_CHECK_EVERY = 64
 SWEEP_INTERVAL_S = 1.0
 COMMAND_BUFFER = 64
+# The least time a shutdown gives the commit of its runs' ends, should they have taken the
+# whole grace to stop.
+FINAL_COMMIT_S = 1.0
 # A compacted run is held in chunks of about this many bytes of events (as the hub counts
 # them; gateway.hub.compact says why), and compaction checkpoints after about as many: a big
 # run, or a burst of small ones, does not stall the event loop while it is encoded (about a
@@ -153,6 +158,12 @@ class Hub:
         self._to_compact: deque[Run] = deque()
         self._compact_wanted = anyio.Event()
         self._compacted_since_checkpoint = 0
+        # Requests waiting for a commit to acknowledge (a push): a drain that gives up on the
+        # journal ends their wait, as a retry-later, rather than leave them to the server's
+        # shutdown (a 500).
+        self._committing: set[anyio.CancelScope] = set()
+        # Threads held by an exclusive run of this hub while it goes: thread → run.
+        self._thread_runs: dict[str, str] = {}
 
     # --- lifecycle ----------------------------------------------------------------------
 
@@ -206,14 +217,34 @@ class Hub:
                 self.publish(run, "completion", {"status": "failed", "reason": "server_shutdown"})
             elif run.producer is not None:
                 run.producer.cancel()
-        with anyio.move_on_after(self.settings.shutdown_grace_s):
+        grace = self.settings.shutdown_grace_s
+        deadline = anyio.current_time() + grace
+        with anyio.CancelScope(deadline=deadline):
             for run in running:
                 await run.ended.wait()
         for run in running:
             if not run.finished:
                 self.publish(run, "completion", {"status": "failed", "reason": "server_shutdown"})
-        with anyio.CancelScope(shield=True):
+        # The runs' ends are committed within what is left of the grace (at least a moment,
+        # which a journal that answers takes milliseconds of): one that does not answer (Redis
+        # down) would retry forever, holding the process past any grace.
+        last = max(deadline, anyio.current_time() + FINAL_COMMIT_S)
+        with anyio.CancelScope(shield=True, deadline=last):
             await self.journal.flush()
+        stuck = [run for run in running if run.committed < run.last_seq]
+        if stuck:
+            log.error(
+                "shutdown: the journal could not commit the end of %d run(s) within "
+                "shutdown_grace_s (%g s); exiting without it: their streams here end, and a "
+                "shared journal's other instances end the runs once this one's lease lapses",
+                len(stuck),
+                grace,
+            )
+            for run in stuck:
+                for sub in list(run.subscribers):
+                    sub.cut()
+            for waiting in self._committing:
+                waiting.cancel()
 
     async def _deliver(self) -> None:
         """Wake the subscribers of runs with new events, all together once per window: one
@@ -466,6 +497,12 @@ class Hub:
         self.publish(run, "completion", {"status": "failed", "reason": reason, "message": message})
         raise RunTooLarge(f"{message}; it has been ended")
 
+    def release_thread_claim(self, run: Run) -> None:
+        """The run has ended: its thread is free for the next (a shared journal frees it in
+        Redis with the commit of the run's end)."""
+        if self._thread_runs.get(run.record.thread_id) == run.id:
+            del self._thread_runs[run.record.thread_id]
+
     def end_producer(self, run: Run, reason: str = "truncated") -> None:
         """The producer stopped; synthesise the terminal event it never sent."""
         if not run.finished:
@@ -478,6 +515,7 @@ class Hub:
         record.finished_at = self.clock()
         record.last_seq = run.last_seq
         self._active -= 1
+        self.release_thread_claim(run)
         if self._runs.get(run.id) is run:
             self._hot_finished[run.id] = run
         for hook in run.on_finish:
@@ -492,6 +530,8 @@ class Hub:
     async def start(self, request: StartRun) -> RunInfo:
         if self._closing:
             raise LimitReached("the server is shutting down", retry_after=5)
+        if self._remote is not None:
+            self._remote.check_room()
         principal = access.may_start()
         agent: Agent | None = None
         if request.source == "loop" and self.roster is not None:
@@ -527,6 +567,8 @@ class Hub:
                 raise RunExists(run_id)
             if run_id in self._runs:
                 raise RunExists(run_id)  # started here by another request while this one waited
+            if request.exclusive and request.thread_id:
+                await self._claim_thread(request.thread_id, run_id)
         except BaseException:
             await access.refund(tickets)
             raise
@@ -559,6 +601,16 @@ class Hub:
         await self.journal.flush()
         audit("run_started", principal, run_id=run_id, thread_id=record.thread_id)
         return run.info()
+
+    async def _claim_thread(self, thread_id: str, run_id: str) -> None:
+        """The thread, for this run alone until it ends (``StartRun.exclusive``); ThreadBusy
+        while another such run holds it, here or (a shared journal) on any instance."""
+        holder = self._thread_runs.get(thread_id)
+        if holder is None and self._remote is not None:
+            holder = await self._remote.claim_thread(thread_id, run_id)
+        if holder is not None:
+            raise ThreadBusy(thread_id, holder)
+        self._thread_runs[thread_id] = run_id
 
     async def _produce(self, run: Run, producer: Producer) -> None:
         try:
@@ -652,6 +704,8 @@ class Hub:
 
     async def push_nowait(self, run_id: str, event: LoopEvent) -> Envelope:
         run = await self._visible(run_id, control=True)
+        if self._remote is not None and not run.finished:
+            self._remote.check_room()
         if run.remote and not run.finished and self._remote is not None:
             # The owner appends (one writer per run): it answers once the event is committed.
             return await self._remote.push(run, event)
@@ -678,7 +732,18 @@ class Hub:
         if run is None or run.committed < seq:
             # Everything recorded before this call is committed when it returns (the
             # writer's group commit, or this call's own if the writer is busy or gone).
-            await self.journal.flush()
+            with anyio.CancelScope() as waiting:
+                self._committing.add(waiting)
+                try:
+                    await self.journal.flush()
+                finally:
+                    self._committing.discard(waiting)
+            if waiting.cancelled_caught:
+                # The drain gave up on the journal (Redis away): this is not acknowledged.
+                raise Unavailable(
+                    "the gateway is shutting down and could not commit this; retry shortly",
+                    retry_after=1,
+                )
             if run is not None and run.committed < seq and self._remote is not None:
                 # Refused by a shared journal: another instance ended the run meanwhile.
                 raise RunFinished(run.id, run.record.status)
@@ -823,6 +888,14 @@ class Hub:
             raise CutOff(sub.cursor)
 
     # --- helpers ------------------------------------------------------------------------
+
+    def readiness(self) -> list[str]:
+        """Why this instance should be sent no new work now; none: it is ready (/readyz)."""
+        reasons = ["shutting down"] if self._closing else []
+        trouble = self.journal.trouble
+        if trouble is not None:
+            reasons.append(f"journal: {trouble}")
+        return reasons
 
     def stats(self) -> HubStats:
         """Safe to call from another thread (a metrics exporter's): it only copies."""

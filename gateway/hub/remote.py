@@ -28,6 +28,7 @@ from loopgate.contracts.ports import (
     RunFinished,
     RunNotIngest,
     RunTooLarge,
+    Unavailable,
 )
 from loopgate.gateway.hub.run import Run
 from loopgate.gateway.journal.base import EVENT_OVERHEAD_BYTES, Journal, RunRecord
@@ -47,6 +48,11 @@ class SharedJournal(Journal, Protocol):
     on_lost: Any
     on_command: Any
 
+    @property
+    def full(self) -> bool:
+        """Redis is full: nothing more can be committed until it has room."""
+        ...
+
     async def watch(
         self,
         run_id: str,
@@ -58,6 +64,8 @@ class SharedJournal(Journal, Protocol):
     def unwatch(self, run_id: str) -> None: ...
 
     async def claim(self, run_id: str) -> bool: ...
+
+    async def claim_thread(self, thread_id: str, run_id: str) -> str | None: ...
 
     async def command(self, run_id: str, command: dict[str, Any]) -> dict[str, Any] | None: ...
 
@@ -89,6 +97,7 @@ class Remote:
             )
         run = Run(record, events, sizes)
         run.remote = True
+        run.loading = True
         hub._admit(run)
         if events and is_terminal_completion(events[-1].kind, events[-1].data):
             self._finish(run, events[-1])
@@ -100,6 +109,16 @@ class Remote:
             except BaseException:
                 self.let_go(run)  # a view nothing feeds would keep its readers waiting
                 raise
+            finally:
+                run.loading = False
+        if hub._runs.get(run.id) is not run:
+            # Let go while the watch was set up, before anyone here could read it: a reader
+            # handed it would follow a run nothing feeds (and read an emptied view).
+            if run.finished:
+                return await hub._load(run.id)  # it made room for another: a cold run now
+            raise LimitReached(
+                f"run {record.id} cannot be followed here right now; retry later", retry_after=1
+            )
         return run
 
     def _deliver(self, run: Run, batch: list[Envelope], sizes: list[int]) -> None:
@@ -168,16 +187,31 @@ class Remote:
         self.hub._drop(run, None)
 
     def sweep(self) -> None:
-        """Views of running runs nobody here watches go (their readers with them)."""
+        """Views of running runs nobody here watches (or is loading for) go."""
         hub = self.hub
         for run in [r for r in hub._runs.values() if r.remote and not r.finished]:
-            if not run.subscribers:
+            if not run.subscribers and not run.loading:
                 self.journal.unwatch(run.id)
                 hub._drop(run, None)
+
+    def check_room(self) -> None:
+        """Unavailable (503) at once while the journal is full: a new run or a push would
+        only wait on a commit that cannot land, with its client."""
+        if self.journal.full:
+            raise Unavailable(
+                "the shared journal (Redis) is full: nothing more can be committed until it "
+                "has room; retry later",
+                retry_after=5,
+            )
 
     async def claim(self, run_id: str) -> bool:
         """A client-chosen id for a new run, taken across instances (False: taken already)."""
         return await self.journal.claim(run_id)
+
+    async def claim_thread(self, thread_id: str, run_id: str) -> str | None:
+        """The thread for this run across instances; None once taken, else the run holding
+        it. The journal keeps the claim alive while this instance lives and the run goes."""
+        return await self.journal.claim_thread(thread_id, run_id)
 
     # --- commands to owners ---------------------------------------------------------------
 
@@ -206,7 +240,8 @@ class Remote:
         refused = answer.get("refused")
         if refused is not None:
             message = str(answer.get("message") or "the run's owner refused the command")
-            raise _refusal(run.id, str(refused), message)
+            retry = answer.get("retry_after")
+            raise _refusal(run.id, str(refused), message, retry if isinstance(retry, int) else 1)
         return answer
 
     async def answer(self, command: dict[str, Any]) -> dict[str, Any] | None:
@@ -238,16 +273,13 @@ class Remote:
         except RunFinished as exc:
             return {"refused": "finished", "message": exc.status or "failed"}
         except (ValueError, RunNotIngest, LimitReached) as exc:
-            kind = {
-                RunNotIngest: "not_ingest",
-                RunTooLarge: "too_large",
-                LimitReached: "limit",
-            }.get(type(exc), "invalid")
+            kind = _refused_as(exc)
             message = client_message(exc)
             if message is None:
                 log.exception("command %s to run %s failed", verb, run.id)
                 message = f"the run's owner could not apply {verb}"
-            return {"refused": kind, "message": message}
+            retry = exc.retry_after if isinstance(exc, LimitReached) else 1
+            return {"refused": kind, "message": message, "retry_after": retry}
         return {"accepted": result.accepted, "detail": result.detail}
 
     # --- a run this instance owned, ended by another ----------------------------------------
@@ -264,13 +296,27 @@ class Remote:
             run.record.state = "finished"
             run.record.status = "failed"
             hub._active -= 1
+            hub.release_thread_claim(run)
             run.ended.set()
         if run.producer is not None:
             run.producer.cancel()
         self.let_go(run)
 
 
-def _refusal(run_id: str, kind: str, message: str) -> Exception:
+def _refused_as(exc: Exception) -> str:
+    """How an owner's refusal travels (``_refusal`` makes it the exception again)."""
+    if isinstance(exc, RunNotIngest):
+        return "not_ingest"
+    if isinstance(exc, RunTooLarge):
+        return "too_large"
+    if isinstance(exc, Unavailable):
+        return "unavailable"
+    if isinstance(exc, LimitReached):  # a quota's too: the sender's client retries alike
+        return "limit"
+    return "invalid"
+
+
+def _refusal(run_id: str, kind: str, message: str, retry_after: int) -> Exception:
     if kind == "finished":
         return RunFinished(run_id, message)
     if kind == "not_ingest":
@@ -278,5 +324,7 @@ def _refusal(run_id: str, kind: str, message: str) -> Exception:
     if kind == "too_large":
         return RunTooLarge(message)
     if kind == "limit":
-        return LimitReached(message)
+        return LimitReached(message, retry_after)
+    if kind == "unavailable":
+        return Unavailable(message, retry_after)
     return ClientError(message)

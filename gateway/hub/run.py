@@ -99,6 +99,9 @@ class Run:
         # A view of a run another instance owns (a shared journal): its events come from the
         # journal as they are committed there, and commands go to its owner.
         self.remote = False
+        # A view still being loaded for whoever asked for it (its first reader attaches as the
+        # load returns): the sweep, which lets go of views nobody watches, leaves it be.
+        self.loading = False
         self._waiter: anyio.Event | None = None
         if record.state == "finished":
             self.ended.set()

@@ -91,6 +91,12 @@ class Journal(Protocol):
     durable: bool
     on_commit: CommitListener | None
 
+    @property
+    def trouble(self) -> str | None:
+        """Why the journal cannot keep up right now (a full or unreachable Redis), for
+        readiness; None while it can."""
+        ...
+
     async def open(self) -> list[RunRecord]:
         """Prepare storage; return runs left ``running`` by a previous process."""
         ...

@@ -19,7 +19,7 @@ import redis.asyncio as aioredis
 import redis.asyncio.sentinel as aiosentinel
 import redis.sentinel
 from redis.asyncio.connection import parse_url
-from redis.exceptions import AuthenticationError, RedisError
+from redis.exceptions import AuthenticationError, RedisError, ResponseError
 
 SENTINEL = "redis+sentinel://"
 # Query parameters that are loopgate's, not the Redis client's (docs/scale.md).
@@ -122,12 +122,36 @@ class RedisTarget:
             client = redis.Redis.from_url(self.url, **timeouts)
         try:
             client.ping()
+            refusal = self.eviction_refusal(_memory_info(client))
         except AuthenticationError:
             raise ValueError(f"--journal: Redis at {self.where} refused the credentials") from None
         except (RedisError, OSError) as exc:
             raise ValueError(f"--journal: cannot reach Redis at {self.where} ({exc})") from None
         finally:
             client.close()
+        if refusal is not None:
+            raise ValueError(refusal)
+
+    def eviction_refusal(self, memory: dict[str, Any]) -> str | None:
+        """Why a Redis whose ``INFO memory`` this is cannot hold the journal, or None: one
+        that evicts keys when full would drop leases (runs ended as their owner's) and runs'
+        records and events, without a word."""
+        policy = memory.get("maxmemory_policy")
+        if policy is None or policy == "noeviction":
+            return None
+        return (
+            f"--journal: Redis at {self.where} evicts keys when it is full (maxmemory-policy "
+            f"{policy}): the journal's leases, runs and events would vanish without a word; "
+            "give it maxmemory-policy noeviction (docs/scale.md)"
+        )
+
+
+def _memory_info(client: redis.Redis) -> dict[str, Any]:
+    """``INFO memory``, or nothing where the server refuses INFO (a managed one may)."""
+    try:
+        return dict(client.info("memory"))
+    except ResponseError:
+        return {}
 
 
 def _host_port(text: str) -> tuple[str, int]:

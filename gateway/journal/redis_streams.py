@@ -36,12 +36,13 @@ from typing import Any, TypeVar, cast
 import anyio
 import msgspec
 from anyio.abc import TaskGroup
-from redis.exceptions import NoScriptError, RedisError, ResponseError
+from redis.exceptions import ConnectionError as RedisConnectionError
+from redis.exceptions import NoScriptError, OutOfMemoryError, RedisError, ResponseError
 
 from loopgate.contracts.envelope import Envelope
 from loopgate.contracts.ports import ThreadInfo, Unavailable
 from loopgate.contracts.principal import Owner
-from loopgate.gateway.journal import redis_follow
+from loopgate.gateway.journal import redis_follow, redis_threads
 from loopgate.gateway.journal.base import (
     EVENT_OVERHEAD_BYTES,
     CommitListener,
@@ -50,6 +51,7 @@ from loopgate.gateway.journal.base import (
 )
 from loopgate.gateway.journal.redis_connect import RedisTarget
 from loopgate.gateway.journal.redis_follow import Deliver, StreamFollower
+from loopgate.gateway.journal.redis_threads import ThreadClaims
 
 log = logging.getLogger("loopgate.journal")
 
@@ -64,6 +66,10 @@ _decode_data = msgspec.json.Decoder(dict[str, Any]).decode
 T = TypeVar("T", int, float)
 Method = TypeVar("Method", bound=Callable[..., Coroutine[Any, Any, Any]])
 UNAVAILABLE = "the shared journal (Redis) does not answer; retry shortly"
+FULL = (
+    "Redis is full (maxmemory reached, with maxmemory-policy noeviction): nothing more can be "
+    "committed until it has room"
+)
 # An event queued for its run's next commit (seq, ts, kind, encoded data), by run.
 Row = tuple[int, int, str, bytes]
 Rows = dict[str, list[Row]]
@@ -172,6 +178,25 @@ def _reaching(method: Method) -> Method:
     return cast(Method, reaching)
 
 
+def _reading(method: Method) -> Method:
+    """A read of a request (``_reaching``), tried once more on a fresh connection when its
+    connection fails: after Redis restarted, or a network path dropped its state, every idle
+    connection in the pool is stale, and each would fail one request (its server side gone,
+    unseen until written to). The pool's idle connections go at the first failure, so the
+    retry, and the requests after it, connect anew. Reads only: a write retried after a lost
+    reply could be applied twice."""
+
+    @functools.wraps(method)
+    async def reading(journal: RedisJournal, *args: Any, **kwargs: Any) -> Any:
+        try:
+            return await method(journal, *args, **kwargs)
+        except RedisConnectionError:
+            await journal.drop_idle_connections()
+        return await method(journal, *args, **kwargs)
+
+    return _reaching(cast(Method, reading))
+
+
 class RedisJournal:
     durable = True
     # Runs live beyond this process: the hub serves other instances' runs from here.
@@ -204,6 +229,11 @@ class RedisJournal:
         self.instance = uuid.uuid4().hex[:16]
         self.on_commit: CommitListener | None = None
         self.on_lost: LostListener | None = None
+        # Why commits, and the lease's renewal, fail right now (readiness: /readyz), and
+        # whether it is that Redis is full: new runs and pushes are then refused at once, as
+        # nothing they add could be committed.
+        self._commit_trouble: str | None = None
+        self._lease_trouble: str | None = None
         self.on_command: CommandHandler | None = None
         # Any: redis-py annotates each reply as the union of every shape a reply may take.
         self._client: Any = None
@@ -214,6 +244,7 @@ class RedisJournal:
         )
         self._append_script: Any = None
         self._end_orphan_script: Any = None
+        self.threads = ThreadClaims(partial(self._key, "thread-claim"), self._lease_ms)
         # What is queued for the next commit: the batch of generation ``_filling``.
         self._runs: dict[str, RunRecord] = {}
         self._threads: dict[str, ThreadInfo] = {}
@@ -250,7 +281,9 @@ class RedisJournal:
         pipe = self._redis().pipeline(transaction=False)
         pipe.set(self._lease_key(self.instance), b"1", px=self._lease_ms())
         pipe.zadd(self._key("instances"), {self.instance: time.time_ns() // 1_000_000})
-        await pipe.execute()
+        claims = await self.threads.renew(pipe)
+        _, _, *kept = await pipe.execute()
+        self.threads.renewed(claims, kept)
 
     # --- lifecycle ------------------------------------------------------------------------
 
@@ -264,6 +297,11 @@ class RedisJournal:
             client_name=name,
             socket_timeout=COMMAND_TIMEOUT_S + SOCKET_SLACK_S,
         )
+        try:
+            await self._check_memory_policy(client)
+        except BaseException:
+            await client.aclose()
+            raise
         self._client = client
         self._reader = self.target.client(
             decode_responses=False,
@@ -273,11 +311,34 @@ class RedisJournal:
         )
         self._append_script = client.register_script(_APPEND)
         self._end_orphan_script = client.register_script(_END_ORPHAN)
-        await client.script_load(_APPEND)
+        self.threads.register(client)
+        await self._load_scripts()
         await self._renew()
         # Nothing to recover here: a run a dead instance left open is ended by whichever
         # instance finds its lease gone first (``writer``'s reaper), this one included.
         return []
+
+    async def _check_memory_policy(self, client: Any) -> None:
+        """A ValueError for a Redis that evicts keys when full; a warning for one that nothing
+        bounds (docs/scale.md: Redis settings)."""
+        try:
+            memory = dict(await client.info("memory"))
+        except ResponseError:
+            return  # INFO refused (a managed Redis may): nothing to tell from
+        refusal = self.target.eviction_refusal(memory)
+        if refusal is not None:
+            raise ValueError(refusal)
+        if not int(memory.get("maxmemory") or 0):
+            log.warning(
+                "journal: Redis at %s has no maxmemory: nothing bounds what it holds "
+                "(docs/scale.md: Redis settings)",
+                self.target.where,
+            )
+
+    async def _load_scripts(self) -> None:
+        """The scripts commits call by their sha (a Redis restarted, or flushed, lost them)."""
+        await self._redis().script_load(_APPEND)
+        await self._redis().script_load(redis_threads.KEEP)
 
     def _lease_ms(self) -> int:
         return max(int(self.lease_s * 1000), 1)
@@ -287,6 +348,11 @@ class RedisJournal:
             raise RuntimeError("the journal is closed")
         return self._client
 
+    async def drop_idle_connections(self) -> None:
+        """One connection failed: the pool's idle ones, as old, are likely stale too (a Redis
+        restart out of their sight). They connect anew when next used."""
+        await self._redis().connection_pool.disconnect(inuse_connections=False)
+
     def client(self) -> Any:
         """The journal's Redis client (its pool), for what else lives in this Redis beside
         the runs (the quotas' counters); RuntimeError before it opens and after it closes."""
@@ -295,7 +361,9 @@ class RedisJournal:
     async def aclose(self) -> None:
         if self._client is None:
             return
-        with anyio.move_on_after(CLOSE_FLUSH_S) as timer:
+        # A commit failing now (Redis away) had its time in the hub's drain, within the
+        # shutdown's grace: waiting for it again would only hold the process.
+        with anyio.move_on_after(CLOSE_FLUSH_S if self._failed is None else 0) as timer:
             await self.flush()
         if timer.cancelled_caught:
             runs = {*self._rows, *(self._failed[2] if self._failed else ())}
@@ -374,10 +442,7 @@ class RedisJournal:
                     with anyio.CancelScope(shield=True):
                         written = await self._write(runs, rows, threads, retry)
                 except (RedisError, OSError, NotReplicated) as exc:
-                    if isinstance(exc, NotReplicated):
-                        log.warning("journal commit not yet on %d replicas; retrying", exc.wanted)
-                    else:
-                        log.exception("journal commit failed; retrying in %.2f s", delay)
+                    self._commit_failed(exc, delay)
                     self._failed = (generation, runs, rows, threads)
                     await anyio.sleep(delay)
                     delay = min(delay * 2, RETRY_MAX_S)
@@ -386,13 +451,39 @@ class RedisJournal:
                 assert written is not None
                 marks, lost = written
                 self._failed = None
+                if self._commit_trouble is not None:
+                    log.warning("journal: commits land again")
+                    self._commit_trouble = None
                 self._committed = generation
                 if self.on_commit is not None and marks:
                     self.on_commit(marks)
                 for run_id in lost:
+                    self.threads.forget(run_id)
                     if self.on_lost is not None:
                         self.on_lost(run_id)
                 return
+
+    def _commit_failed(self, exc: Exception, delay: float) -> None:
+        if isinstance(exc, NotReplicated):
+            log.warning("journal commit not yet on %d replicas; retrying", exc.wanted)
+            self._commit_trouble = f"commits are not yet on {exc.wanted} replicas"
+        elif isinstance(exc, OutOfMemoryError):
+            if self._commit_trouble != FULL:  # once: it lasts until there is room again
+                log.error("journal: %s; new runs and pushes are refused meanwhile", FULL)
+            self._commit_trouble = FULL
+        else:
+            log.exception("journal commit failed; retrying in %.2f s", delay)
+            self._commit_trouble = _trouble(exc)
+
+    @property
+    def trouble(self) -> str | None:
+        return self._commit_trouble or self._lease_trouble
+
+    @property
+    def full(self) -> bool:
+        """Redis refuses what this instance writes for want of memory: its commits, or (an
+        instance with none under way finds out so) its lease's renewal."""
+        return FULL in (self._commit_trouble, self._lease_trouble)
 
     async def _write(
         self,
@@ -402,7 +493,8 @@ class RedisJournal:
         retry: bool,
     ) -> tuple[dict[str, int], list[str]]:
         pipe = self._redis().pipeline(transaction=False)
-        order: list[str] = []
+        # Each run's append, by its place among the replies (its registry updates follow it).
+        order: dict[str, int] = {}
         maxlen = str(self.max_events)
         keep_ms = str(self.max_age_ms)
         for run_id in {**rows, **runs}:
@@ -421,8 +513,8 @@ class RedisJournal:
             # By its sha, not through the Script object: that makes the pipeline ask Redis
             # whether the script exists (a round trip) before every commit. It was loaded at
             # open; after a Redis restart the commit fails NOSCRIPT, loads it and is retried.
+            order[run_id] = len(pipe)
             pipe.evalsha(self._append_script.sha, 4, *self._run_keys(run_id), *args)
-            order.append(run_id)
             if record is not None:
                 self._index(pipe, record)
         for thread in threads.values():
@@ -435,22 +527,22 @@ class RedisJournal:
             *results, copies = results
             if not isinstance(copies, int) or copies < self.replicas:
                 raise NotReplicated(self.replicas)
+        if any(isinstance(result, NoScriptError) for result in results):
+            await self._load_scripts()
         marks: dict[str, int] = {}
         lost: list[str] = []
-        for run_id, result in zip(order, results, strict=False):
-            if isinstance(result, NoScriptError):
-                await self._redis().script_load(_APPEND)
-                raise result
+        for run_id, at in order.items():
+            result = results[at]
             if isinstance(result, ResponseError) and str(result).startswith("SEQ"):
                 log.error("run %s: another instance appended to it; events refused", run_id)
                 lost.append(run_id)
-            elif isinstance(result, Exception):
-                raise result
-            elif run_id in rows:
+            elif run_id in rows and not isinstance(result, Exception):
                 marks[run_id] = rows[run_id][-1][0]
-        for result in results[len(order) :]:
-            if isinstance(result, Exception):
+        appends = set(order.values())
+        for at, result in enumerate(results):
+            if isinstance(result, Exception) and not (at in appends and str(result)[:3] == "SEQ"):
                 raise result
+        self.threads.committed(runs.values())
         return marks, lost
 
     def _index(self, pipe: Any, record: RunRecord) -> None:
@@ -458,14 +550,19 @@ class RedisJournal:
         and the runs this instance owns while they run (what survivors end if it dies)."""
         pipe.zadd(self._key("runs"), {record.id: record.created_at})
         pipe.zadd(self._key("thread-runs", record.thread_id), {record.id: record.created_at})
+        # The run's thread, for as long as the run is in the registry: retention finds its
+        # thread's index through it once the run's own keys (its record) have expired.
+        pipe.hset(self._key("run-threads"), record.id, record.thread_id)
         if record.state == "running":
             pipe.sadd(self._owned_key(self.instance), record.id)
         else:
             pipe.srem(self._owned_key(self.instance), record.id)
+            # The thread is free for its next run once this one's end is committed.
+            self.threads.release_in(pipe, record)
 
     # --- reading --------------------------------------------------------------------------
 
-    @_reaching
+    @_reading
     async def load_run(self, run_id: str) -> RunRecord | None:
         pending = self._runs.get(run_id)
         if pending is not None:
@@ -473,12 +570,12 @@ class RedisJournal:
         raw = await self._redis().get(self._run_keys(run_id)[2])
         return _decode_record(raw) if raw is not None else None
 
-    @_reaching
+    @_reading
     async def owner(self, run_id: str) -> str | None:
         raw = await self._redis().get(self._run_keys(run_id)[3])
         return raw.decode() if raw is not None else None
 
-    @_reaching
+    @_reading
     async def load_events(
         self,
         run_id: str,
@@ -518,7 +615,7 @@ class RedisJournal:
     def unwatch(self, run_id: str) -> None:
         self.follower.unwatch(run_id)
 
-    @_reaching
+    @_reading
     async def list_runs(
         self, limit: int, thread_id: str | None = None, owner: Owner | None = None
     ) -> list[RunRecord]:
@@ -568,6 +665,13 @@ class RedisJournal:
         return bool(claimed)
 
     @_reaching
+    async def claim_thread(self, thread_id: str, run_id: str) -> str | None:
+        """Take a thread for a run of this instance until it ends (a continued thread takes
+        one run at a time); None once taken, else the run holding it. The claim lasts a lease
+        and is renewed with this instance's: a dead instance's lapses."""
+        return await self.threads.take(thread_id, run_id)
+
+    @_reading
     async def load_thread(self, thread_id: str) -> ThreadInfo | None:
         pending = self._threads.get(thread_id)
         if pending is not None:
@@ -575,7 +679,7 @@ class RedisJournal:
         raw = await self._redis().get(self._key("thread", thread_id))
         return _decode_thread(raw) if raw is not None else None
 
-    @_reaching
+    @_reading
     async def list_threads(self, limit: int, owner: Owner | None = None) -> list[ThreadInfo]:
         found: list[ThreadInfo] = []
         start, page_size = 0, limit if owner is None else OWNER_PAGE
@@ -594,15 +698,27 @@ class RedisJournal:
     # --- retention ------------------------------------------------------------------------
 
     async def delete(self, run_ids: list[str]) -> None:
+        """Every key of these runs, and their entries in the registry: a run whose own keys
+        expired is still in its thread's index, found through ``run-threads``."""
         if not run_ids:
             return
-        records = await self._records(run_ids)
-        pipe = self._redis().pipeline(transaction=False)
-        for run_id, record in zip(run_ids, records, strict=True):
+        client = self._redis()
+        threads: list[str | None] = [
+            t.decode() if t is not None else None
+            for t in await client.hmget(self._key("run-threads"), run_ids)
+        ]
+        unknown = [run_id for run_id, t in zip(run_ids, threads, strict=True) if t is None]
+        if unknown:
+            # Indexed before ``run-threads`` was kept: their records say, while they last.
+            found = {r.id: r.thread_id for r in await self._records(unknown) if r is not None}
+            threads = [t or found.get(run_id) for run_id, t in zip(run_ids, threads, strict=True)]
+        pipe = client.pipeline(transaction=False)
+        for run_id, thread in zip(run_ids, threads, strict=True):
             pipe.delete(*self._run_keys(run_id), self._claim_key(run_id))
             pipe.zrem(self._key("runs"), run_id)
-            if record is not None:
-                pipe.zrem(self._key("thread-runs", record.thread_id), run_id)
+            if thread is not None:
+                pipe.zrem(self._key("thread-runs", thread), run_id)
+        pipe.hdel(self._key("run-threads"), *run_ids)
         await pipe.execute()
 
     async def prune(self, *, keep: int, older_than_ns: int) -> list[str]:
@@ -622,9 +738,7 @@ class RedisJournal:
                 run_id in {b.decode() for b in beyond} or (record.finished_at or 0) < older_than_ns
             ):
                 doomed.append(run_id)
-        if expired:
-            await client.zrem(self._key("runs"), *expired)
-        await self.delete(doomed)
+        await self.delete(doomed + expired)
         return doomed + expired
 
     @_reaching
@@ -656,8 +770,12 @@ class RedisJournal:
             await anyio.sleep(self.lease_s / 3)
             try:
                 await self._renew()
-            except (RedisError, OSError):
-                log.exception("journal: renewing this instance's lease failed; retrying")
+            except (RedisError, OSError) as exc:
+                if self._lease_trouble is None:
+                    log.exception("journal: renewing this instance's lease failed; retrying")
+                self._lease_trouble = _trouble(exc)
+            else:
+                self._lease_trouble = None
 
     async def _reaper(self) -> None:
         while True:
@@ -726,6 +844,8 @@ class RedisJournal:
         done = int(await self._end_orphan_script(keys=keys, args=args))
         if done == 1:
             log.warning("run %s: its instance %s is gone; ended it (owner_lost)", run_id, owner)
+            # Its thread is free for the next run (else once the dead owner's claim lapses).
+            await self.threads.release(record.thread_id, run_id)
         if done != 2:
             # Ended, here or by another survivor, or not that instance's: no longer its.
             await client.srem(owned, run_id)
@@ -749,10 +869,17 @@ class RedisJournal:
         try:
             await pubsub.subscribe(self._key("commands", self.instance))
             self._resubscribe_delay = RETRY_MIN_S
+            pinged = anyio.current_time()
             while True:
                 message = await pubsub.get_message(ignore_subscribe_messages=True, timeout=1.0)
                 if message is not None and message["type"] == "message":
                     tg.start_soon(self._answer, message["data"])
+                if anyio.current_time() - pinged >= self.lease_s / 3:
+                    # A listener only reads: a connection whose Redis restarted out of its
+                    # sight (no FIN across a network) would be waited on for good, and every
+                    # command to this instance go unanswered. Written to, it fails at once.
+                    await pubsub.ping()
+                    pinged = anyio.current_time()
         finally:
             with anyio.CancelScope(shield=True), suppress(RedisError, OSError):
                 await pubsub.aclose()
@@ -803,6 +930,16 @@ class RedisJournal:
             return None
         decoded = msgspec.json.decode(answer[1], type=dict[str, Any])
         return None if decoded.get("missing") else decoded
+
+
+def _trouble(exc: BaseException) -> str:
+    """What a failed command says of Redis, in words for readiness (never its message: it
+    may quote a host or a script)."""
+    if isinstance(exc, OutOfMemoryError):
+        return FULL
+    if isinstance(exc, ResponseError):
+        return "Redis refuses the journal's commands"
+    return "Redis does not answer"
 
 
 def _number(params: dict[str, str], name: str, default: T) -> T:

@@ -100,6 +100,7 @@ CHECKPOINT_BYTES = 4 << 20
 
 class SqliteJournal:
     durable = True
+    trouble: str | None = None
 
     def __init__(self, path: str, *, synchronous: Synchronous = "normal") -> None:
         self.path = path

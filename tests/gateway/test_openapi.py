@@ -119,7 +119,7 @@ def test_with_a_token_every_operation_but_the_open_ones_says_so(secured: dict[st
             assert "401" not in op["responses"]
         else:
             assert "401" in op["responses"], (method, path)
-    assert open_ops == {"/healthz", "/openapi.json", "/docs"}
+    assert open_ops == {"/healthz", "/readyz", "/openapi.json", "/docs"}
     query_token = {
         (m, p)
         for m, p in operations(secured)
@@ -336,6 +336,7 @@ def test_each_operation_answers_as_described(live: tuple[str, Checker]) -> None:
         }
         assert check.response(client.get("/v1/me"))["subject"] == "local"
         check.response(client.get("/healthz"))
+        check.response(client.get("/readyz"))
         check.response(client.get("/openapi.json"))
         check.response(client.get("/docs"))
 

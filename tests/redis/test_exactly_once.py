@@ -133,3 +133,27 @@ async def test_two_survivors_end_an_orphaned_run_once(redis_url: str) -> None:
         record = await s2.load_run("r")
         assert record is not None and record.state == "finished" and record.last_seq == 4
         assert await s1.end_orphans() == []
+
+
+async def test_a_refused_batch_is_told_apart_from_the_runs_committed_with_it(
+    redis_url: str,
+) -> None:
+    """One commit carries several runs, each followed by its registry updates: each run's
+    outcome is read at its own place among the replies."""
+    async with journal(redis_url) as a, journal(redis_url) as b:
+        a.record_run(new_record("r", "r", "ingest", 1, {}))
+        a.record_event(*event("r", 1, "a"))
+        await a.flush()
+        lost: list[str] = []
+        committed: list[dict[str, int]] = []
+        b.on_lost = lost.append
+        b.on_commit = committed.append
+        # B starts a run of its own, and sends a stale copy of A's seq 1, in one commit.
+        b.record_run(new_record("x", "x", "ingest", 2, {}))
+        b.record_event(*event("x", 1, "b"))
+        b.record_event(*event("r", 1, "b"))
+        with anyio.fail_after(10):
+            await b.flush()
+        assert lost == ["r"]
+        assert committed == [{"x": 1}]
+        assert [e.data for e in await b.load_events("r")] == [{"delta": "a1"}]

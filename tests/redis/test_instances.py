@@ -28,10 +28,15 @@ from tests.gateway.sse_client import aread_stream, envelopes, read_stream
 
 @contextmanager
 def instances(
-    redis_url: str, count: int, *flags: str, env: dict[str, str] | None = None
+    redis_url: str,
+    count: int,
+    *flags: str,
+    env: dict[str, str] | None = None,
+    log_files: list[IO[bytes]] | None = None,
 ) -> Iterator[list[tuple[str, subprocess.Popen[bytes]]]]:
     """``count`` gateways on one Redis, started side by side (each takes seconds to import),
-    each with ``flags`` and the environment plus ``env``.
+    each with ``flags`` and the environment plus ``env``; ``log_files`` gets each one's
+    stderr file, for a test that reads what it logged.
 
     Each one's stderr goes to a file of its own, never to a pipe: nothing reads a pipe while a
     test runs, and a gateway that has filled one (64 KiB: a few hundred audit lines) stops
@@ -54,6 +59,8 @@ def instances(
                 procs.append((f"http://127.0.0.1:{port}", proc))
             for (base, proc), log in zip(procs, logs, strict=True):
                 wait_healthy(base, proc, timeout=60, log=log)
+            if log_files is not None:
+                log_files += logs
             yield procs
         finally:
             for _, proc in procs:
