@@ -10,6 +10,7 @@ cancel, steering and permission answers reach the loop while it runs.
 from __future__ import annotations
 
 from collections.abc import Callable, Mapping, Sequence
+from contextlib import AbstractContextManager
 from typing import Any, Literal, Protocol, runtime_checkable
 
 import msgspec
@@ -207,6 +208,15 @@ class ChecksRequests(Protocol):
     config): ValueError, in the client's terms, refuses it as the client's mistake."""
 
     def check(self, request: LoopRequest) -> None: ...
+
+
+@runtime_checkable
+class TracksReaching(Protocol):
+    """A run context that is told while a plug is still reaching its loop (a stdio child being
+    started again): that wait is bounded by the connect timeout, and the first-event timeout
+    counts from when the loop has the run."""
+
+    def reaching(self) -> AbstractContextManager[None]: ...
 
 
 @runtime_checkable

@@ -2,8 +2,10 @@
 
 from __future__ import annotations
 
+import time
 from collections import deque
-from collections.abc import Awaitable, Callable, Mapping, Sequence
+from collections.abc import Awaitable, Callable, Iterator, Mapping, Sequence
+from contextlib import contextmanager
 from typing import Any
 
 import anyio
@@ -79,6 +81,9 @@ class GatewayRunContext(RequestView):
         self._steers: deque[str] = deque()
         self._steer_waiter: anyio.Event | None = None
         self.asking = 0
+        # While a plug still reaches its loop (TracksReaching), and when it last got there.
+        self.reaching_loop = 0
+        self.reached_at: float | None = None
         limit = request.config.get("max_steer_chars")
         self.max_steer_chars = (
             limit if type(limit) is int and limit > 0 else DEFAULT_MAX_STEER_CHARS
@@ -118,6 +123,17 @@ class GatewayRunContext(RequestView):
             return await self._ask(tool_call, options, request_id)
         finally:
             self.asking -= 1
+            self._on_change()
+
+    @contextmanager
+    def reaching(self) -> Iterator[None]:
+        self.reaching_loop += 1
+        self._on_change()
+        try:
+            yield
+        finally:
+            self.reaching_loop -= 1
+            self.reached_at = time.monotonic()
             self._on_change()
 
     # --- what the gateway does to it -------------------------------------------------------

@@ -289,11 +289,14 @@ class LoopProducer:
         g = self.guards
         if self.cancel_at is not None:
             return self.cancel_at + g.cancel_grace_s, None
-        if not self.loop.untrusted or self.ctx.asking:
+        ctx = self.ctx
+        if not self.loop.untrusted or ctx.asking or ctx.reaching_loop:
+            # Asking: bounded by the permission timeout; reaching: by the connect timeout.
             return math.inf, None
         if self.events == 0:
             message = f"the loop sent no event within {g.first_event_timeout_s:g} s"
-            return self.started + g.first_event_timeout_s, LoopFault("loop_timeout", message)
+            since = self.started if ctx.reached_at is None else max(self.started, ctx.reached_at)
+            return since + g.first_event_timeout_s, LoopFault("loop_timeout", message)
         message = f"the loop sent nothing for {g.idle_timeout_s:g} s"
         return self.last_event + g.idle_timeout_s, LoopFault("loop_timeout", message)
 

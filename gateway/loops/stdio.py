@@ -29,7 +29,7 @@ import anyio
 import anyio.abc
 import msgspec
 
-from loopgate.contracts.loop import Emit, LoopFault, RunContext
+from loopgate.contracts.loop import Emit, LoopFault, RunContext, TracksReaching
 from loopgate.contracts.ports import LimitReached, RunFinished
 from loopgate.gateway.loops.source import is_terminal
 from loopgate.gateway.loops.stderr import StderrBounds, StderrWriter, capacity, relay_stderr
@@ -280,7 +280,14 @@ class StdioRun:
     async def run(self, emit: Emit) -> None:
         loop = self.loop
         self.emit = emit
-        with anyio.move_on_after(loop.connect_timeout_s):
+        # A child being started again is reached within the connect timeout; the first-event
+        # timeout counts from then, not from the run's start.
+        reaching = (
+            self.ctx.reaching()
+            if isinstance(self.ctx, TracksReaching)
+            else contextlib.nullcontext()
+        )
+        with reaching, anyio.move_on_after(loop.connect_timeout_s):
             await loop.ready.wait()
         run_id = self.ctx.run_id
         loop.runs[run_id] = self

@@ -8,6 +8,7 @@ import json
 import shlex
 import subprocess
 import sys
+import time
 from collections.abc import Iterator
 from pathlib import Path
 from typing import Any
@@ -177,6 +178,22 @@ def test_a_stdio_child_that_dies_or_spews_is_restarted(prompt: str, message: str
         assert_failed(run_to_end(base, prompt), "loop_exited", message)
         # Restarted with back-off (the first wait is half a second): the next run works.
         assert_still_serving(base)
+
+
+def test_the_first_event_timeout_counts_from_when_a_restarted_child_has_the_run() -> None:
+    # Three quick deaths: the child is started again after 0.5, 1 and 2 s. A run that comes
+    # during the 2 s back-off waits for the child (the connect timeout bounds that), then gets
+    # its whole first-event time: the back-off is not the loop's silence.
+    with running_gateway(loop_cmd=stdio_command(), **GUARDS) as (base, _):
+        for _ in range(3):
+            assert_failed(
+                run_to_end(base, "die"), "loop_exited", "the loop process exited (code 3)"
+            )
+        began = time.monotonic()
+        assert_still_serving(base)
+        waited = time.monotonic() - began
+        assert waited > GUARDS["loop_first_event_timeout_s"], waited  # it did wait the back-off
+        print(f"a run during a 2 s back-off answered after {waited:.2f} s")
 
 
 def test_a_stdio_child_that_refuses_runs() -> None:
