@@ -16,7 +16,8 @@ import websockets.exceptions
 import websockets.sync.client as ws_client
 from pydantic import TypeAdapter
 
-from tests.gateway.harness import REPO, running_gateway
+from tests.gateway.harness import running_gateway
+from tests.node_clients import NODE_DIR, node_clients
 
 EVENT = TypeAdapter(ag_ui.core.Event)
 TERMINAL = {"RUN_FINISHED", "RUN_ERROR"}
@@ -210,9 +211,11 @@ def test_run_started_names_the_trace_when_telemetry_is_on(tmp_path: Path) -> Non
     # The real client takes the whole run, metadata included, without a warning.
     recorded = tmp_path / "traced.jsonl"
     recorded.write_text("".join(json.dumps(e) + "\n" for e in events))
-    verify = REPO / "tests" / "node" / "agui-verify.mjs"
     checked = subprocess.run(
-        ["node", str(verify), str(recorded)], capture_output=True, text=True, timeout=60
+        [node_clients(), str(NODE_DIR / "agui-verify.mjs"), str(recorded)],
+        capture_output=True,
+        text=True,
+        timeout=60,
     )
     assert checked.returncode == 0, checked.stdout + checked.stderr
 

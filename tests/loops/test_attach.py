@@ -18,8 +18,9 @@ from acp.ws import create_websocket_stream
 from websockets.asyncio.client import connect
 
 from tests.acp.support import RecordingClient
-from tests.agui.node_client import NODE_DIR, clean
+from tests.agui.node_client import clean
 from tests.gateway.harness import running_gateway
+from tests.node_clients import NODE_DIR, node_clients
 
 pytestmark = pytest.mark.anyio
 
@@ -69,7 +70,7 @@ def test_agui_client_attaches_to_an_ingested_run(base: str, after: int) -> None:
     push(base, run_id, deltas(WORDS[:2]))
     node = subprocess.Popen(
         [
-            "node",
+            node_clients(),
             str(NODE_DIR / "agui-plug.mjs"),
             base,
             "attach",

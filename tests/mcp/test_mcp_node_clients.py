@@ -5,7 +5,6 @@ the work and print a JSON summary. Needs ``npm ci`` in tests/node."""
 from __future__ import annotations
 
 import json
-import shutil
 import subprocess
 import sys
 import tempfile
@@ -21,20 +20,16 @@ import pytest
 from tests.fakes.redis_server import redis_server
 from tests.gateway.harness import REPO, running_gateway
 from tests.mcp.support import envelopes, projected, run_end
+from tests.node_clients import NODE_DIR, node_clients
 from tests.redis.test_instances import instances
 
 pytestmark = pytest.mark.anyio
-NODE_DIR = REPO / "tests" / "node"
 NODE_TIMEOUT_S = 60
 BURSTS = 10  # runs per test of progress bursts
-SDK = NODE_DIR / "node_modules" / "@modelcontextprotocol" / "sdk"
 
 
 def node_command(script: str, *args: str) -> list[str]:
-    found = shutil.which("node")
-    assert found, "node (>= 20) is required for the real-client tests"
-    assert SDK.is_dir(), f"@modelcontextprotocol/sdk is not installed: run `npm ci` in {NODE_DIR}"
-    return [found, script, *args]
+    return [node_clients(), script, *args]
 
 
 @asynccontextmanager
