@@ -39,6 +39,7 @@ from tests.identity.principals import write_test_keys
 from tests.jsonrpc.jsonrpc_support import RpcSocket, rpc_connect
 from tests.mcp.support import Progressed, http_session, loopgate_meta, structured, text
 from tests.node_clients import NODE_DIR, node_clients
+from tests.waiting import until
 
 pytestmark = pytest.mark.anyio
 
@@ -90,8 +91,7 @@ async def subscribers(world: World, run_id: str, count: int, within: float = 10)
     moment after the client closed)."""
     with anyio.fail_after(within):
         # The hub has no event for it: its count is what says.
-        while (await native_run(world, run_id))["subscribers"] != count:  # noqa: ASYNC110
-            await anyio.sleep(0.02)
+        await until(lambda: native_run(world, run_id), lambda run: run["subscribers"] == count)
 
 
 async def finished(world: World, run_id: str, within: float = 10) -> dict[str, Any]:
