@@ -8,7 +8,6 @@ import json
 import os
 import subprocess
 import sys
-from collections.abc import Iterator
 from pathlib import Path
 from typing import Any
 
@@ -19,10 +18,9 @@ from acp.ws import create_websocket_stream
 
 from tests.acp.support import REPO, RecordingClient, agent_env, check_strict, spawned
 from tests.agents.roster import PREFIX, TWO_AGENTS_TOML, two_agent_settings, write_two_agents
-from tests.gateway.harness import running_gateway
 from tests.node_clients import NODE_DIR, node_clients
 
-pytestmark = pytest.mark.anyio
+pytestmark = [pytest.mark.anyio, pytest.mark.gateway(agents=two_agent_settings().agents)]
 
 CODER_SAYS = "this answer comes straight from the scripted model"
 REFUSED = "Invalid params: value: no agent named 'nobody'; this gateway serves: coder, parrot"
@@ -129,12 +127,6 @@ async def test_one_agent_offers_no_agent_option() -> None:
     assert [o["id"] for o in options] == ["approval"]
     assert refused.value.code == -32602
     assert str(refused.value) == "Invalid params: configId: unknown option 'agent' (have: approval)"
-
-
-@pytest.fixture(scope="module")
-def gateway() -> Iterator[str]:
-    with running_gateway(agents=two_agent_settings().agents) as (base, _server):
-        yield base
 
 
 async def open_socket(base: str, client: RecordingClient) -> Any:

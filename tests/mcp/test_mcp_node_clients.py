@@ -9,7 +9,7 @@ import subprocess
 import sys
 import tempfile
 import uuid
-from collections.abc import AsyncIterator, Iterator
+from collections.abc import AsyncIterator
 from contextlib import asynccontextmanager
 from typing import Any
 
@@ -23,7 +23,9 @@ from tests.mcp.support import envelopes, projected, run_end
 from tests.node_clients import NODE_DIR, node_clients
 from tests.redis.test_instances import instances
 
-pytestmark = pytest.mark.anyio
+# The gateway is paced: the run a test cancels waits in the scripted model's 30-second
+# `sleep` tool.
+pytestmark = [pytest.mark.anyio, pytest.mark.gateway(scripted_delay_s=0.01)]
 NODE_TIMEOUT_S = 60
 BURSTS = 10  # runs per test of progress bursts
 
@@ -98,13 +100,6 @@ def check_every_progress_arrived(summary: dict[str, Any]) -> None:
         assert run["messages"] == messages
         assert run["progress"] == list(range(1, len(messages) + 1))
         assert run["text"] == answer.text
-
-
-@pytest.fixture(scope="module")
-def gateway() -> Iterator[str]:
-    # The run a test cancels waits in the scripted model's 30-second `sleep` tool.
-    with running_gateway(scripted_delay_s=0.01) as (base, _):
-        yield base
 
 
 async def test_aborting_a_call_over_http_cancels_its_run(gateway: str) -> None:
