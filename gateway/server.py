@@ -40,6 +40,7 @@ from loopgate.gateway.listener import Listener, raise_fd_limit
 from loopgate.gateway.log_limits import RateLimitedLog
 from loopgate.gateway.redaction import install_redaction
 from loopgate.gateway.settings import Settings
+from loopgate.gateway.telemetry import Telemetry
 from loopgate.gateway.ws_protocol import GuardedWebSocketProtocol
 
 log = logging.getLogger("loopgate.server")
@@ -173,9 +174,12 @@ def bind(host: str, port: int, backlog: int) -> list[socket.socket]:
     return bound
 
 
-def make_server(settings: Settings, *, log_level: str = "info") -> GatewayServer:
+def make_server(
+    settings: Settings, *, log_level: str = "info", telemetry: Telemetry | None = None
+) -> GatewayServer:
+    """``telemetry``: else one built from the settings and OTEL_* variables (create_app)."""
     settings.check_listening()
-    app = create_app(settings)
+    app = create_app(settings, telemetry=telemetry)
     config = uvicorn.Config(
         app,
         host=settings.host,

@@ -11,6 +11,7 @@ from loopgate.adapters.acp.agent import AcpAgent, AgentError
 from loopgate.contracts.ports import RunInfo, StartRun
 from loopgate.gateway.app import build_hub
 from loopgate.gateway.settings import Settings
+from tests.waiting import until
 
 pytestmark = pytest.mark.anyio
 TRACEPARENT = "00-4bf92f3577b34da6a3ce929d0e0e4736-00f067aa0ba902b7-01"
@@ -78,8 +79,7 @@ async def test_a_session_busy_in_another_connection_refuses_a_prompt(tmp_path: A
         await first.prompt([Text("plain")], session_id)
         tg.start_soon(first.prompt, [Text("slow tool")], session_id)
         with anyio.fail_after(5):
-            while not await running(hub, session_id):  # noqa: ASYNC110
-                await anyio.sleep(0.01)
+            await until(lambda: running(hub, session_id))
         with pytest.raises(AgentError) as busy:
             await second.prompt([Text("plain")], session_id)
         await first.cancel(session_id)

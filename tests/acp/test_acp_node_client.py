@@ -1,28 +1,24 @@
 """The TypeScript SDK (@agentclientprotocol/sdk 2.x) drives ``loopgate acp``: prompt, cancel.
 
-Needs ``npm ci`` in tests/node; a missing install fails loudly rather than skipping.
+Needs ``npm ci`` in tests/node (tests/node_clients.py: skipped locally without it, failed in CI).
 """
 
 from __future__ import annotations
 
 import json
 import os
-import shutil
 import subprocess
 import sys
 from pathlib import Path
 
 from tests.acp.support import REPO
+from tests.node_clients import NODE_DIR, node_clients
 
-NODE_DIR = REPO / "tests" / "node"
 DRIVER = NODE_DIR / "acp-drive.mjs"
 
 
 def test_node_sdk_prompt_permission_and_cancel(tmp_path: Path) -> None:
-    node = shutil.which("node")
-    assert node, "node (>= 20) is required for the real-client tests"
-    sdk = NODE_DIR / "node_modules" / "@agentclientprotocol" / "sdk"
-    assert sdk.is_dir(), f"run `npm ci` in {NODE_DIR} first"
+    node = node_clients()
     env = {
         **os.environ,
         "PYTHONPATH": str(REPO),

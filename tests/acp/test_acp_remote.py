@@ -18,15 +18,9 @@ from loopgate.contracts.ports import RunFinished, RunNotFound, StartRun
 from loopgate.gateway.remote import RemoteService
 from tests.acp.support import RecordingClient, open_session, spawned
 from tests.gateway.harness import running_gateway
+from tests.waiting import until
 
-pytestmark = pytest.mark.anyio
-
-
-@pytest.fixture(scope="module")
-def gateway(tmp_path_factory: pytest.TempPathFactory) -> Any:
-    workspace = str(tmp_path_factory.mktemp("workspace"))
-    with running_gateway(scripted_delay_s=0.002, workspace=workspace) as (base, _server):
-        yield base
+pytestmark = [pytest.mark.anyio, pytest.mark.gateway(scripted_delay_s=0.002)]
 
 
 async def test_remote_service_runs_and_streams(gateway: str) -> None:
@@ -96,6 +90,11 @@ async def test_acp_server_mode_prompts_and_loads(gateway: str) -> None:
     assert second.text() == first.text()
 
 
+async def run_of(http: httpx.AsyncClient, run_url: str) -> dict[str, Any]:
+    run: dict[str, Any] = (await http.get(run_url)).json()
+    return run
+
+
 async def test_load_follows_a_run_that_lives_in_the_gateway(gateway: str) -> None:
     # A run started by someone else (the HTTP API) in thread "shared"; an IDE opens it.
     http = httpx.AsyncClient(base_url=gateway)
@@ -117,19 +116,14 @@ async def test_load_follows_a_run_that_lives_in_the_gateway(gateway: str) -> Non
     async with spawned(client, "--server", gateway) as conn:
         await conn.initialize(protocol_version=PROTOCOL_VERSION)
         with anyio.fail_after(10):
-            while True:
-                run = (await http.get(run_url)).json()
-                if run["last_seq"] >= 3:
-                    break
-                await anyio.sleep(0.05)
+            await until(lambda: run_of(http, run_url), lambda run: run["last_seq"] >= 3)
         await conn.load_session(cwd="/tmp", session_id="shared-1", mcp_servers=[])
         with anyio.fail_after(10):
             await got_tool.wait()
         await conn.cancel(session_id="shared-1")  # the IDE's cancel reaches the gateway run
         with anyio.fail_after(10):
             await closed.wait()  # and the IDE sees the open tool call closed
-            while (await http.get(run_url)).json()["state"] != "finished":  # noqa: ASYNC110
-                await anyio.sleep(0.05)
+            await until(lambda: run_of(http, run_url), lambda run: run["state"] == "finished")
     assert (await http.get(run_url)).json()["status"] == "cancelled"
     await http.aclose()
     assert client.kinds()[0] == "user_message_chunk"

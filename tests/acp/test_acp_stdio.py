@@ -3,6 +3,7 @@
 from __future__ import annotations
 
 from pathlib import Path
+from typing import Any
 
 import anyio
 import pytest
@@ -185,13 +186,21 @@ async def test_one_prompt_at_a_time() -> None:
     async with spawned(client) as conn:
         session_id = await open_session(conn)
         errors: list[RequestError] = []
+        in_its_tool = anyio.Event()
+
+        async def on_update(update: Any) -> None:
+            if update.session_update == "tool_call":
+                in_its_tool.set()
+
+        client.on_update = on_update
 
         async def first() -> None:
             await conn.prompt(session_id=session_id, prompt=[text_block("slow tool")])
 
         async with anyio.create_task_group() as tg:
             tg.start_soon(first)
-            await anyio.sleep(0.3)
+            with anyio.fail_after(10):
+                await in_its_tool.wait()  # the first prompt is running
             try:
                 await conn.prompt(session_id=session_id, prompt=[text_block("plain")])
             except RequestError as exc:

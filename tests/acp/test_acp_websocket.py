@@ -14,16 +14,8 @@ from acp import PROTOCOL_VERSION, connect_to_agent, text_block
 from acp.ws import create_websocket_stream
 
 from tests.acp.support import RecordingClient, prompt_cancelled_mid_tool
-from tests.gateway.harness import running_gateway
 
-pytestmark = pytest.mark.anyio
-
-
-@pytest.fixture(scope="module")
-def gateway(tmp_path_factory: pytest.TempPathFactory) -> Any:
-    workspace = str(tmp_path_factory.mktemp("workspace"))
-    with running_gateway(scripted_delay_s=0.002, workspace=workspace) as (base, _server):
-        yield base
+pytestmark = [pytest.mark.anyio, pytest.mark.gateway(scripted_delay_s=0.002)]
 
 
 def ws_url(base: str) -> str:

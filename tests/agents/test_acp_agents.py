@@ -6,10 +6,8 @@ from __future__ import annotations
 
 import json
 import os
-import shutil
 import subprocess
 import sys
-from collections.abc import Iterator
 from pathlib import Path
 from typing import Any
 
@@ -20,9 +18,9 @@ from acp.ws import create_websocket_stream
 
 from tests.acp.support import REPO, RecordingClient, agent_env, check_strict, spawned
 from tests.agents.roster import PREFIX, TWO_AGENTS_TOML, two_agent_settings, write_two_agents
-from tests.gateway.harness import running_gateway
+from tests.node_clients import NODE_DIR, node_clients
 
-pytestmark = pytest.mark.anyio
+pytestmark = [pytest.mark.anyio, pytest.mark.gateway(agents=two_agent_settings().agents)]
 
 CODER_SAYS = "this answer comes straight from the scripted model"
 REFUSED = "Invalid params: value: no agent named 'nobody'; this gateway serves: coder, parrot"
@@ -131,12 +129,6 @@ async def test_one_agent_offers_no_agent_option() -> None:
     assert str(refused.value) == "Invalid params: configId: unknown option 'agent' (have: approval)"
 
 
-@pytest.fixture(scope="module")
-def gateway() -> Iterator[str]:
-    with running_gateway(agents=two_agent_settings().agents) as (base, _server):
-        yield base
-
-
 async def open_socket(base: str, client: RecordingClient) -> Any:
     transport = await create_websocket_stream(base.replace("http://", "ws://") + "/acp")
     return connect_to_agent(client, transport, observers=[client.observe])
@@ -195,16 +187,11 @@ async def test_acp_attached_to_a_gateway_offers_its_agents(gateway: str) -> None
 
 
 def test_the_typescript_sdk_switches_the_agent(tmp_path: Path) -> None:
-    node = shutil.which("node")
-    assert node, "node (>= 20) is required for the real-client tests"
-    node_dir = REPO / "tests" / "node"
-    assert (node_dir / "node_modules" / "@agentclientprotocol" / "sdk").is_dir(), (
-        f"run `npm ci` in {node_dir} first"
-    )
+    node = node_clients()
     config = str(write_two_agents(tmp_path))
     command = [sys.executable, "-m", "loopgate", "acp", "-c", config]
     done = subprocess.run(
-        [node, str(node_dir / "agents-acp.mjs"), *command],
+        [node, str(NODE_DIR / "agents-acp.mjs"), *command],
         cwd=REPO,
         env={**os.environ, **agent_env()},
         capture_output=True,

@@ -5,7 +5,6 @@ unknown agent or tool in MCP's own error shapes."""
 
 from __future__ import annotations
 
-from collections.abc import Iterator
 from functools import partial
 from pathlib import Path
 
@@ -29,19 +28,17 @@ from tests.mcp.support import (
     text,
 )
 
-pytestmark = pytest.mark.anyio
+# The gateway is paced, so that a run waiting in the scripted model's slow tool is still
+# going when its call is cancelled.
+pytestmark = [
+    pytest.mark.anyio,
+    pytest.mark.gateway(
+        agents=two_agent_settings(scripted_delay_s=0.01).agents, scripted_delay_s=0.01
+    ),
+]
 AGENT_TOOLS = [*TOOL_NAMES, "coder", "parrot"]
 DESCRIPTIONS = {"coder": "Writes and explains code", "parrot": "Repeats what you say"}
 UNKNOWN = "no agent named 'nobody'; this gateway serves: coder, parrot"
-
-
-@pytest.fixture(scope="module")
-def gateway() -> Iterator[str]:
-    # Paced, so that a run waiting in the scripted model's slow tool is still going when its
-    # call is cancelled.
-    settings = two_agent_settings(scripted_delay_s=0.01)
-    with running_gateway(agents=settings.agents, scripted_delay_s=0.01) as (base, _):
-        yield base
 
 
 async def check_tools(session: ClientSession) -> dict[str, types.Tool]:

@@ -3,23 +3,16 @@ agents, a run's ``agent``, and an unknown one in each protocol's own words."""
 
 from __future__ import annotations
 
-from collections.abc import Iterator
 from pathlib import Path
 
 import httpx
 import pytest
 
 from tests.agents.roster import PREFIX, two_agent_settings, write_two_agents
-from tests.gateway.harness import running_gateway
 from tests.gateway.sse_client import envelopes, read_stream
 from tests.jsonrpc.jsonrpc_support import RpcProcess
 
-
-@pytest.fixture(scope="module")
-def base() -> Iterator[str]:
-    settings = two_agent_settings()
-    with running_gateway(agents=settings.agents) as (url, _):
-        yield url
+pytestmark = pytest.mark.gateway(agents=two_agent_settings().agents)
 
 
 def text_of(client: httpx.Client, run_id: str) -> str:
@@ -30,8 +23,8 @@ def text_of(client: httpx.Client, run_id: str) -> str:
     )
 
 
-def test_the_native_api_lists_the_agents_and_runs_the_one_named(base: str) -> None:
-    with httpx.Client(base_url=base, timeout=10) as client:
+def test_the_native_api_lists_the_agents_and_runs_the_one_named(gateway: str) -> None:
+    with httpx.Client(base_url=gateway, timeout=10) as client:
         listed = client.get("/v1/agents").json()["agents"]
         assert [(a["name"], a.get("default", False)) for a in listed] == [
             ("coder", True),
@@ -58,12 +51,12 @@ def test_the_native_api_lists_the_agents_and_runs_the_one_named(base: str) -> No
         )
 
 
-def test_json_rpc_starts_runs_on_agents_and_lists_them(base: str) -> None:
+def test_json_rpc_starts_runs_on_agents_and_lists_them(gateway: str) -> None:
     def call(client: httpx.Client, method: str, params: dict[str, object] | None = None) -> dict:
         body = {"jsonrpc": "2.0", "id": 1, "method": method, "params": params or {}}
         return client.post("/rpc", json=body).json()
 
-    with httpx.Client(base_url=base, timeout=10) as client:
+    with httpx.Client(base_url=gateway, timeout=10) as client:
         agents = call(client, "agent.list")["result"]["agents"]
         assert [a["name"] for a in agents] == ["coder", "parrot"]
         started = call(

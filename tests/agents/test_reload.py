@@ -32,6 +32,7 @@ from tests.agents.reload_support import (
 )
 from tests.agents.roster import PREFIX, TWO_AGENTS_TOML
 from tests.gateway.harness import gateway_process
+from tests.waiting import wait_until
 
 CONFIG = f"""\
 scripted_delay_s = 0.0
@@ -155,10 +156,7 @@ def test_a_run_going_through_a_reload_ends_on_its_loop_which_closes_after_it(
         assert closed_loops(tmp_path) == []
         assert http.post(f"/v1/runs/{held}/cancel").status_code == 202
         assert text_of(base, held) == "first then first"
-        deadline = time.monotonic() + 10
-        while not closed_loops(tmp_path):
-            assert time.monotonic() < deadline, "the replaced loop was never closed"
-            time.sleep(0.02)
+        wait_until(lambda: closed_loops(tmp_path), 10, "the replaced loop to close")
         assert closed_loops(tmp_path) == ["first"]
 
 

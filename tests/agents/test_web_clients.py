@@ -18,8 +18,9 @@ import websockets.sync.client as ws_client
 from openai import OpenAI
 
 from tests.agents.roster import PREFIX, write_two_agents
-from tests.agui.node_client import clean, run_script
+from tests.agui.node_client import clean
 from tests.gateway.harness import gateway_process
+from tests.node_clients import run_script
 
 UNKNOWN = "no agent named 'nobody'; this gateway serves: coder, parrot"
 # The reference loop on the scripted model answers a "plain" prompt in these words.

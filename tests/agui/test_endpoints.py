@@ -5,7 +5,6 @@ from __future__ import annotations
 import json
 import subprocess
 import time
-from collections.abc import Iterator
 from pathlib import Path
 from typing import Any
 
@@ -16,16 +15,14 @@ import websockets.exceptions
 import websockets.sync.client as ws_client
 from pydantic import TypeAdapter
 
-from tests.gateway.harness import REPO, running_gateway
+from tests.gateway.harness import running_gateway
+from tests.node_clients import NODE_DIR, node_clients
+from tests.waiting import wait_until
+
+pytestmark = pytest.mark.gateway(scripted_delay_s=0.005, keepalive_s=0.3)
 
 EVENT = TypeAdapter(ag_ui.core.Event)
 TERMINAL = {"RUN_FINISHED", "RUN_ERROR"}
-
-
-@pytest.fixture(scope="module")
-def base() -> Iterator[str]:
-    with running_gateway(scripted_delay_s=0.005, keepalive_s=0.3) as (url, _):
-        yield url
 
 
 counter = iter(range(1_000_000))
@@ -50,9 +47,9 @@ def sse_events(raw: bytes) -> list[dict[str, Any]]:
     return events
 
 
-def test_post_streams_valid_events_with_lf_framing(base: str) -> None:
+def test_post_streams_valid_events_with_lf_framing(gateway: str) -> None:
     request = body("plain hi", protocolVersion="1.0")
-    with httpx.stream("POST", f"{base}/agui", json=request, timeout=20) as response:
+    with httpx.stream("POST", f"{gateway}/agui", json=request, timeout=20) as response:
         assert response.status_code == 200
         assert response.headers["content-type"].startswith("text/event-stream")
         raw = b"".join(response.iter_bytes())
@@ -67,11 +64,11 @@ def test_post_streams_valid_events_with_lf_framing(base: str) -> None:
         "protocolVersion": "1.0",
     }
     assert events[-1]["type"] == "RUN_FINISHED"
-    run = httpx.get(f"{base}/v1/runs/{request['runId']}").json()
+    run = httpx.get(f"{gateway}/v1/runs/{request['runId']}").json()
     assert run["thread_id"] == request["threadId"] and run["status"] == "completed"
 
 
-def test_bad_input_is_a_422_naming_the_field_before_the_stream(base: str) -> None:
+def test_bad_input_is_a_422_naming_the_field_before_the_stream(gateway: str) -> None:
     cases = [
         ({"threadId": "t", "runId": "r"}, "`messages`"),
         ({"threadId": "t", "runId": "r", "messages": [{"role": "robot"}]}, "messages[0].role"),
@@ -80,48 +77,49 @@ def test_bad_input_is_a_422_naming_the_field_before_the_stream(base: str) -> Non
         (body("x", resume=[{"interruptId": "nope", "status": "resolved"}]), "interruptId"),
     ]
     for request, needle in cases:
-        response = httpx.post(f"{base}/agui", json=request)
+        response = httpx.post(f"{gateway}/agui", json=request)
         assert response.status_code == 422, (request, response.text)
         assert response.headers["content-type"] == "application/problem+json"
         assert needle in response.json()["detail"], response.json()
-    empty = httpx.post(f"{base}/agui", json={"threadId": "t", "runId": "e", "messages": []})
+    empty = httpx.post(f"{gateway}/agui", json={"threadId": "t", "runId": "e", "messages": []})
     assert empty.status_code == 422 and "input is required" in empty.json()["detail"]
-    malformed = httpx.post(f"{base}/agui", content=b"{not json")
+    malformed = httpx.post(f"{gateway}/agui", content=b"{not json")
     assert malformed.status_code == 400
 
 
-def test_a_taken_run_id_is_a_conflict(base: str) -> None:
+def test_a_taken_run_id_is_a_conflict(gateway: str) -> None:
     request = body("plain one")
-    with httpx.stream("POST", f"{base}/agui", json=request, timeout=20) as response:
+    with httpx.stream("POST", f"{gateway}/agui", json=request, timeout=20) as response:
         response.read()
-    again = httpx.post(f"{base}/agui", json=request)
+    again = httpx.post(f"{gateway}/agui", json=request)
     assert again.status_code == 409 and "already exists" in again.json()["detail"]
 
 
-def wait_status(base: str, run_id: str) -> str | None:
-    for _ in range(100):
-        status = httpx.get(f"{base}/v1/runs/{run_id}").json()["status"]
-        if status is not None:
-            return status
-        time.sleep(0.05)
-    return None
+def wait_status(base: str, run_id: str) -> str:
+    """The run's status once it has one (it has ended)."""
+
+    def status() -> str | None:
+        found: str | None = httpx.get(f"{base}/v1/runs/{run_id}").json()["status"]
+        return found
+
+    return wait_until(status, 10, f"run {run_id} to end")
 
 
-def test_disconnect_cancels_unless_detached(base: str) -> None:
+def test_disconnect_cancels_unless_detached(gateway: str) -> None:
     attached = body("tell me a long story")
-    with httpx.stream("POST", f"{base}/agui", json=attached, timeout=20) as response:
+    with httpx.stream("POST", f"{gateway}/agui", json=attached, timeout=20) as response:
         next(response.iter_bytes())
-    assert wait_status(base, attached["runId"]) == "cancelled"
+    assert wait_status(gateway, attached["runId"]) == "cancelled"
 
     detached = body("tell me a long story", forwardedProps={"loopgate": {"detached": True}})
-    with httpx.stream("POST", f"{base}/agui", json=detached, timeout=20) as response:
+    with httpx.stream("POST", f"{gateway}/agui", json=detached, timeout=20) as response:
         next(response.iter_bytes())
-    assert wait_status(base, detached["runId"]) == "completed"
+    assert wait_status(gateway, detached["runId"]) == "completed"
 
 
-def test_keepalive_comment_on_a_quiet_run(base: str) -> None:
+def test_keepalive_comment_on_a_quiet_run(gateway: str) -> None:
     request = body("slow tool please", forwardedProps={"loopgate": {"detached": True}})
-    with httpx.stream("POST", f"{base}/agui", json=request, timeout=20) as response:
+    with httpx.stream("POST", f"{gateway}/agui", json=request, timeout=20) as response:
         chunks = []
         for chunk in response.iter_bytes():
             chunks.append(chunk)
@@ -130,7 +128,7 @@ def test_keepalive_comment_on_a_quiet_run(base: str) -> None:
     # The native stream's comment: no blank line after it (the JS client, which splits on
     # "\n\n" and reads only data lines, finds it in front of the next event and skips it).
     assert b"\n: keep-alive\n" in b"".join(chunks)
-    httpx.post(f"{base}/v1/runs/{request['runId']}/cancel")
+    httpx.post(f"{gateway}/v1/runs/{request['runId']}/cancel")
 
 
 def receive_run(ws: Any) -> list[dict[str, Any]]:
@@ -142,8 +140,8 @@ def receive_run(ws: Any) -> list[dict[str, Any]]:
             return events
 
 
-def test_websocket_runs_errors_and_cancel(base: str) -> None:
-    url = base.replace("http", "ws") + "/agui/ws"
+def test_websocket_runs_errors_and_cancel(gateway: str) -> None:
+    url = gateway.replace("http", "ws") + "/agui/ws"
     with ws_client.connect(url) as ws:
         ws.send(json.dumps(body("plain first", protocolVersion="1.0")))
         first = receive_run(ws)
@@ -181,16 +179,16 @@ def test_websocket_runs_errors_and_cancel(base: str) -> None:
         assert receive_run(ws)[-1]["type"] == "RUN_FINISHED"
 
 
-def test_websocket_close_cancels_the_active_run(base: str) -> None:
+def test_websocket_close_cancels_the_active_run(gateway: str) -> None:
     request = body("tell me a long story")
-    with ws_client.connect(base.replace("http", "ws") + "/agui/ws") as ws:
+    with ws_client.connect(gateway.replace("http", "ws") + "/agui/ws") as ws:
         ws.send(json.dumps(request))
         assert json.loads(ws.recv(timeout=5))["type"] == "RUN_STARTED"
-    assert wait_status(base, request["runId"]) == "cancelled"
+    assert wait_status(gateway, request["runId"]) == "cancelled"
 
 
-def test_websocket_origin_is_checked(base: str) -> None:
-    url = base.replace("http", "ws") + "/agui/ws"
+def test_websocket_origin_is_checked(gateway: str) -> None:
+    url = gateway.replace("http", "ws") + "/agui/ws"
     with pytest.raises(websockets.exceptions.InvalidStatus):
         ws_client.connect(url, origin="https://elsewhere.example")
 
@@ -210,18 +208,20 @@ def test_run_started_names_the_trace_when_telemetry_is_on(tmp_path: Path) -> Non
     # The real client takes the whole run, metadata included, without a warning.
     recorded = tmp_path / "traced.jsonl"
     recorded.write_text("".join(json.dumps(e) + "\n" for e in events))
-    verify = REPO / "tests" / "node" / "agui-verify.mjs"
     checked = subprocess.run(
-        ["node", str(verify), str(recorded)], capture_output=True, text=True, timeout=60
+        [node_clients(), str(NODE_DIR / "agui-verify.mjs"), str(recorded)],
+        capture_output=True,
+        text=True,
+        timeout=60,
     )
     assert checked.returncode == 0, checked.stdout + checked.stderr
 
 
-def test_each_of_two_interrupts_resumes_with_its_own_call(base: str) -> None:
+def test_each_of_two_interrupts_resumes_with_its_own_call(gateway: str) -> None:
     """A completion listing two interrupts mints ``<run>:interrupt:<seq>:<i>``; resuming one
     answers the call that interrupt names (once parsed as digits only: 422)."""
     run_id = f"two-interrupts-{time.monotonic_ns()}"
-    httpx.post(f"{base}/v1/runs", json={"source": "ingest", "run_id": run_id}).raise_for_status()
+    httpx.post(f"{gateway}/v1/runs", json={"source": "ingest", "run_id": run_id}).raise_for_status()
     events = [
         {"kind": "tool_call_start", "data": {"id": "ask-a", "name": "ask_user", "arguments": {}}},
         {"kind": "tool_call_start", "data": {"id": "ask-b", "name": "ask_user", "arguments": {}}},
@@ -239,7 +239,7 @@ def test_each_of_two_interrupts_resumes_with_its_own_call(base: str) -> None:
     ]
     lines = "".join(json.dumps(e) + "\n" for e in events)
     pushed = httpx.post(
-        f"{base}/v1/runs/{run_id}/events",
+        f"{gateway}/v1/runs/{run_id}/events",
         content=lines,
         headers={"content-type": "application/x-ndjson"},
     )
@@ -251,7 +251,7 @@ def test_each_of_two_interrupts_resumes_with_its_own_call(base: str) -> None:
         "protocolVersion": "1.0",
         "forwardedProps": {"loopgate": {"attach": True}},
     }
-    raw = httpx.post(f"{base}/agui", json=watch, timeout=20).content
+    raw = httpx.post(f"{gateway}/agui", json=watch, timeout=20).content
     interrupts = [e for e in sse_events(raw) if e["type"] == "RUN_FINISHED"][-1]["outcome"][
         "interrupts"
     ]
@@ -262,11 +262,11 @@ def test_each_of_two_interrupts_resumes_with_its_own_call(base: str) -> None:
         "plain go on",
         resume=[{"interruptId": interrupts[1]["id"], "status": "resolved", "payload": "blue"}],
     )
-    with httpx.stream("POST", f"{base}/agui", json=resume, timeout=20) as response:
+    with httpx.stream("POST", f"{gateway}/agui", json=resume, timeout=20) as response:
         assert response.status_code == 200, response.read()
         streamed = sse_events(b"".join(response.iter_bytes()))
     assert streamed[-1]["type"] == "RUN_FINISHED"
-    started = httpx.get(f"{base}/v1/runs/{resume['runId']}").json()
+    started = httpx.get(f"{gateway}/v1/runs/{resume['runId']}").json()
     # The suspended call is paired into the history, answered by the second interrupt's payload.
     assert started["input"][1:] == [
         {"role": "assistant", "tool_calls": [{"id": "ask-b", "name": "ask_user", "arguments": {}}]},

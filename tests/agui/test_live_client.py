@@ -11,8 +11,9 @@ from typing import Any
 
 import pytest
 
-from tests.agui.node_client import clean, run_script
+from tests.agui.node_client import clean
 from tests.gateway.harness import running_gateway
+from tests.node_clients import run_script
 
 
 @pytest.fixture(scope="module")

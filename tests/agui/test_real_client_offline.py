@@ -8,7 +8,6 @@ EventSchemas. Any error or console warning fails the run. Needs ``npm ci`` in te
 from __future__ import annotations
 
 import json
-import shutil
 import subprocess
 from pathlib import Path
 from typing import Any
@@ -17,19 +16,15 @@ import msgspec
 import pytest
 
 from conformance.runner import TARGETS, encode_lines, load_stream, stream_paths
-from tests.agui.agui_streams import ROOT, Stream, all_streams, project
+from tests.agui.agui_streams import Stream, all_streams, project
+from tests.node_clients import NODE_DIR, node_clients
 
-NODE_DIR = ROOT / "tests" / "node"
 VERIFY = NODE_DIR / "agui-verify.mjs"
 
 
 def run_verifier(files: list[Path]) -> dict[str, Any]:
-    node = shutil.which("node")
-    assert node, "node (>= 20) is required for the real-client tests"
-    client = NODE_DIR / "node_modules" / "@ag-ui" / "client"
-    assert client.is_dir(), f"@ag-ui/client is not installed: run `npm ci` in {NODE_DIR}"
     proc = subprocess.run(
-        [node, str(VERIFY), *map(str, files)],
+        [node_clients(), str(VERIFY), *map(str, files)],
         cwd=NODE_DIR,
         capture_output=True,
         timeout=120,

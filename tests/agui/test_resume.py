@@ -7,7 +7,6 @@ import json
 import socket
 import struct
 import time
-from collections.abc import Iterator
 from pathlib import Path
 from typing import Any
 
@@ -30,7 +29,10 @@ from loopgate.gateway.app import build_hub
 from loopgate.gateway.hub import Hub
 from loopgate.gateway.settings import Settings
 from tests.agui.test_endpoints import body, receive_run, sse_events, wait_status
-from tests.gateway.harness import running_gateway
+
+# The gateway is paced: a default run takes over a second, so a dropped client resumes a
+# live run.
+pytestmark = pytest.mark.gateway(scripted_delay_s=0.02)
 
 RECORDINGS = (
     "parallel-tools",
@@ -187,13 +189,6 @@ def test_skipping_counts_events_however_they_are_batched() -> None:
 # --- real sockets ---------------------------------------------------------------------------
 
 
-@pytest.fixture(scope="module")
-def base() -> Iterator[str]:
-    # Paced: a default run takes over a second, so a dropped client resumes a live run.
-    with running_gateway(scripted_delay_s=0.02) as (url, _):
-        yield url
-
-
 def ws_url(base: str) -> str:
     return base.replace("http", "ws") + "/agui/ws"
 
@@ -232,53 +227,53 @@ def resume_frame(run_id: str, received: Any, **extra: Any) -> dict[str, Any]:
 
 
 @pytest.mark.parametrize("name", ["parallel-tools", "cancel-mid-tool", "waiting-user"])
-def test_a_replayed_run_resumed_over_both_bindings(base: str, name: str) -> None:
-    run_id = replayed(base, name)
-    whole = post_stream(base, attach(run_id))
-    assert ws_stream(base, attach(run_id)) == whole
+def test_a_replayed_run_resumed_over_both_bindings(gateway: str, name: str) -> None:
+    run_id = replayed(gateway, name)
+    whole = post_stream(gateway, attach(run_id))
+    assert ws_stream(gateway, attach(run_id)) == whole
     n = len(whole)
     for k in sorted({0, 1, n // 2, n - 1}):
-        resumed = post_stream(base, attach(run_id, received=k))
+        resumed = post_stream(gateway, attach(run_id, received=k))
         assert resumed == whole[k:], k
-        assert ws_stream(base, resume_frame(run_id, k, protocolVersion="1.0")) == whole[k:], k
+        assert ws_stream(gateway, resume_frame(run_id, k, protocolVersion="1.0")) == whole[k:], k
     # Everything received: an empty answer over HTTP.
-    assert post_stream(base, attach(run_id, received=n)) == []
+    assert post_stream(gateway, attach(run_id, received=n)) == []
     # From a cursor: the resume frame's ``after`` is the dropped attach's.
     after = n // 3
-    from_after = ws_stream(base, attach(run_id, after=after))
+    from_after = ws_stream(gateway, attach(run_id, after=after))
     frame = resume_frame(run_id, 2, after=after, protocolVersion="1.0")
-    assert ws_stream(base, frame) == from_after[2:]
+    assert ws_stream(gateway, frame) == from_after[2:]
 
 
-def test_a_detached_run_survives_a_dropped_socket_and_resumes(base: str) -> None:
+def test_a_detached_run_survives_a_dropped_socket_and_resumes(gateway: str) -> None:
     # A run that cannot end on its own: it waits for the approval of its write_note call.
     detached = {"loopgate": {"detached": True}}
     request = body("write note groceries", protocolVersion="1.0", forwardedProps=detached)
-    with ws_client.connect(ws_url(base)) as ws:
+    with ws_client.connect(ws_url(gateway)) as ws:
         ws.send(json.dumps(request))
         got = [json.loads(ws.recv(timeout=20)) for _ in range(5)]
         drop(ws)
     assert got[0]["type"] == "RUN_STARTED"
 
-    run_url = f"{base}/v1/runs/{request['runId']}"
+    run_url = f"{gateway}/v1/runs/{request['runId']}"
     frame = resume_frame(request["runId"], len(got), threadId=request["threadId"])
-    rest = ws_stream(base, {**frame, "protocolVersion": "1.0"})
+    rest = ws_stream(gateway, {**frame, "protocolVersion": "1.0"})
     # The stream ends where the run waits for the approval; the run itself goes on.
     assert rest[-1]["type"] == "RUN_FINISHED"
     assert rest[-1]["outcome"]["type"] == "interrupt"
     assert httpx.get(run_url).json()["state"] == "running"
-    assert got + rest == ws_stream(base, attach(request["runId"]))
+    assert got + rest == ws_stream(gateway, attach(request["runId"]))
     assert httpx.post(f"{run_url}/cancel").status_code == 202
-    assert wait_status(base, request["runId"]) == "cancelled"
+    assert wait_status(gateway, request["runId"]) == "cancelled"
 
 
-def test_a_run_not_detached_is_cancelled_by_a_dropped_socket(base: str) -> None:
+def test_a_run_not_detached_is_cancelled_by_a_dropped_socket(gateway: str) -> None:
     request = body("tell me a long story", protocolVersion="1.0")
-    with ws_client.connect(ws_url(base)) as ws:
+    with ws_client.connect(ws_url(gateway)) as ws:
         ws.send(json.dumps(request))
         assert json.loads(ws.recv(timeout=20))["type"] == "RUN_STARTED"
         drop(ws)
-    assert wait_status(base, request["runId"]) == "cancelled"
+    assert wait_status(gateway, request["runId"]) == "cancelled"
 
 
 def read_some(base: str, request: dict[str, Any], count: int) -> list[dict[str, Any]]:
@@ -294,20 +289,20 @@ def read_some(base: str, request: dict[str, Any], count: int) -> list[dict[str, 
     raise AssertionError(f"the stream ended after {len(sse_events(buffer))} events")
 
 
-def test_a_dropped_http_stream_resumes_with_received(base: str) -> None:
+def test_a_dropped_http_stream_resumes_with_received(gateway: str) -> None:
     detached = {"loopgate": {"detached": True}}
     request = body("tell me a long story", protocolVersion="1.0", forwardedProps=detached)
-    got = read_some(base, request, 12)
-    rest = post_stream(base, attach(request["runId"], received=len(got)))
+    got = read_some(gateway, request, 12)
+    rest = post_stream(gateway, attach(request["runId"], received=len(got)))
     assert rest[-1]["type"] == "RUN_FINISHED"
-    assert got + rest == post_stream(base, attach(request["runId"]))
-    assert wait_status(base, request["runId"]) == "completed"
+    assert got + rest == post_stream(gateway, attach(request["runId"]))
+    assert wait_status(gateway, request["runId"]) == "completed"
 
 
-def test_an_approval_stream_resumes_by_answering_again(base: str) -> None:
+def test_an_approval_stream_resumes_by_answering_again(gateway: str) -> None:
     detached = {"loopgate": {"detached": True}}
     ask = body("write note please", protocolVersion="1.0", forwardedProps=detached)
-    asked = post_stream(base, ask)
+    asked = post_stream(gateway, ask)
     (interrupt,) = asked[-1]["outcome"]["interrupts"]
     resume = [
         {
@@ -317,32 +312,32 @@ def test_an_approval_stream_resumes_by_answering_again(base: str) -> None:
         }
     ]
     answer = body("", protocolVersion="1.0", resume=resume, forwardedProps=detached)
-    got = read_some(base, answer, 3)
+    got = read_some(gateway, answer, 3)
 
     def again(received: int) -> dict[str, Any]:
         return {**answer, "forwardedProps": {"loopgate": {"detached": True, "received": received}}}
 
-    rest = post_stream(base, again(len(got)))
-    assert got + rest == post_stream(base, again(0))
+    rest = post_stream(gateway, again(len(got)))
+    assert got + rest == post_stream(gateway, again(0))
     assert rest[-1]["type"] == "RUN_FINISHED"
-    run = httpx.get(f"{base}/v1/runs/{ask['runId']}").json()
+    run = httpx.get(f"{gateway}/v1/runs/{ask['runId']}").json()
     assert run["status"] == "completed"
     # The same over the socket: the answer frame again, with the count.
-    assert ws_stream(base, again(len(got))) == rest
+    assert ws_stream(gateway, again(len(got))) == rest
 
 
-def test_received_over_http_is_checked(base: str) -> None:
+def test_received_over_http_is_checked(gateway: str) -> None:
     new = body("plain hi", forwardedProps={"loopgate": {"received": 3}})
-    refused = httpx.post(f"{base}/agui", json=new)
+    refused = httpx.post(f"{gateway}/agui", json=new)
     assert refused.status_code == 422 and "starts a new run" in refused.json()["detail"]
-    assert httpx.get(f"{base}/v1/runs/{new['runId']}").status_code == 404
-    negative = httpx.post(f"{base}/agui", json=attach("any", received=-1))
+    assert httpx.get(f"{gateway}/v1/runs/{new['runId']}").status_code == 404
+    negative = httpx.post(f"{gateway}/agui", json=attach("any", received=-1))
     assert negative.status_code == 422 and "received must be an integer" in negative.text
-    unknown = httpx.post(f"{base}/agui", json=attach(f"nope-{time.monotonic_ns()}", received=1))
+    unknown = httpx.post(f"{gateway}/agui", json=attach(f"nope-{time.monotonic_ns()}", received=1))
     assert unknown.status_code == 404
 
 
-def test_bad_resume_frames_get_error_frames(base: str) -> None:
+def test_bad_resume_frames_get_error_frames(gateway: str) -> None:
     unknown = f"nope-{time.monotonic_ns()}"
     cases: list[tuple[dict[str, Any], str]] = [
         (resume_frame("r", "3"), "Expected `int`, got `str` - at `received`"),
@@ -354,7 +349,7 @@ def test_bad_resume_frames_get_error_frames(base: str) -> None:
         ({"type": "resume", "runId": "r"}, "Object missing required field `received`"),
         ({"type": "resume", "runId": 7, "received": 1}, "Expected `str`, got `int` - at `runId`"),
     ]
-    with ws_client.connect(ws_url(base)) as ws:
+    with ws_client.connect(ws_url(gateway)) as ws:
         for frame, needle in cases:
             ws.send(json.dumps(frame))
             error = json.loads(ws.recv(timeout=5))
@@ -391,4 +386,4 @@ def test_bad_resume_frames_get_error_frames(base: str) -> None:
         # The socket goes on: the cancelled run resumed on it, skipping its RUN_STARTED.
         ws.send(json.dumps(resume_frame(run["runId"], 1, protocolVersion="1.0")))
         rest = receive_run(ws)
-        assert rest == ws_stream(base, attach(run["runId"]))[1:]
+        assert rest == ws_stream(gateway, attach(run["runId"]))[1:]

@@ -15,7 +15,6 @@ from __future__ import annotations
 import json
 import logging
 import os
-import shutil
 import subprocess
 import threading
 from collections.abc import Iterator
@@ -24,9 +23,8 @@ from http.server import BaseHTTPRequestHandler, ThreadingHTTPServer
 from pathlib import Path
 from typing import Any
 
-from tests.gateway.harness import REPO
+from tests.node_clients import NODE_DIR, node_clients, unavailable
 
-NODE_DIR = REPO / "tests" / "node"
 # Debian's build; ./scripts/test installs it when it is missing.
 CHROMIUM = Path("/usr/bin/chromium")
 PAGE = b"<!doctype html><meta charset=utf-8><title>a web UI</title><p>loopgate browser test"
@@ -116,12 +114,9 @@ def drive_browser(
     """``node tests/node/SCRIPT CONFIG``, as it ended. CONFIG gets ``chromium``, ``artifacts``
     and ``timeoutMs``: the driver gives up (with a screenshot) 15 s before ``timeout``, which
     kills it."""
-    node = shutil.which("node")
-    assert node, "node (>= 20) is required for the browser tests"
-    assert CHROMIUM.exists(), "Chromium is required: ./scripts/test installs it (apt-get)"
-    assert (NODE_DIR / "node_modules" / "playwright-core").is_dir(), (
-        "run `npm ci` in tests/node (./scripts/test does)"
-    )
+    node = node_clients()
+    if not CHROMIUM.exists():
+        unavailable(f"{CHROMIUM} is missing: ./scripts/test installs it (apt-get install chromium)")
     driver = {
         "chromium": str(CHROMIUM),
         "artifacts": str(artifacts),

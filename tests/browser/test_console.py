@@ -21,6 +21,7 @@ from tests.browser.support import page_server, run_browser
 from tests.gateway.harness import REPO, running_gateway
 from tests.gateway.sse_client import envelopes, read_stream
 from tests.identity import principals
+from tests.node_clients import NODE_DIR, node_clients
 
 DRIVER = "console-drive.mjs"
 SIGN_IN = "console-signin.mjs"
@@ -198,7 +199,7 @@ def test_the_vendored_agui_client_is_what_the_pinned_packages_build(tmp_path: Pa
     """gateway/console/static/vendor is generated: a rebuild from tests/node's pinned
     packages gives the same bytes (scripts/build-console)."""
     subprocess.run(
-        ["node", str(REPO / "tests" / "node" / "build-console.mjs"), str(tmp_path)],
+        [node_clients(), str(NODE_DIR / "build-console.mjs"), str(tmp_path)],
         check=True,
         timeout=120,
     )

@@ -4,7 +4,6 @@ request a web page makes, from allowed origins and from others."""
 from __future__ import annotations
 
 import json
-from collections.abc import Iterator
 
 import httpx
 import pytest
@@ -55,12 +54,6 @@ ENDPOINTS = [
 ASKED_HEADERS = "content-type, authorization, last-event-id, accept, traceparent"
 TOKEN = "t0k-browser-012345"
 DONE = {"kind": "completion", "data": {"status": "completed"}}
-
-
-@pytest.fixture(scope="module")
-def gateway() -> Iterator[str]:
-    with running_gateway() as (base, _):
-        yield base
 
 
 @pytest.fixture(scope="module")

@@ -5,7 +5,6 @@ and every other request gets the stream as before."""
 from __future__ import annotations
 
 import json
-from collections.abc import Iterator
 from typing import Any
 
 import httpx
@@ -14,6 +13,7 @@ import pytest
 from tests.gateway.harness import running_gateway
 from tests.gateway.sse_client import read_stream
 
+pytestmark = pytest.mark.gateway(keepalive_s=0.3)
 DONE = {"kind": "completion", "data": {"status": "completed"}}
 
 
@@ -32,12 +32,6 @@ def start(base: str) -> str:
     assert started.status_code == 201, started.text
     run_id: str = started.json()["id"]
     return run_id
-
-
-@pytest.fixture(scope="module")
-def gateway() -> Iterator[str]:
-    with running_gateway(keepalive_s=0.3) as (base, _):
-        yield base
 
 
 @pytest.fixture(scope="module")

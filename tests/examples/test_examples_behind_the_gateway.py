@@ -11,10 +11,11 @@ from typing import Any
 import httpx
 from httpx_sse import connect_sse
 
-from tests.agui.node_client import clean, run_script
+from tests.agui.node_client import clean
 from tests.examples.support import HttpLoop
 from tests.gateway.harness import REPO, running_gateway
 from tests.gateway.sse_client import envelopes, read_stream
+from tests.node_clients import run_script
 
 EXAMPLES = REPO / "examples"
 LONG = " ".join(f"w{i}" for i in range(60))

@@ -19,6 +19,7 @@ import uvicorn
 
 from loopgate.gateway.server import GatewayServer, make_server
 from loopgate.gateway.settings import Settings
+from loopgate.gateway.telemetry import Telemetry
 
 REPO = Path(__file__).resolve().parents[2]
 
@@ -30,11 +31,14 @@ def free_port() -> int:
 
 
 @contextmanager
-def running_gateway(**overrides: Any) -> Iterator[tuple[str, GatewayServer]]:
-    """The real gateway (lifespan, WebSockets, drain on shutdown) in a background thread."""
+def running_gateway(
+    *, telemetry: Telemetry | None = None, **overrides: Any
+) -> Iterator[tuple[str, GatewayServer]]:
+    """The real gateway (lifespan, WebSockets, drain on shutdown) in a background thread, as
+    ``loopgate serve`` makes it; ``overrides`` are its settings."""
     defaults: dict[str, Any] = {"scripted_delay_s": 0.0, "port": free_port()}
     settings = Settings(**{**defaults, **overrides})
-    server = make_server(settings, log_level="warning")
+    server = make_server(settings, log_level="warning", telemetry=telemetry)
     thread = threading.Thread(target=server.run, daemon=True)
     thread.start()
     base = f"http://127.0.0.1:{settings.port}"

@@ -8,7 +8,8 @@ from pathlib import Path
 import pytest
 
 from loopgate.gateway.cli import build_parser, main
-from tests.hostile.support import serve, wait_until
+from tests.hostile.support import serve
+from tests.waiting import wait_until
 
 
 def test_version_is_printed_without_a_command(capsys: pytest.CaptureFixture[str]) -> None:

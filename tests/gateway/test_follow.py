@@ -74,10 +74,13 @@ async def test_a_quiet_stream_gets_keepalives_where_its_transport_has_them(tmp_p
     async with hub_for(tmp_path) as hub:
         run_id = await start(hub)
         beats: dict[str, int] = {"stream": 0, "connection": 0}
+        three = anyio.Event()
 
         async def watch(name: str, policy: FollowPolicy) -> None:
             async def keepalive() -> None:
                 beats[name] += 1
+                if beats["stream"] >= 3:
+                    three.set()
 
             async def send(messages: list[Envelope]) -> None:
                 pass
@@ -89,7 +92,7 @@ async def test_a_quiet_stream_gets_keepalives_where_its_transport_has_them(tmp_p
             async with anyio.create_task_group() as tg:
                 tg.start_soon(watch, "stream", QUICK)
                 tg.start_soon(watch, "connection", CONNECTION)  # a WebSocket: pinged instead
-                await anyio.sleep(0.4)
+                await three.wait()  # as long as the connection's follow had to send one too
                 await hub.push(run_id, DONE)
     assert beats["stream"] >= 3 and beats["connection"] == 0
 

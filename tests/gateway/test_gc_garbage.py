@@ -49,8 +49,26 @@ def json_body(response: bytes) -> Any:
     return json.loads(response.split(b"\r\n\r\n", 1)[1])
 
 
+class Served:
+    """The server, its port, and when it is done with every request sent so far."""
+
+    def __init__(self, server: uvicorn.Server, port: int) -> None:
+        self.server, self.port = server, port
+        self.tasks = len(asyncio.all_tasks())  # what a server at rest runs
+
+    async def idle(self) -> None:
+        """Until the server has closed every connection and ended every task a request started
+        (a run's too): their garbage is made by then."""
+        state = self.server.server_state
+        with anyio.fail_after(10):
+            while state.connections or state.tasks or len(asyncio.all_tasks()) > self.tasks:  # noqa: ASYNC110
+                await asyncio.sleep(0.005)
+        # And a closed transport's connection_lost, a callback the loop runs next, has run.
+        await anyio.lowlevel.checkpoint()
+
+
 @asynccontextmanager
-async def serving() -> AsyncIterator[int]:
+async def serving() -> AsyncIterator[Served]:
     app = create_app(Settings(scripted_delay_s=0, max_runs=10_000))
     sock = socket.socket()
     sock.bind(("127.0.0.1", 0))
@@ -60,7 +78,7 @@ async def serving() -> AsyncIterator[int]:
         with anyio.fail_after(10):
             while not server.started:  # noqa: ASYNC110 - uvicorn has no event for it
                 await asyncio.sleep(0.01)
-        yield sock.getsockname()[1]
+        yield Served(server, sock.getsockname()[1])
     finally:
         server.should_exit = True
         await task
@@ -79,14 +97,15 @@ def ours(garbage: list[Any]) -> Counter[str]:
     return Counter(type(o).__name__ for o in garbage if id(o) not in theirs)
 
 
-async def garbage_of(request: Request, count: int) -> Counter[str]:
+async def garbage_of(served: Served, request: Request, count: int) -> Counter[str]:
+    await served.idle()
     gc.collect()
     gc.garbage.clear()
     gc.set_debug(gc.DEBUG_SAVEALL)
     try:
         for i in range(count):
             await request(i)
-        await asyncio.sleep(0.05)
+        await served.idle()
         gc.collect()
         return ours(gc.garbage)
     finally:
@@ -134,13 +153,15 @@ def requests(port: int, finished: str) -> dict[str, Request]:
 
 
 async def test_requests_and_runs_leave_no_cyclic_garbage() -> None:
-    async with serving() as port:
+    async with serving() as served:
+        port = served.port
         finished = await started(port)
         # Read to its end: the run is then finished.
         assert b"completion" in await roundtrip(port, "GET", f"/v1/runs/{finished}/events")
         for name, request in requests(port, finished).items():
             for i in range(3):
                 await request(i)  # caches, first-use imports
-            few, more = await garbage_of(request, 10), await garbage_of(request, 30)
+            few = await garbage_of(served, request, 10)
+            more = await garbage_of(served, request, 30)
             # Growing with the requests is a cycle per request (or per run).
             assert sum(more.values()) <= sum(few.values()), (name, few, more)

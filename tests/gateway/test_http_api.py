@@ -18,12 +18,9 @@ from httpx_sse._decoders import SSEDecoder
 
 from tests.gateway.harness import running_gateway
 from tests.gateway.sse_client import aread_stream, envelopes, read_stream
+from tests.waiting import until, wait_until
 
-
-@pytest.fixture(scope="module")
-def gateway() -> Iterator[str]:
-    with running_gateway(max_active_runs=40, keepalive_s=0.3) as (base, _):
-        yield base
+pytestmark = pytest.mark.gateway(max_active_runs=40, keepalive_s=0.3)
 
 
 def start(base: str, body: dict[str, Any], **kw: Any) -> dict[str, Any]:
@@ -43,6 +40,11 @@ def delta(text: str) -> dict[str, Any]:
 
 
 DONE = {"kind": "completion", "data": {"status": "completed"}}
+
+
+def run_of(base: str, run_id: str) -> dict[str, Any]:
+    run: dict[str, Any] = httpx.get(f"{base}/v1/runs/{run_id}").json()
+    return run
 
 
 def assert_problem(response: httpx.Response, status: int, *needles: str) -> dict[str, Any]:
@@ -184,8 +186,7 @@ def test_a_client_that_never_reads_is_cut_off_while_a_fast_one_finishes() -> Non
         stuck.setsockopt(socket.SOL_SOCKET, socket.SO_RCVBUF, 4096)
         stuck.connect(("127.0.0.1", int(base.rsplit(":", 1)[1])))
         stuck.sendall(f"GET /v1/runs/{run_id}/events HTTP/1.1\r\nHost: 127.0.0.1\r\n\r\n".encode())
-        time.sleep(0.2)
-        assert httpx.get(f"{base}/v1/runs/{run_id}").json()["subscribers"] == 1
+        wait_until(lambda: run_of(base, run_id)["subscribers"] == 1, 10, "the stuck subscriber")
 
         fast: list[Any] = []
         fast_done = anyio.Event()
@@ -197,9 +198,14 @@ def test_a_client_that_never_reads_is_cut_off_while_a_fast_one_finishes() -> Non
                     fast.extend(await aread_stream(client, run_id))
                     fast_done.set()
 
+                async def subscribers() -> int:
+                    count: int = (await client.get(f"/v1/runs/{run_id}")).json()["subscribers"]
+                    return count
+
                 async with anyio.create_task_group() as tg:
                     tg.start_soon(watch)
-                    await anyio.sleep(0.2)
+                    with anyio.fail_after(10):
+                        await until(subscribers, lambda count: count == 2)  # the fast one too
                     blob = "x" * 10_000
                     started = time.monotonic()
                     for _ in range(10):
@@ -317,7 +323,7 @@ def test_cancel_and_steer_a_loop_run() -> None:
 def test_steering_is_applied_at_the_next_round() -> None:
     with running_gateway(scripted_delay_s=0.01) as (base, _):
         run_id = start(base, {"input": "What is 6 times 7 and the time?"})["id"]
-        time.sleep(0.05)
+        wait_until(lambda: run_of(base, run_id)["last_seq"] > 0, 10, "the run's first event")
         assert (
             httpx.post(
                 f"{base}/v1/runs/{run_id}/steer", json={"content": "answer in French"}
@@ -478,12 +484,7 @@ def test_a_stalled_client_is_cut_off_by_the_write_timeout_and_can_resume(
         for _ in range(6):
             push(base, run_id, [delta(blob) for _ in range(100)])
         push(base, run_id, [DONE])
-        deadline = time.monotonic() + 10
-        while httpx.get(f"{base}/v1/runs/{run_id}").json()["subscribers"] and (
-            time.monotonic() < deadline
-        ):
-            time.sleep(0.1)
-        assert httpx.get(f"{base}/v1/runs/{run_id}").json()["subscribers"] == 0
+        wait_until(lambda: run_of(base, run_id)["subscribers"] == 0, 10, "the stalled one cut off")
         stuck.close()
         resumed = read_stream(base, run_id, headers={"last-event-id": "550"})
         assert [int(e.id) for e in resumed] == list(range(551, 602))

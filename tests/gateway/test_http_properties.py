@@ -5,7 +5,6 @@ the socket stays open after a bad frame."""
 from __future__ import annotations
 
 import json
-from collections.abc import Iterator
 from typing import Any
 
 import httpx
@@ -14,7 +13,7 @@ import websockets.sync.client as ws_client
 from hypothesis import HealthCheck, given, settings
 from hypothesis import strategies as st
 
-from tests.gateway.harness import running_gateway
+pytestmark = pytest.mark.gateway(max_active_runs=400)
 
 PROPERTY_SETTINGS = settings(
     max_examples=80,
@@ -61,14 +60,8 @@ OK_STATUSES = {200, 201, 202, 400, 404, 409, 413, 422, 429}
 
 
 @pytest.fixture(scope="module")
-def base() -> Iterator[str]:
-    with running_gateway(scripted_delay_s=0.0, max_active_runs=400) as (url, _):
-        yield url
-
-
-@pytest.fixture(scope="module")
-def ingest_run(base: str) -> str:
-    return httpx.post(f"{base}/v1/runs", json={"source": "ingest"}).json()["id"]
+def ingest_run(gateway: str) -> str:
+    return httpx.post(f"{gateway}/v1/runs", json={"source": "ingest"}).json()["id"]
 
 
 def check(response: httpx.Response) -> None:
@@ -82,25 +75,25 @@ def check(response: httpx.Response) -> None:
 
 @PROPERTY_SETTINGS
 @given(body=bodies)
-def test_post_runs(base: str, body: bytes) -> None:
-    check(httpx.post(f"{base}/v1/runs", content=body))
+def test_post_runs(gateway: str, body: bytes) -> None:
+    check(httpx.post(f"{gateway}/v1/runs", content=body))
 
 
 @PROPERTY_SETTINGS
 @given(body=bodies)
-def test_steer_and_respond(base: str, ingest_run: str, body: bytes) -> None:
-    check(httpx.post(f"{base}/v1/runs/{ingest_run}/steer", content=body))
-    check(httpx.post(f"{base}/v1/runs/{ingest_run}/respond", content=body))
+def test_steer_and_respond(gateway: str, ingest_run: str, body: bytes) -> None:
+    check(httpx.post(f"{gateway}/v1/runs/{ingest_run}/steer", content=body))
+    check(httpx.post(f"{gateway}/v1/runs/{ingest_run}/respond", content=body))
 
 
 @PROPERTY_SETTINGS
 @given(lines=st.lists(bodies, max_size=4))
-def test_ingest_lines(base: str, lines: list[bytes]) -> None:
-    run_id = httpx.post(f"{base}/v1/runs", json={"source": "ingest"}).json()["id"]
+def test_ingest_lines(gateway: str, lines: list[bytes]) -> None:
+    run_id = httpx.post(f"{gateway}/v1/runs", json={"source": "ingest"}).json()["id"]
     body = b"\n".join(line.replace(b"\n", b" ") for line in lines)
-    response = httpx.post(f"{base}/v1/runs/{run_id}/events", content=body, params={"end": "1"})
+    response = httpx.post(f"{gateway}/v1/runs/{run_id}/events", content=body, params={"end": "1"})
     check(response)
-    run = httpx.get(f"{base}/v1/runs/{run_id}").json()
+    run = httpx.get(f"{gateway}/v1/runs/{run_id}").json()
     if response.status_code == 200:
         assert run["state"] == "finished"
     else:
@@ -110,8 +103,8 @@ def test_ingest_lines(base: str, lines: list[bytes]) -> None:
 
 @PROPERTY_SETTINGS
 @given(body=bodies)
-def test_agui_post(base: str, body: bytes) -> None:
-    with httpx.stream("POST", f"{base}/agui", content=body, timeout=20) as response:
+def test_agui_post(gateway: str, body: bytes) -> None:
+    with httpx.stream("POST", f"{gateway}/agui", content=body, timeout=20) as response:
         response.read()
     if response.status_code == 200:
         events = [line for line in response.text.split("\n") if line.startswith("data: ")]
@@ -120,17 +113,17 @@ def test_agui_post(base: str, body: bytes) -> None:
         check(response)
 
 
-def test_websockets_survive_bad_frames(base: str) -> None:
+def test_websockets_survive_bad_frames(gateway: str) -> None:
     frames: list[Any] = [b"\xff\xfe", "{", "[]", "null", '{"type": 5}', '{"kind": "x y"}', "{}"]
-    run_id = httpx.post(f"{base}/v1/runs", json={"source": "ingest"}).json()["id"]
-    with ws_client.connect(base.replace("http", "ws") + f"/v1/runs/{run_id}/ingest") as ws:
+    run_id = httpx.post(f"{gateway}/v1/runs", json={"source": "ingest"}).json()["id"]
+    with ws_client.connect(gateway.replace("http", "ws") + f"/v1/runs/{run_id}/ingest") as ws:
         for frame in frames:
             ws.send(frame)
             reply = json.loads(ws.recv(timeout=5))
             assert reply["type"] == "error" and reply["detail"], reply
         ws.send(json.dumps({"kind": "completion", "data": {"status": "completed"}}))
         assert json.loads(ws.recv(timeout=5))["type"] == "end"
-    with ws_client.connect(base.replace("http", "ws") + "/agui/ws") as ws:
+    with ws_client.connect(gateway.replace("http", "ws") + "/agui/ws") as ws:
         for frame in frames:
             ws.send(frame)
             reply = json.loads(ws.recv(timeout=5))

@@ -51,6 +51,13 @@ async def collect(hub: Hub, run_id: str, after: int = 0) -> list[int]:
     return seqs
 
 
+async def subscribed(hub: Hub, run_id: str, count: int) -> None:
+    """Until the run has ``count`` subscribers (tasks just started subscribe at their turn)."""
+    with anyio.fail_after(5):
+        while (await hub.get(run_id)).subscribers < count:
+            await anyio.lowlevel.checkpoint()
+
+
 async def test_seq_is_gapless_and_every_subscriber_sees_the_same(tmp_path: Path) -> None:
     async with hub_for(tmp_path) as hub:
         run_id = await ingest_run(hub)
@@ -62,7 +69,7 @@ async def test_seq_is_gapless_and_every_subscriber_sees_the_same(tmp_path: Path)
         async with anyio.create_task_group() as tg:
             for _ in range(20):
                 tg.start_soon(watch)
-            await anyio.sleep(0.01)
+            await subscribed(hub, run_id, 20)  # all of them live, none reading history
             for i in range(500):
                 await hub.push(run_id, delta(str(i)))
                 if i % 50 == 0:
@@ -91,11 +98,13 @@ async def test_lagging_subscriber_is_cut_off_alone(tmp_path: Path) -> None:
         run_id = await ingest_run(hub)
         fast: list[int] = []
         cut: list[int] = []
+        took_first = anyio.Event()
 
         async def slow() -> None:
             try:
                 async with hub.subscribe(run_id) as sub:
                     await sub.next_batch()
+                    took_first.set()
                     await anyio.sleep(10)  # never reads again
             except CutOff as exc:
                 cut.append(exc.cursor)
@@ -107,9 +116,9 @@ async def test_lagging_subscriber_is_cut_off_alone(tmp_path: Path) -> None:
             async with anyio.create_task_group() as tg:
                 tg.start_soon(slow)
                 tg.start_soon(quick)
-                await anyio.sleep(0.01)
+                await subscribed(hub, run_id, 2)
                 await hub.push(run_id, delta("first"))
-                await anyio.sleep(0.01)
+                await took_first.wait()
                 for i in range(400):
                     await hub.push(run_id, delta(str(i)))
                     await anyio.lowlevel.checkpoint()
@@ -180,18 +189,23 @@ async def test_cancel_ingest_run_ends_it_for_everyone(tmp_path: Path) -> None:
         run_id = await ingest_run(hub)
         assert (await hub.steer(run_id, "x")).accepted is False  # no command channel yet
         received: list[dict[str, Any]] = []
+        relaying, both = anyio.Event(), anyio.Event()
         async with anyio.create_task_group() as tg:
 
             async def relay() -> None:
                 async with hub.command_channel(run_id) as commands:
+                    relaying.set()
                     async for command in commands:
                         received.append(command)
+                        if len(received) == 2:
+                            both.set()
 
             tg.start_soon(relay)
-            await anyio.sleep(0.01)
+            await relaying.wait()
             assert (await hub.steer(run_id, "look left")).accepted
             assert (await hub.cancel(run_id)).accepted
-            await anyio.sleep(0.01)
+            with anyio.fail_after(5):
+                await both.wait()
             tg.cancel_scope.cancel()
         assert received == [{"command": "steer", "content": "look left"}, {"command": "cancel"}]
         assert (await hub.get(run_id)).status == "cancelled"

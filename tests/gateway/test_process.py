@@ -4,8 +4,10 @@ from __future__ import annotations
 
 import json
 import signal
+import sqlite3
 import threading
 import time
+from contextlib import closing
 from pathlib import Path
 from typing import Any
 
@@ -13,10 +15,25 @@ import httpx
 
 from tests.gateway.harness import gateway_process
 from tests.gateway.sse_client import envelopes, read_stream
+from tests.waiting import wait_until
 
 
 def journal_args(tmp_path: Path, delay: str = "0") -> tuple[str, ...]:
     return ("--journal", f"sqlite:{tmp_path / 'journal.sqlite3'}", "--scripted-delay", delay)
+
+
+def subscribers(base: str, run_id: str) -> int:
+    count: int = httpx.get(f"{base}/v1/runs/{run_id}").json()["subscribers"]
+    return count
+
+
+def on_disk(tmp_path: Path, run_id: str) -> int:
+    """How many of the run's events the journal has committed to its file."""
+    path = tmp_path / "journal.sqlite3"
+    with closing(sqlite3.connect(f"file:{path}?mode=ro", uri=True)) as db:
+        query = "SELECT count(*) FROM events WHERE run_id = ?"
+        count: int = db.execute(query, (run_id,)).fetchone()[0]
+    return count
 
 
 def test_sqlite_restart_loses_no_event_of_a_finished_run(tmp_path: Path) -> None:
@@ -47,7 +64,8 @@ def test_graceful_shutdown_ends_open_streams_with_a_terminal_event(tmp_path: Pat
         ]
         for reader in readers:
             reader.start()
-        time.sleep(0.5)
+        wait_until(lambda: subscribers(base, loop_run) == 1, 10, "the loop run's reader")
+        wait_until(lambda: subscribers(base, ingest_run) == 1, 10, "the ingest run's reader")
         started = time.monotonic()
     # Leaving the block sent SIGINT: both streams must have got their end promptly.
     for reader in readers:
@@ -66,7 +84,8 @@ def test_a_crash_leaves_no_run_without_an_end(tmp_path: Path) -> None:
         run_id = httpx.post(f"{base}/v1/runs", json={"source": "ingest"}).json()["id"]
         body = json.dumps({"kind": "content_delta", "data": {"delta": "hi"}}) + "\n"
         assert httpx.post(f"{base}/v1/runs/{run_id}/events", content=body).status_code == 200
-        time.sleep(0.3)  # the write-behind journal flushes every 50 ms
+        # The write-behind journal flushes every 50 ms: the kill comes once the delta is on disk.
+        wait_until(lambda: on_disk(tmp_path, run_id) == 1, 10, "the delta in the journal's file")
         proc.kill()
         proc.wait()
     with gateway_process(*journal_args(tmp_path)) as (base, _):

@@ -6,7 +6,6 @@ same rule."""
 from __future__ import annotations
 
 import json
-from collections.abc import Iterator
 from typing import Any
 
 import anyio
@@ -19,16 +18,8 @@ from loopgate.contracts.history import continued, conversation_after
 from loopgate.contracts.messages import Message
 from loopgate.contracts.ports import StartRun
 from loopgate.gateway.remote import RemoteService
-from tests.gateway.harness import running_gateway
 
 pytestmark = pytest.mark.anyio
-
-
-@pytest.fixture(scope="module")
-def gateway(tmp_path_factory: pytest.TempPathFactory) -> Iterator[str]:
-    workspace = str(tmp_path_factory.mktemp("workspace"))
-    with running_gateway(workspace=workspace) as (base, _server):
-        yield base
 
 
 def start(http: httpx.Client, body: dict[str, Any]) -> dict[str, Any]:

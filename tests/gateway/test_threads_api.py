@@ -2,23 +2,13 @@
 
 from __future__ import annotations
 
-from collections.abc import Iterator
-
 import httpx
 import pytest
 
 from loopgate.contracts.ports import ThreadExists
 from loopgate.gateway.remote import RemoteService
-from tests.gateway.harness import running_gateway
 
 pytestmark = pytest.mark.anyio
-
-
-@pytest.fixture(scope="module")
-def gateway(tmp_path_factory: pytest.TempPathFactory) -> Iterator[str]:
-    workspace = str(tmp_path_factory.mktemp("workspace"))
-    with running_gateway(workspace=workspace) as (base, _server):
-        yield base
 
 
 async def test_record_look_up_list_and_forget_over_http(gateway: str) -> None:

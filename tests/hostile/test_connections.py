@@ -13,7 +13,8 @@ from pathlib import Path
 
 import httpx
 
-from tests.hostile.support import serve, wait_until
+from tests.hostile.support import serve
+from tests.waiting import wait_until
 
 SLOW_SOCKETS = 300
 HEADER_TIMEOUT_S = 1.0
@@ -131,7 +132,7 @@ def test_running_out_of_file_descriptors_neither_spins_nor_floods_the_log(tmp_pa
         assert response.status_code == 503
         assert "out of file descriptors" in response.json()["detail"]
         busy_before, started = served.cpu_s(), time.monotonic()
-        assert wait_until(lambda: time.monotonic() - started >= 2.0, 5, "an interval")
+        time.sleep(2.0)  # the window the server's CPU use is measured over: nothing to wait for
         cpu_share = (served.cpu_s() - busy_before) / (time.monotonic() - started)
         # Measured before the fix: 50-100 % of a core and ~20,000 log lines a second.
         assert cpu_share < 0.2, f"the server used {cpu_share:.0%} of a core while out of fds"

@@ -17,7 +17,8 @@ from websockets.asyncio.client import connect
 from websockets.exceptions import ConnectionClosed
 from websockets.sync.client import connect as sync_connect
 
-from tests.hostile.support import Child, serve, still_served, wait_until
+from tests.hostile.support import Child, serve, still_served
+from tests.waiting import wait_until
 
 # Per connection, whatever happens: the access lines of uvicorn (and its WebSocket open/close).
 ACCESS = re.compile(r'" (\d{3})|\[accepted\]|connection (open|closed)')

@@ -13,7 +13,8 @@ from pathlib import Path
 
 import httpx
 
-from tests.hostile.support import serve, wait_until
+from tests.hostile.support import serve
+from tests.waiting import wait_until
 
 CAP = 20
 SLOW = CAP + 10  # the ten past the cap are refused 503 once their head is read

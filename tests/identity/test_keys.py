@@ -30,6 +30,7 @@ from loopgate.gateway.identity.presented import Presented, Rejected
 from tests.gateway.harness import REPO, free_port, running_gateway, stop, wait_healthy
 from tests.identity.principals import write_test_keys
 from tests.identity.test_keys_cli import add, keys_cmd
+from tests.waiting import wait_until
 
 # How long a change to the keys file may take to reach a running gateway: it looks at the
 # file at most once a second, so this is generous for a loaded machine.
@@ -71,10 +72,7 @@ def serving(cwd: Path, *args: str) -> Iterator[tuple[str, Path]]:
 def until(check: Callable[[], bool], what: str, timeout: float = PICKED_UP_WITHIN_S) -> float:
     """Ask the gateway until ``check`` holds (bounded); how long that took."""
     start = time.monotonic()
-    while not check():
-        if time.monotonic() - start > timeout:
-            raise AssertionError(f"not within {timeout} s: {what}")
-        time.sleep(0.05)
+    wait_until(check, timeout, what)
     return time.monotonic() - start
 
 

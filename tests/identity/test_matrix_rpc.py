@@ -16,7 +16,6 @@ from __future__ import annotations
 
 import json
 import os
-import shutil
 import subprocess
 from collections.abc import AsyncIterator, Iterator
 from contextlib import asynccontextmanager
@@ -39,6 +38,8 @@ from tests.identity.principals import TestKey as Key
 from tests.identity.principals import write_test_keys
 from tests.jsonrpc.jsonrpc_support import RpcSocket, rpc_connect
 from tests.mcp.support import Progressed, http_session, loopgate_meta, structured, text
+from tests.node_clients import NODE_DIR, node_clients
+from tests.waiting import until
 
 pytestmark = pytest.mark.anyio
 
@@ -90,8 +91,7 @@ async def subscribers(world: World, run_id: str, count: int, within: float = 10)
     moment after the client closed)."""
     with anyio.fail_after(within):
         # The hub has no event for it: its count is what says.
-        while (await native_run(world, run_id))["subscribers"] != count:  # noqa: ASYNC110
-            await anyio.sleep(0.02)
+        await until(lambda: native_run(world, run_id), lambda run: run["subscribers"] == count)
 
 
 async def finished(world: World, run_id: str, within: float = 10) -> dict[str, Any]:
@@ -367,9 +367,8 @@ async def test_acp_a_live_prompt_is_out_of_anyone_elses_reach(world: World) -> N
 
 def test_acp_session_list_with_the_typescript_sdk(world: World) -> None:
     """@agentclientprotocol/sdk over the gateway's WebSocket: each key lists its own."""
-    node = shutil.which("node")
-    assert node, "node (>= 20) is required for the real-client tests"
-    driver = REPO / "tests" / "node" / "acp-ws-list.mjs"
+    node = node_clients()
+    driver = NODE_DIR / "acp-ws-list.mjs"
     url = world.base.replace("http://", "ws://") + "/acp"
 
     def drive(*args: str) -> dict[str, Any]:

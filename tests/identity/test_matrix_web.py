@@ -29,11 +29,11 @@ from openai import OpenAI
 from websockets.exceptions import InvalidStatus
 from websockets.sync import client as ws_client
 
-from tests.agui.node_client import run_script
 from tests.browser.support import artifacts_dir, page_server, run_browser
 from tests.gateway.harness import running_gateway
 from tests.identity.principals import TestKey as Key
 from tests.identity.principals import write_test_keys
+from tests.node_clients import run_script
 
 MODEL = "loopgate-scripted"
 

@@ -20,6 +20,7 @@ from loopgate.gateway.journal.redis_streams import OWNER_PAGE
 from tests.gateway.harness import gateway_process
 from tests.identity.principals import write_test_keys
 from tests.redis.conftest import redis_server, redis_url  # noqa: F401  (fixtures)
+from tests.waiting import wait_until
 
 ALICE = Owner(subject="alice", tenant="acme")
 BOB = Owner(subject="bob", tenant="globex")
@@ -63,10 +64,11 @@ async def listed(spec: str, limit: int, owner: Owner | None) -> list[str]:
 
 
 def wait_finished(http: httpx.Client, run_id: str, headers: dict[str, str]) -> None:
-    deadline = time.monotonic() + 20
-    while http.get(f"/v1/runs/{run_id}", headers=headers).json()["state"] != "finished":
-        assert time.monotonic() < deadline, "the run did not finish"
-        time.sleep(0.05)
+    def state() -> str:
+        found: str = http.get(f"/v1/runs/{run_id}", headers=headers).json()["state"]
+        return found
+
+    wait_until(lambda: state() == "finished", 20, "the run to finish")
 
 
 def test_runs_and_threads_keep_their_owner_across_a_restart(

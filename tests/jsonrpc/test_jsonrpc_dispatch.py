@@ -17,6 +17,7 @@ from loopgate.gateway.app import build_hub
 from loopgate.gateway.hub import Hub
 from loopgate.gateway.settings import Settings
 from tests.jsonrpc.jsonrpc_support import spec_dispatcher
+from tests.waiting import until
 
 pytestmark = pytest.mark.anyio
 TRACEPARENT = "00-4bf92f3577b34da6a3ce929d0e0e4736-00f067aa0ba902b7-01"
@@ -49,11 +50,9 @@ def error(reply: dict[str, Any]) -> tuple[int, dict[str, Any]]:
 async def finished_run(hub: Hub, prompt: str = "plain") -> str:
     d = Dispatcher(hub, RpcLimits())
     run_id = (await ask(d, req("run.start", {"input": prompt})))["result"]["runId"]
-    for _ in range(1000):
-        if (await hub.get(run_id)).state == "finished":
-            return run_id
-        await anyio.sleep(0.01)
-    raise AssertionError(f"run {run_id} did not finish")
+    with anyio.fail_after(10):
+        await until(lambda: hub.get(run_id), lambda run: run.state == "finished")
+    return run_id
 
 
 # --- the spec's rules -------------------------------------------------------------------

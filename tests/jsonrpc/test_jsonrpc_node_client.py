@@ -6,21 +6,14 @@ tests/node/jsonrpc-client.mjs does the work and prints a summary. Needs ``npm ci
 from __future__ import annotations
 
 import json
-import shutil
 import subprocess
 
-from tests.gateway.harness import REPO, running_gateway
-
-NODE_DIR = REPO / "tests" / "node"
+from tests.gateway.harness import running_gateway
+from tests.node_clients import NODE_DIR, node_clients
 
 
 def test_json_rpc_2_0_client_over_http_and_websocket() -> None:
-    node = shutil.which("node")
-    assert node, "node (>= 20) is required for the real-client tests"
-    for package in ("json-rpc-2.0", "ws"):
-        assert (NODE_DIR / "node_modules" / package).is_dir(), (
-            f"{package} is not installed: run `npm ci` in {NODE_DIR}"
-        )
+    node = node_clients()
     with running_gateway(scripted_delay_s=0.0) as (base, _server):
         proc = subprocess.run(
             [node, "jsonrpc-client.mjs", base],

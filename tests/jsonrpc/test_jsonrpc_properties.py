@@ -17,9 +17,10 @@ from hypothesis import HealthCheck, given, settings
 from hypothesis import strategies as st
 from websockets.sync.client import ClientConnection, connect
 
-from tests.gateway.harness import running_gateway
 from tests.jsonrpc.jsonrpc_support import RpcProcess
 from tests.strategies import json_values, scalars
+
+pytestmark = pytest.mark.gateway(max_active_runs=8)
 
 CODES = {-32700, -32600, -32601, -32602, -32603} | set(range(-32099, -31999))
 METHOD_NAMES = [
@@ -172,20 +173,14 @@ def decoded(raw: bytes) -> Any:
 
 
 @pytest.fixture(scope="module")
-def base() -> Iterator[str]:
-    with running_gateway(scripted_delay_s=0.0, max_active_runs=8) as (url, _server):
-        yield url
-
-
-@pytest.fixture(scope="module")
-def http(base: str) -> Iterator[httpx.Client]:
-    with httpx.Client(base_url=base, timeout=10) as client:
+def http(gateway: str) -> Iterator[httpx.Client]:
+    with httpx.Client(base_url=gateway, timeout=10) as client:
         yield client
 
 
 @pytest.fixture(scope="module")
-def socket(base: str) -> Iterator[ClientConnection]:
-    with connect(base.replace("http://", "ws://") + "/rpc/ws") as ws:
+def socket(gateway: str) -> Iterator[ClientConnection]:
+    with connect(gateway.replace("http://", "ws://") + "/rpc/ws") as ws:
         yield ws
 
 

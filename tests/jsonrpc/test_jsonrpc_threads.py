@@ -3,23 +3,14 @@ the new prompt, or the answer to an ``ask_user``; a running thread is -32007."""
 
 from __future__ import annotations
 
-from collections.abc import Iterator
 from typing import Any
 
 import httpx
 import pytest
 
-from tests.gateway.harness import running_gateway
 from tests.jsonrpc.jsonrpc_support import RpcSocket, events_of, rpc_connect
 
 pytestmark = pytest.mark.anyio
-
-
-@pytest.fixture(scope="module")
-def gateway(tmp_path_factory: pytest.TempPathFactory) -> Iterator[str]:
-    workspace = str(tmp_path_factory.mktemp("workspace"))
-    with running_gateway(workspace=workspace) as (base, _server):
-        yield base
 
 
 def answer_of(events: list[dict[str, Any]]) -> str:

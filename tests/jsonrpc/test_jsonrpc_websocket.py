@@ -3,7 +3,6 @@
 from __future__ import annotations
 
 import json
-from collections.abc import Iterator
 from typing import Any
 
 import anyio
@@ -11,29 +10,25 @@ import httpx
 import pytest
 from websockets.exceptions import ConnectionClosed, InvalidStatus
 
-from tests.gateway.harness import running_gateway
 from tests.jsonrpc.jsonrpc_support import RpcSocket, events_of, rpc_connect
-
-pytestmark = pytest.mark.anyio
+from tests.waiting import until
 
 MAX_MESSAGE = 64 * 1024
 MAX_FRAME = 256 * 1024
-
-
-@pytest.fixture(scope="module")
-def base() -> Iterator[str]:
-    with running_gateway(
+pytestmark = [
+    pytest.mark.anyio,
+    pytest.mark.gateway(
         scripted_delay_s=0.002, max_body_bytes=MAX_MESSAGE, max_frame_bytes=MAX_FRAME
-    ) as (url, _server):
-        yield url
+    ),
+]
 
 
 def assert_gapless(events: list[dict[str, Any]], first: int = 1) -> None:
     assert [e["seq"] for e in events] == list(range(first, first + len(events)))
 
 
-async def test_start_and_subscribe_gets_every_event_in_order(base: str) -> None:
-    async with rpc_connect(base) as ws:
+async def test_start_and_subscribe_gets_every_event_in_order(gateway: str) -> None:
+    async with rpc_connect(gateway) as ws:
         rpc = RpcSocket(ws)
         # The response carrying the subscription id comes before any of its notifications.
         await rpc.send(
@@ -59,8 +54,8 @@ async def test_start_and_subscribe_gets_every_event_in_order(base: str) -> None:
         assert page["events"] == events and page["done"] is True
 
 
-async def test_subscribe_after_a_cursor_and_unsubscribe(base: str) -> None:
-    async with rpc_connect(base) as ws:
+async def test_subscribe_after_a_cursor_and_unsubscribe(gateway: str) -> None:
+    async with rpc_connect(gateway) as ws:
         rpc = RpcSocket(ws)
         run_id = (await rpc.result("run.start", {"input": "plain"}))["runId"]
         done = await rpc.result("run.subscribe", {"runId": run_id})
@@ -74,16 +69,20 @@ async def test_subscribe_after_a_cursor_and_unsubscribe(base: str) -> None:
         sub = (await rpc.result("run.subscribe", {"runId": forever}))["subscription"]
         assert await rpc.result("run.unsubscribe", {"subscription": sub}) is True
         rpc.inbox.clear()
-        await anyio.sleep(0.1)
-        await rpc.result("run.get", [forever])
+        # The run goes on for ten more events: none of them reach the dropped subscription.
+        since = (await rpc.result("run.get", [forever]))["lastSeq"]
+        with anyio.fail_after(10):
+            await until(
+                lambda: rpc.result("run.get", [forever]), lambda run: run["lastSeq"] >= since + 10
+            )
         assert not [m for m in rpc.inbox if m.get("params", {}).get("subscription") == sub]
         again = await rpc.call("run.unsubscribe", {"subscription": sub})
         assert again["error"]["code"] == -32005
         await rpc.result("run.cancel", [forever])
 
 
-async def test_cancel_mid_run(base: str) -> None:
-    async with rpc_connect(base) as ws:
+async def test_cancel_mid_run(gateway: str) -> None:
+    async with rpc_connect(gateway) as ws:
         rpc = RpcSocket(ws)
         started = await rpc.result("run.start", {"input": "forever", "subscribe": True})
         seen = 0
@@ -99,8 +98,8 @@ async def test_cancel_mid_run(base: str) -> None:
         assert messages[-1]["params"]["status"] == "cancelled"
 
 
-async def test_resume_after_reconnect(base: str) -> None:
-    async with rpc_connect(base) as ws:
+async def test_resume_after_reconnect(gateway: str) -> None:
+    async with rpc_connect(gateway) as ws:
         rpc = RpcSocket(ws)
         started = await rpc.result("run.start", {"input": "forever", "subscribe": True})
         run_id = started["runId"]
@@ -110,13 +109,9 @@ async def test_resume_after_reconnect(base: str) -> None:
             if message.get("method") == "run.event":
                 before.append(message["params"]["event"])
     # The connection is gone: its subscription ended with it.
-    for _ in range(250):
-        if not (await rpc_get(base, run_id))["subscribers"]:
-            break
-        await anyio.sleep(0.02)
-    else:
-        raise AssertionError("the closed connection's subscription was not released")
-    async with rpc_connect(base) as ws:
+    with anyio.fail_after(5):
+        await until(lambda: rpc_get(gateway, run_id), lambda run: run["subscribers"] == 0)
+    async with rpc_connect(gateway) as ws:
         rpc = RpcSocket(ws)
         last = before[-1]["seq"]
         sub = (await rpc.result("run.subscribe", {"runId": run_id, "after": last}))["subscription"]
@@ -126,8 +121,8 @@ async def test_resume_after_reconnect(base: str) -> None:
         assert after[-1]["data"]["status"] == "cancelled"
 
 
-async def test_permission_request_answered_over_the_socket(base: str) -> None:
-    async with rpc_connect(base) as ws:
+async def test_permission_request_answered_over_the_socket(gateway: str) -> None:
+    async with rpc_connect(gateway) as ws:
         rpc = RpcSocket(ws)
         started = await rpc.result(
             "run.start",
@@ -169,8 +164,8 @@ async def test_permission_request_answered_over_the_socket(base: str) -> None:
         assert results["calculate"]["success"] is False
 
 
-async def test_errors_keep_the_connection_open(base: str) -> None:
-    async with rpc_connect(base, max_size=None) as ws:
+async def test_errors_keep_the_connection_open(gateway: str) -> None:
+    async with rpc_connect(gateway, max_size=None) as ws:
         rpc = RpcSocket(ws)
         await rpc.send("{not json")
         assert (await rpc.recv())["error"]["code"] == -32700
@@ -197,12 +192,12 @@ async def test_errors_keep_the_connection_open(base: str) -> None:
         assert closed.value.rcvd is not None and closed.value.rcvd.code == 1009
 
 
-async def test_cross_site_origins_are_refused(base: str) -> None:
+async def test_cross_site_origins_are_refused(gateway: str) -> None:
     with pytest.raises(InvalidStatus) as refused:
-        async with rpc_connect(base, origin="https://evil.example"):
+        async with rpc_connect(gateway, origin="https://evil.example"):
             pass
     assert refused.value.response.status_code == 403
-    async with rpc_connect(base, origin="http://localhost:3000") as ws:
+    async with rpc_connect(gateway, origin="http://localhost:3000") as ws:
         assert "runs" in await RpcSocket(ws).result("run.list")
 
 

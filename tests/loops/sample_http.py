@@ -75,7 +75,7 @@ def sample_app() -> Starlette:
         return Response("<html>hi</html>", media_type="text/html")
 
     async def hang(request: Request) -> Response:
-        await anyio.sleep(3600)
+        await anyio.sleep(3600)  # never answers: the gateway's first-event timeout ends it
         return Response()
 
     async def drop(request: Request) -> Response:

@@ -112,7 +112,7 @@ async def sample(ctx: Any) -> AsyncIterator[Event]:
     elif word == "badpayload":
         yield event("content_delta", delta=5)
     elif word == "silent":
-        await anyio.sleep(3600)
+        await anyio.sleep(3600)  # no first event: the gateway's first-event timeout ends it
     elif word == "early":
         yield event("content_delta", delta="and then nothing")
     else:

@@ -6,8 +6,6 @@ from __future__ import annotations
 
 import json
 import subprocess
-import time
-from collections.abc import Iterator
 from typing import Any
 
 import anyio
@@ -18,18 +16,13 @@ from acp.ws import create_websocket_stream
 from websockets.asyncio.client import connect
 
 from tests.acp.support import RecordingClient
-from tests.agui.node_client import NODE_DIR, clean
-from tests.gateway.harness import running_gateway
+from tests.agui.node_client import clean
+from tests.node_clients import NODE_DIR, node_clients
+from tests.waiting import wait_until
 
 pytestmark = pytest.mark.anyio
 
 WORDS = ["one ", "two ", "three ", "four"]
-
-
-@pytest.fixture(scope="module")
-def base() -> Iterator[str]:
-    with running_gateway() as (url, _):
-        yield url
 
 
 def ingest_run(base: str) -> str:
@@ -57,21 +50,22 @@ FINISH = {"kind": "completion", "data": {"status": "completed", "reason": "stop"
 
 
 def wait_for_subscribers(base: str, run_id: str, count: int) -> None:
-    deadline = time.monotonic() + 20
-    while httpx.get(f"{base}/v1/runs/{run_id}").json()["subscribers"] < count:
-        assert time.monotonic() < deadline, "the client never attached"
-        time.sleep(0.02)
+    def subscribers() -> int:
+        found: int = httpx.get(f"{base}/v1/runs/{run_id}").json()["subscribers"]
+        return found
+
+    wait_until(lambda: subscribers() >= count, 20, "the client to attach")
 
 
 @pytest.mark.parametrize("after", [0, 2])
-def test_agui_client_attaches_to_an_ingested_run(base: str, after: int) -> None:
-    run_id = ingest_run(base)
-    push(base, run_id, deltas(WORDS[:2]))
+def test_agui_client_attaches_to_an_ingested_run(gateway: str, after: int) -> None:
+    run_id = ingest_run(gateway)
+    push(gateway, run_id, deltas(WORDS[:2]))
     node = subprocess.Popen(
         [
-            "node",
+            node_clients(),
             str(NODE_DIR / "agui-plug.mjs"),
-            base,
+            gateway,
             "attach",
             "--attach",
             run_id,
@@ -84,8 +78,8 @@ def test_agui_client_attaches_to_an_ingested_run(base: str, after: int) -> None:
         text=True,
     )
     try:
-        wait_for_subscribers(base, run_id, 1)
-        push(base, run_id, [*deltas(WORDS[2:]), FINISH])
+        wait_for_subscribers(gateway, run_id, 1)
+        push(gateway, run_id, [*deltas(WORDS[2:]), FINISH])
         out, err = node.communicate(timeout=60)
     finally:
         node.kill()
@@ -96,28 +90,28 @@ def test_agui_client_attaches_to_an_ingested_run(base: str, after: int) -> None:
     assert text == WORDS[after:]
     assert run["terminal"]["type"] == "RUN_FINISHED"
     # Watching never drives: the run was not cancelled when the client went away.
-    assert httpx.get(f"{base}/v1/runs/{run_id}").json()["status"] == "completed"
+    assert httpx.get(f"{gateway}/v1/runs/{run_id}").json()["status"] == "completed"
 
 
-def test_agui_attach_to_a_run_that_does_not_exist_is_404(base: str) -> None:
+def test_agui_attach_to_a_run_that_does_not_exist_is_404(gateway: str) -> None:
     body = {
         "threadId": "t",
         "runId": "no-such-run",
         "messages": [],
         "forwardedProps": {"loopgate": {"attach": True}},
     }
-    response = httpx.post(f"{base}/agui", json=body)
+    response = httpx.post(f"{gateway}/agui", json=body)
     assert response.status_code == 404
     assert response.json()["detail"] == "no run with id 'no-such-run'"
     body["forwardedProps"] = {"loopgate": {"attach": True, "after": "x"}}
-    assert httpx.post(f"{base}/agui", json=body).status_code == 422
+    assert httpx.post(f"{gateway}/agui", json=body).status_code == 422
 
 
-async def test_jsonrpc_client_subscribes_to_an_ingested_run_from_a_cursor(base: str) -> None:
-    run_id = ingest_run(base)
-    push(base, run_id, deltas(WORDS[:2]))
+async def test_jsonrpc_client_subscribes_to_an_ingested_run_from_a_cursor(gateway: str) -> None:
+    run_id = ingest_run(gateway)
+    push(gateway, run_id, deltas(WORDS[:2]))
     seen: list[dict[str, Any]] = []
-    async with connect(base.replace("http://", "ws://") + "/rpc/ws") as ws:
+    async with connect(gateway.replace("http://", "ws://") + "/rpc/ws") as ws:
         await ws.send(
             json.dumps(
                 {
@@ -133,7 +127,9 @@ async def test_jsonrpc_client_subscribes_to_an_ingested_run_from_a_cursor(base: 
                 message = json.loads(raw)
                 if message.get("id") == 1:
                     # Subscribed: the rest of the run happens live.
-                    await anyio.to_thread.run_sync(push, base, run_id, [*deltas(WORDS[2:]), FINISH])
+                    await anyio.to_thread.run_sync(
+                        push, gateway, run_id, [*deltas(WORDS[2:]), FINISH]
+                    )
                 elif message.get("method") == "run.event":
                     seen.append(message["params"]["event"])
                 elif message.get("method") == "run.end":
@@ -142,9 +138,9 @@ async def test_jsonrpc_client_subscribes_to_an_ingested_run_from_a_cursor(base: 
     assert [e["data"].get("delta") for e in seen[:-1]] == WORDS[1:]
 
 
-async def test_acp_client_loads_an_ingested_runs_thread_and_follows_it_live(base: str) -> None:
-    run_id = ingest_run(base)
-    push(base, run_id, deltas(WORDS[:2]))
+async def test_acp_client_loads_an_ingested_runs_thread_and_follows_it_live(gateway: str) -> None:
+    run_id = ingest_run(gateway)
+    push(gateway, run_id, deltas(WORDS[:2]))
     client = RecordingClient()
     finished = anyio.Event()
 
@@ -153,14 +149,14 @@ async def test_acp_client_loads_an_ingested_runs_thread_and_follows_it_live(base
             finished.set()
 
     client.on_update = on_update
-    transport = await create_websocket_stream(base.replace("http://", "ws://") + "/acp")
+    transport = await create_websocket_stream(gateway.replace("http://", "ws://") + "/acp")
     conn = connect_to_agent(client, transport, observers=[client.observe])
     try:
         await conn.initialize(protocol_version=PROTOCOL_VERSION)
         # An ingested run's thread is the run itself, unless the loop named one.
         await conn.load_session(session_id=run_id, cwd="/tmp", mcp_servers=[])
         assert client.text() == "".join(WORDS[:2])  # the replay, before the answer
-        await anyio.to_thread.run_sync(push, base, run_id, [*deltas(WORDS[2:]), FINISH])
+        await anyio.to_thread.run_sync(push, gateway, run_id, [*deltas(WORDS[2:]), FINISH])
         with anyio.fail_after(20):
             await finished.wait()
     finally:

@@ -13,8 +13,9 @@ from acp import PROTOCOL_VERSION, connect_to_agent, text_block
 from acp.ws import create_websocket_stream
 
 from tests.acp.support import RecordingClient
-from tests.agui.node_client import clean, run_script
+from tests.agui.node_client import clean
 from tests.loops.plugs import PLUGS, plugged_gateway
+from tests.node_clients import run_script
 
 pytestmark = pytest.mark.anyio
 

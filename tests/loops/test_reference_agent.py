@@ -22,11 +22,12 @@ from acp.schema import HttpMcpServer, McpServerStdio
 from acp.ws import create_websocket_stream
 
 from tests.acp.support import RecordingClient, agent_env, open_session, spawned
-from tests.agui.node_client import clean, run_script
+from tests.agui.node_client import clean
 from tests.fakes.openai_server import FakeOpenAI
 from tests.fakes.servers import serve_app
 from tests.gateway.harness import running_gateway
 from tests.gateway.sse_client import envelopes, read_stream
+from tests.node_clients import node_clients, run_script
 from tests.tools.conftest import EVERYTHING, FAKE_SERVER, fake_http_server
 
 pytestmark = pytest.mark.anyio
@@ -137,7 +138,7 @@ def test_an_mcp_server_of_the_sdk_streams_its_result_to_every_front_end(
 
 
 def test_the_npm_everything_server_over_stdio(model: tuple[FakeOpenAI, str]) -> None:
-    command = shlex.join(["node", str(EVERYTHING)])
+    command = shlex.join([node_clients(), str(EVERYTHING)])
     with running_gateway(**agent_settings(model, mcp=[command])) as (base, _):
         events = run(base, 'use echo {"message": "from npm"}')
     name, preview, text = outcome(events)

@@ -25,10 +25,11 @@ from loopgate.gateway.loops.stderr import StderrBounds, StderrRelay
 from loopgate.gateway.loops.wire import BoundedLines, Cut
 from tests.gateway.harness import REPO, free_port, wait_healthy
 from tests.gateway.sse_client import envelopes, read_stream
-from tests.hostile.support import serve, wait_until
+from tests.hostile.support import serve
 from tests.loops.plugs import stdio_command
 from tests.loops.sample_loop import script_for
 from tests.loops.stderr_flood import LINE, LONG_LINE
+from tests.waiting import wait_until
 
 # The defaults (gateway/settings.py), which these tests hold to what docs/loops.md says.
 MAX_LINE = 2 << 20

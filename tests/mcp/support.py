@@ -154,6 +154,15 @@ def structured(result: types.CallToolResult) -> dict[str, Any]:
     return result.structured_content
 
 
+async def get_run(session: ClientSession, run_id: str) -> dict[str, Any]:
+    """The ``get_run`` tool's description of the run."""
+    return structured(await session.call_tool("get_run", {"run_id": run_id}))
+
+
+def finished(run: dict[str, Any]) -> bool:
+    return run["state"] == "finished"
+
+
 async def run_end(base: str, run_id: str, within: float) -> tuple[Envelope, float]:
     """The run's terminal event, from the native SSE stream (which ends with it), and how
     long after the call it came; fails if that takes longer than ``within`` seconds."""

@@ -4,7 +4,7 @@
 from __future__ import annotations
 
 import json
-from collections.abc import Awaitable, Callable, Iterator
+from collections.abc import Awaitable, Callable
 from functools import partial
 from typing import Any
 
@@ -20,6 +20,8 @@ from tests.mcp.support import (
     TOOL_NAMES,
     Progressed,
     check_live_run_is_its_projection,
+    finished,
+    get_run,
     http_session,
     loopgate_meta,
     read_events,
@@ -28,8 +30,11 @@ from tests.mcp.support import (
     structured,
     text,
 )
+from tests.waiting import until
 
-pytestmark = pytest.mark.anyio
+# The gateway's deltas paced as a model streams them; the runs a test acts on while they go
+# wait in the scripted model's 30-second `sleep` tool ("slow tool"), however loaded the host.
+pytestmark = [pytest.mark.anyio, pytest.mark.gateway(scripted_delay_s=0.01)]
 ACCEPT = {"accept": "application/json, text/event-stream"}
 INITIALIZE = {
     "jsonrpc": "2.0",
@@ -41,14 +46,6 @@ INITIALIZE = {
         "clientInfo": {"name": "curl", "version": "1"},
     },
 }
-
-
-@pytest.fixture(scope="module")
-def gateway() -> Iterator[str]:
-    # Deltas paced as a model streams them; the runs a test acts on while they go wait in the
-    # scripted model's 30-second `sleep` tool ("slow tool"), however loaded the host.
-    with running_gateway(scripted_delay_s=0.01) as (base, _):
-        yield base
 
 
 async def test_tools_progress_answer_and_the_run_record(gateway: str) -> None:
@@ -167,11 +164,8 @@ async def test_a_client_that_hangs_up_cancels_its_run(gateway: str) -> None:
         running = (await http.get(f"{gateway}/v1/runs/{run_id}")).json()
         assert running["state"] == "running"
     async with http_session(f"{gateway}/mcp") as session:
-        for _ in range(200):
-            described = structured(await session.call_tool("get_run", {"run_id": run_id}))
-            if described["state"] == "finished":
-                break
-            await anyio.sleep(0.05)
+        with anyio.fail_after(10):
+            described = await until(partial(get_run, session, run_id), finished)
     assert described["status"] == "cancelled"
 
 

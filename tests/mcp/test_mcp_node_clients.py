@@ -5,12 +5,11 @@ the work and print a JSON summary. Needs ``npm ci`` in tests/node."""
 from __future__ import annotations
 
 import json
-import shutil
 import subprocess
 import sys
 import tempfile
 import uuid
-from collections.abc import AsyncIterator, Iterator
+from collections.abc import AsyncIterator
 from contextlib import asynccontextmanager
 from typing import Any
 
@@ -21,20 +20,18 @@ import pytest
 from tests.fakes.redis_server import redis_server
 from tests.gateway.harness import REPO, running_gateway
 from tests.mcp.support import envelopes, projected, run_end
+from tests.node_clients import NODE_DIR, node_clients
 from tests.redis.test_instances import instances
 
-pytestmark = pytest.mark.anyio
-NODE_DIR = REPO / "tests" / "node"
+# The gateway is paced: the run a test cancels waits in the scripted model's 30-second
+# `sleep` tool.
+pytestmark = [pytest.mark.anyio, pytest.mark.gateway(scripted_delay_s=0.01)]
 NODE_TIMEOUT_S = 60
 BURSTS = 10  # runs per test of progress bursts
-SDK = NODE_DIR / "node_modules" / "@modelcontextprotocol" / "sdk"
 
 
 def node_command(script: str, *args: str) -> list[str]:
-    found = shutil.which("node")
-    assert found, "node (>= 20) is required for the real-client tests"
-    assert SDK.is_dir(), f"@modelcontextprotocol/sdk is not installed: run `npm ci` in {NODE_DIR}"
-    return [found, script, *args]
+    return [node_clients(), script, *args]
 
 
 @asynccontextmanager
@@ -103,13 +100,6 @@ def check_every_progress_arrived(summary: dict[str, Any]) -> None:
         assert run["messages"] == messages
         assert run["progress"] == list(range(1, len(messages) + 1))
         assert run["text"] == answer.text
-
-
-@pytest.fixture(scope="module")
-def gateway() -> Iterator[str]:
-    # The run a test cancels waits in the scripted model's 30-second `sleep` tool.
-    with running_gateway(scripted_delay_s=0.01) as (base, _):
-        yield base
 
 
 async def test_aborting_a_call_over_http_cancels_its_run(gateway: str) -> None:

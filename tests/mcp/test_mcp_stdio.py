@@ -6,6 +6,7 @@ from __future__ import annotations
 import json
 import subprocess
 import sys
+from functools import partial
 from typing import Any
 
 import anyio
@@ -19,6 +20,8 @@ from tests.mcp.support import (
     TOOL_NAMES,
     Progressed,
     check_live_run_is_its_projection,
+    finished,
+    get_run,
     loopgate_meta,
     read_events,
     server_params,
@@ -26,6 +29,7 @@ from tests.mcp.support import (
     structured,
     text,
 )
+from tests.waiting import until
 
 pytestmark = pytest.mark.anyio
 
@@ -176,11 +180,8 @@ async def test_a_call_the_client_cancels_cancels_its_run() -> None:
                 tg.cancel_scope.cancel()  # the SDK sends notifications/cancelled for the call
         assert not waited.cancelled_caught
         run_id = progressed.messages[0].split()[1]
-        for _ in range(100):
-            described = structured(await session.call_tool("get_run", {"run_id": run_id}))
-            if described["state"] == "finished":
-                break
-            await anyio.sleep(0.05)
+        with anyio.fail_after(10):
+            described = await until(partial(get_run, session, run_id), finished)
         assert described["status"] == "cancelled"
 
 

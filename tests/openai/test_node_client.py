@@ -7,15 +7,15 @@ from typing import Any
 
 import pytest
 
-from tests.agui.node_client import NODE_DIR, run_script
 from tests.gateway.harness import running_gateway
+from tests.node_clients import node_clients, run_script
 
 TOKEN = "node-s3cret-012345"
 
 
 @pytest.fixture(scope="module")
 def seen() -> Iterator[dict[str, Any]]:
-    assert (NODE_DIR / "node_modules" / "openai").is_dir(), "run `npm ci` in tests/node"
+    node_clients()  # before the gateway starts
     # With a token, as a gateway on the network runs: every scenario's client sends it.
     with running_gateway(scripted_delay_s=0.002, token=TOKEN) as (base, _):
         yield run_script("openai-client.mjs", base, TOKEN)

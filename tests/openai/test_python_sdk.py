@@ -8,7 +8,6 @@ from __future__ import annotations
 
 import json
 import socket
-import time
 from collections.abc import Iterator
 from typing import Any
 
@@ -18,6 +17,9 @@ import pytest
 from openai import OpenAI
 
 from tests.gateway.harness import running_gateway
+from tests.waiting import wait_until
+
+pytestmark = pytest.mark.gateway(scripted_delay_s=0.002, max_body_bytes=64 * 1024)
 
 MODEL = "loopgate-scripted"
 BOOKING: Any = {
@@ -30,16 +32,10 @@ BOOKING: Any = {
 }
 
 
-@pytest.fixture(scope="module")
-def base() -> Iterator[str]:
-    with running_gateway(scripted_delay_s=0.002, max_body_bytes=64 * 1024) as (url, _):
-        yield url
-
-
 @pytest.fixture
-def client(base: str) -> OpenAI:
+def client(gateway: str) -> OpenAI:
     # Retries off: the test sees the first answer (a retried failure would run again).
-    return OpenAI(base_url=f"{base}/v1", api_key="unused", max_retries=0)
+    return OpenAI(base_url=f"{gateway}/v1", api_key="unused", max_retries=0)
 
 
 def run_of(base: str, run_id: str) -> dict[str, Any]:
@@ -56,7 +52,7 @@ def test_models_list_the_loop_and_its_alias(client: OpenAI) -> None:
     assert missing.value.code == "model_not_found"
 
 
-def test_a_whole_answer(client: OpenAI, base: str) -> None:
+def test_a_whole_answer(client: OpenAI, gateway: str) -> None:
     raw = client.chat.completions.with_raw_response.create(
         model=MODEL, messages=[{"role": "user", "content": "What time is it?"}]
     )
@@ -72,7 +68,7 @@ def test_a_whole_answer(client: OpenAI, base: str) -> None:
     events = (completion.model_extra or {})["loopgate"]["events"]
     started = [e["data"]["name"] for e in events if e["kind"] == "tool_call_start"]
     assert started == ["clock"]
-    assert run_of(base, run_id)["status"] == "completed"
+    assert run_of(gateway, run_id)["status"] == "completed"
 
 
 def test_a_streamed_answer_ends_with_its_usage(client: OpenAI) -> None:
@@ -150,7 +146,7 @@ def test_a_streamed_client_tool_call(client: OpenAI) -> None:
     assert all(c.usage is None for c in chunks)  # not asked for
 
 
-def test_bad_requests_raise_the_sdks_own_errors(client: OpenAI, base: str) -> None:
+def test_bad_requests_raise_the_sdks_own_errors(client: OpenAI, gateway: str) -> None:
     user = [{"role": "user", "content": "hi"}]
     with pytest.raises(openai.NotFoundError) as model:
         client.chat.completions.create(model="gpt-none", messages=user)  # type: ignore[arg-type]
@@ -175,7 +171,7 @@ def test_bad_requests_raise_the_sdks_own_errors(client: OpenAI, base: str) -> No
         )
     assert big.value.status_code == 413 and big.value.code == "request_too_large"
     # What the SDK cannot send: malformed and too deeply nested JSON, answered in the same shape.
-    url = f"{base}/v1/chat/completions"
+    url = f"{gateway}/v1/chat/completions"
     for raw, says in [(b"{", "not valid JSON"), (b"[" * 200 + b"]" * 200, "nested deeper")]:
         answer = httpx.post(url, content=raw, headers={"content-type": "application/json"})
         assert answer.status_code == 400
@@ -184,7 +180,7 @@ def test_bad_requests_raise_the_sdks_own_errors(client: OpenAI, base: str) -> No
         assert "Traceback" not in answer.text
 
 
-def test_a_failed_run(client: OpenAI, base: str) -> None:
+def test_a_failed_run(client: OpenAI, gateway: str) -> None:
     prompt = [{"role": "user", "content": "provider error, please"}]
     stream = client.chat.completions.create(model=MODEL, messages=prompt, stream=True)  # type: ignore[arg-type]
     text: list[str] = []
@@ -194,13 +190,13 @@ def test_a_failed_run(client: OpenAI, base: str) -> None:
     assert streamed.value.message == "the scripted model lost its connection"
     assert streamed.value.code == "provider_error" and "".join(text)  # what came before stays
 
-    before = len(httpx.get(f"{base}/v1/runs", params={"limit": 1000}).json()["runs"])
-    retrying = OpenAI(base_url=f"{base}/v1", api_key="unused", max_retries=2)
+    before = len(httpx.get(f"{gateway}/v1/runs", params={"limit": 1000}).json()["runs"])
+    retrying = OpenAI(base_url=f"{gateway}/v1", api_key="unused", max_retries=2)
     with pytest.raises(openai.InternalServerError) as whole:
         retrying.chat.completions.create(model=MODEL, messages=prompt)  # type: ignore[arg-type]
     assert whole.value.code == "provider_error" and whole.value.type == "server_error"
     # x-should-retry: false — the SDK did not run the failed turn again.
-    after = len(httpx.get(f"{base}/v1/runs", params={"limit": 1000}).json()["runs"])
+    after = len(httpx.get(f"{gateway}/v1/runs", params={"limit": 1000}).json()["runs"])
     assert after == before + 1
 
 
@@ -215,16 +211,6 @@ def test_client_tools_named_like_the_loops_own_are_a_bad_request(client: OpenAI)
     assert "clash" in clash.value.message
 
 
-def _wait_for(check: Any, timeout: float = 10) -> Any:
-    deadline = time.monotonic() + timeout
-    while time.monotonic() < deadline:
-        found = check()
-        if found:
-            return found
-        time.sleep(0.02)
-    raise AssertionError("timed out")
-
-
 def _running(base: str, prompt: str) -> dict[str, Any] | None:
     runs = httpx.get(f"{base}/v1/runs", params={"limit": 50}).json()["runs"]
     mine = [r for r in runs if r["state"] == "running" and r["input"][-1]["content"] == prompt]
@@ -232,11 +218,11 @@ def _running(base: str, prompt: str) -> dict[str, Any] | None:
 
 
 @pytest.mark.parametrize("stream", [True, False])
-def test_a_client_that_leaves_cancels_its_run(base: str, stream: bool) -> None:
+def test_a_client_that_leaves_cancels_its_run(gateway: str, stream: bool) -> None:
     prompt = f"slow tool, streamed={stream}"
     body = {"model": MODEL, "messages": [{"role": "user", "content": prompt}], "stream": stream}
     payload = json.dumps(body).encode()
-    host, port = base.removeprefix("http://").split(":")
+    host, port = gateway.removeprefix("http://").split(":")
     # A bare socket: the test decides when the client goes away.
     with socket.create_connection((host, int(port))) as sock:
         sock.sendall(
@@ -245,13 +231,15 @@ def test_a_client_that_leaves_cancels_its_run(base: str, stream: bool) -> None:
             + f"content-length: {len(payload)}\r\n\r\n".encode()
             + payload
         )
-        run = _wait_for(lambda: _running(base, prompt))
+        run = wait_until(lambda: _running(gateway, prompt), 10, "the run to start")
         # Synchronised on the run's own events: the 30-second tool has started.
-        with httpx.stream("GET", f"{base}/v1/runs/{run['id']}/events", timeout=10) as events:
+        with httpx.stream("GET", f"{gateway}/v1/runs/{run['id']}/events", timeout=10) as events:
             for line in events.iter_lines():
                 if '"kind":"tool_call_start"' in line:
                     break
-    ended = _wait_for(lambda: (r := run_of(base, run["id"]))["state"] == "finished" and r)
+    ended = wait_until(
+        lambda: (r := run_of(gateway, run["id"]))["state"] == "finished" and r, 10, "its end"
+    )
     assert ended["status"] == "cancelled"
 
 

@@ -11,7 +11,8 @@ import anyio
 import pytest
 from websockets.asyncio.client import ClientConnection, connect
 
-from tests.hostile.support import rss_mib, serve, still_served, wait_until
+from tests.hostile.support import rss_mib, serve, still_served
+from tests.waiting import wait_until
 
 CONNECTIONS = 500
 # Measured 27 KiB each without compression, 62 KiB with it (the default before issue 29).

@@ -5,8 +5,6 @@ ones, against a real gateway with API keys; none on the machine's own user's run
 from __future__ import annotations
 
 import json
-import threading
-import time
 from collections.abc import Iterator
 from contextlib import contextmanager
 from pathlib import Path
@@ -15,18 +13,14 @@ from typing import Any
 import httpx
 import msgspec
 import pytest
-import uvicorn
 from opentelemetry.sdk.trace import ReadableSpan
 from opentelemetry.sdk.trace.export import SimpleSpanProcessor
 from opentelemetry.sdk.trace.export.in_memory_span_exporter import InMemorySpanExporter
 
 from conformance.otel import STREAMS, load_stream, project, stream_context
-from loopgate.gateway.app import create_app
-from loopgate.gateway.server import GatewayServer
-from loopgate.gateway.settings import Settings
 from loopgate.gateway.telemetry import Telemetry
 from loopgate.gateway.telemetry.records import SpanStart
-from tests.gateway.harness import free_port
+from tests.gateway.harness import running_gateway
 from tests.gateway.sse_client import envelopes, read_stream
 from tests.identity import principals
 from tests.identity.principals import secret_of
@@ -40,23 +34,10 @@ def traced_gateway(**settings: Any) -> Iterator[tuple[str, InMemorySpanExporter]
     in memory."""
     exporter = InMemorySpanExporter()
     telemetry = Telemetry(SimpleSpanProcessor(exporter))
-    config = Settings(scripted_delay_s=0.0, port=free_port(), **settings)
-    app = create_app(config, telemetry=telemetry)
-    server = GatewayServer(
-        uvicorn.Config(app, host="127.0.0.1", port=config.port, log_level="warning"),
-        app.state.hub,
-        config,
-    )
-    thread = threading.Thread(target=server.run, daemon=True)
-    thread.start()
     try:
-        while not server.started:
-            assert thread.is_alive(), "the gateway did not start"
-            time.sleep(0.01)
-        yield f"http://127.0.0.1:{config.port}", exporter
+        with running_gateway(telemetry=telemetry, **settings) as (base, _):
+            yield base, exporter
     finally:
-        server.should_exit = True
-        thread.join(15)
         telemetry.shutdown()
 
 

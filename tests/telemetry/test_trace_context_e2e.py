@@ -7,24 +7,17 @@ caller's; each protocol must carry it in (header or ``_meta``) and name the trac
 from __future__ import annotations
 
 import json
-from collections.abc import Iterator
 from typing import Any
 
 import httpx
 import pytest
 import websockets.sync.client as ws_client
 
-from tests.gateway.harness import running_gateway
+pytestmark = pytest.mark.gateway(trace_console=True)
 
 TRACE_ID = "4bf92f3577b34da6a3ce929d0e0e4736"
 TRACEPARENT = f"00-{TRACE_ID}-00f067aa0ba902b7-01"
 TRACESTATE = "vendor=opaque,other=1"
-
-
-@pytest.fixture(scope="module")
-def base() -> Iterator[str]:
-    with running_gateway(scripted_delay_s=0.0, trace_console=True) as (url, _):
-        yield url
 
 
 def run_trace(base: str, run_id: str) -> str:
@@ -35,32 +28,32 @@ def run_tracestate(base: str, run_id: str) -> str | None:
     return httpx.get(f"{base}/v1/runs/{run_id}").json()["metadata"].get("tracestate")
 
 
-def test_native_api_header(base: str) -> None:
+def test_native_api_header(gateway: str) -> None:
     run = httpx.post(
-        f"{base}/v1/runs", json={"input": "plain"}, headers={"traceparent": TRACEPARENT}
+        f"{gateway}/v1/runs", json={"input": "plain"}, headers={"traceparent": TRACEPARENT}
     )
     assert run.json()["metadata"]["trace_id"] == TRACE_ID
-    other = httpx.post(f"{base}/v1/runs", json={"input": "plain"}).json()
+    other = httpx.post(f"{gateway}/v1/runs", json={"input": "plain"}).json()
     assert other["metadata"]["trace_id"] != TRACE_ID  # no parent: a trace of its own
 
 
-def test_agui_header_and_run_started(base: str) -> None:
+def test_agui_header_and_run_started(gateway: str) -> None:
     body = {
         "threadId": "t-trace",
         "runId": "agui-traced",
         "messages": [{"id": "m", "role": "user", "content": "plain"}],
     }
     with httpx.stream(
-        "POST", f"{base}/agui", json=body, headers={"traceparent": TRACEPARENT}, timeout=20
+        "POST", f"{gateway}/agui", json=body, headers={"traceparent": TRACEPARENT}, timeout=20
     ) as response:
         first = next(response.iter_lines())
     started = json.loads(first.removeprefix("data: "))
     assert started["metadata"]["traceId"] == TRACE_ID
-    assert run_trace(base, "agui-traced") == TRACE_ID
+    assert run_trace(gateway, "agui-traced") == TRACE_ID
 
 
-def test_jsonrpc_meta_over_websocket(base: str) -> None:
-    with ws_client.connect(base.replace("http", "ws") + "/rpc/ws") as ws:
+def test_jsonrpc_meta_over_websocket(gateway: str) -> None:
+    with ws_client.connect(gateway.replace("http", "ws") + "/rpc/ws") as ws:
         ws.send(
             json.dumps(
                 {
@@ -76,11 +69,11 @@ def test_jsonrpc_meta_over_websocket(base: str) -> None:
         )
         answer = json.loads(ws.recv(timeout=10))
     assert answer["id"] == 7, answer
-    assert run_trace(base, answer["result"]["runId"]) == TRACE_ID
-    assert run_tracestate(base, answer["result"]["runId"]) == TRACESTATE
+    assert run_trace(gateway, answer["result"]["runId"]) == TRACE_ID
+    assert run_tracestate(gateway, answer["result"]["runId"]) == TRACESTATE
 
 
-def test_jsonrpc_over_http_headers_unless_the_call_has_its_own(base: str) -> None:
+def test_jsonrpc_over_http_headers_unless_the_call_has_its_own(gateway: str) -> None:
     headers = {"traceparent": TRACEPARENT, "tracestate": TRACESTATE}
     own = f"00-{'a' * 32}-{'b' * 16}-01"
 
@@ -89,16 +82,16 @@ def test_jsonrpc_over_http_headers_unless_the_call_has_its_own(base: str) -> Non
         if meta is not None:
             params["_meta"] = meta
         body = {"jsonrpc": "2.0", "id": 1, "method": "run.start", "params": params}
-        answer = httpx.post(f"{base}/rpc", json=body, headers=headers).json()
+        answer = httpx.post(f"{gateway}/rpc", json=body, headers=headers).json()
         return answer["result"]["runId"]
 
     from_headers = start(None)
-    assert run_trace(base, from_headers) == TRACE_ID
-    assert run_tracestate(base, from_headers) == TRACESTATE
+    assert run_trace(gateway, from_headers) == TRACE_ID
+    assert run_tracestate(gateway, from_headers) == TRACESTATE
     # A call's own `_meta` context wins, whole: the header's tracestate is not mixed in.
     from_meta = start({"traceparent": own})
-    assert run_trace(base, from_meta) == "a" * 32
-    assert run_tracestate(base, from_meta) is None
+    assert run_trace(gateway, from_meta) == "a" * 32
+    assert run_tracestate(gateway, from_meta) is None
 
 
 def acp_call(ws: Any, id_: int, method: str, params: dict[str, Any]) -> dict[str, Any]:
@@ -109,8 +102,8 @@ def acp_call(ws: Any, id_: int, method: str, params: dict[str, Any]) -> dict[str
             return message
 
 
-def test_acp_meta_over_websocket(base: str) -> None:
-    with ws_client.connect(base.replace("http", "ws") + "/acp") as ws:
+def test_acp_meta_over_websocket(gateway: str) -> None:
+    with ws_client.connect(gateway.replace("http", "ws") + "/acp") as ws:
         acp_call(ws, 0, "initialize", {"protocolVersion": 1})
         session = acp_call(ws, 1, "session/new", {"cwd": "/tmp", "mcpServers": []})["result"]
         answer = acp_call(
@@ -125,4 +118,4 @@ def test_acp_meta_over_websocket(base: str) -> None:
         )
     assert answer["result"]["stopReason"] == "end_turn"
     assert answer["result"]["_meta"]["loopgate"]["traceId"] == TRACE_ID
-    assert run_tracestate(base, answer["result"]["_meta"]["loopgate"]["runId"]) == TRACESTATE
+    assert run_tracestate(gateway, answer["result"]["_meta"]["loopgate"]["runId"]) == TRACESTATE

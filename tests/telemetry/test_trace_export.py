@@ -6,27 +6,23 @@ from __future__ import annotations
 import queue
 import threading
 import time
-from collections.abc import Callable, Iterator
-from contextlib import contextmanager
+from collections.abc import Callable
 from typing import IO
 
 import acp
 import anyio
 import httpx
 import pytest
-import uvicorn
 from opentelemetry.sdk.trace.export import SimpleSpanProcessor
 from opentelemetry.sdk.trace.export.in_memory_span_exporter import InMemorySpanExporter
 
-from loopgate.gateway.app import create_app
-from loopgate.gateway.server import GatewayServer
 from loopgate.gateway.settings import Settings, load_settings
 from loopgate.gateway.telemetry import Telemetry
 from loopgate.gateway.telemetry.config import build_telemetry, traces_endpoint
 from tests.acp.support import RecordingClient, agent_env, open_session, spawned
 from tests.fakes.otlp_receiver import OtlpReceiver, ReceivedSpan
 from tests.fakes.servers import serve_app
-from tests.gateway.harness import free_port, gateway_process
+from tests.gateway.harness import free_port, gateway_process, running_gateway
 from tests.gateway.sse_client import envelopes, read_stream
 from tests.jsonrpc.jsonrpc_support import RpcProcess
 
@@ -34,30 +30,9 @@ PARENT_TRACE = "4bf92f3577b34da6a3ce929d0e0e4736"
 PARENT_SPAN = "00f067aa0ba902b7"
 
 
-@contextmanager
-def gateway_with(telemetry: Telemetry) -> Iterator[str]:
-    settings = Settings(scripted_delay_s=0.0, port=free_port())
-    app = create_app(settings, telemetry=telemetry)
-    server = GatewayServer(
-        uvicorn.Config(app, host="127.0.0.1", port=settings.port, log_level="warning"),
-        app.state.hub,
-    )
-    thread = threading.Thread(target=server.run, daemon=True)
-    thread.start()
-    deadline = time.monotonic() + 10
-    while not server.started:
-        assert thread.is_alive() and time.monotonic() < deadline, "gateway did not start"
-        time.sleep(0.01)
-    try:
-        yield f"http://127.0.0.1:{settings.port}"
-    finally:
-        server.should_exit = True
-        thread.join(15)
-
-
 def test_traceparent_header_parents_the_run_and_the_trace_id_is_in_the_run_json() -> None:
     exporter = InMemorySpanExporter()
-    with gateway_with(Telemetry(SimpleSpanProcessor(exporter))) as base:
+    with running_gateway(telemetry=Telemetry(SimpleSpanProcessor(exporter))) as (base, _):
         response = httpx.post(
             f"{base}/v1/runs",
             json={"input": "What time is it, and what is 6 * 7?"},

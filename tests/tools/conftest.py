@@ -4,7 +4,6 @@ from __future__ import annotations
 
 import re
 import select
-import shutil
 import subprocess
 import sys
 import time
@@ -16,10 +15,11 @@ import pytest
 
 from loopgate.gateway.loop.types import LoopContext
 from loopgate.gateway.tools.mcp_specs import McpServerSpec
+from tests.node_clients import NODE_DIR, node_clients
 
 ROOT = Path(__file__).resolve().parents[2]
 FAKE_SERVER = ROOT / "tests" / "fakes" / "mcp_server.py"
-EVERYTHING = ROOT / "tests/node/node_modules/@modelcontextprotocol/server-everything/dist/index.js"
+EVERYTHING = NODE_DIR / "node_modules/@modelcontextprotocol/server-everything/dist/index.js"
 CTX = LoopContext(round=1, elapsed_ms=0.0, history=[])
 
 
@@ -60,10 +60,7 @@ def fake_http_server() -> Iterator[tuple[str, subprocess.Popen[str]]]:
 @pytest.fixture(scope="session")
 def everything() -> McpServerSpec:
     """The reference npm server, over stdio (its default transport)."""
-    node = shutil.which("node")
-    assert node, "node is not on the PATH; the MCP tests need it (README: Test it)"
-    assert EVERYTHING.is_file(), f"{EVERYTHING} is missing; run npm ci in tests/node"
-    return McpServerSpec(name="everything", command=node, args=[str(EVERYTHING)])
+    return McpServerSpec(name="everything", command=node_clients(), args=[str(EVERYTHING)])
 
 
 def _first_line(proc: subprocess.Popen[str], timeout_s: float) -> str:

@@ -15,21 +15,21 @@ from typing import Any
 
 import pytest
 
-from tests.agui.node_client import run_script
 from tests.gateway.harness import running_gateway
-from tests.vercel.test_node_client import node_ready, parts, ran
+from tests.node_clients import node_clients, run_script
+from tests.vercel.test_node_client import parts, ran
 
 
 @pytest.fixture(scope="module")
 def reference() -> Iterator[dict[str, Any]]:
-    node_ready()
+    node_clients()  # before the gateway starts
     with running_gateway(scripted_delay_s=0.002) as (base, _):
         yield run_script("vercel-autosend.mjs", "reference", base)
 
 
 @pytest.fixture(scope="module")
 def one_round() -> Iterator[dict[str, Any]]:
-    node_ready()
+    node_clients()  # before the gateway starts
     with running_gateway(loop="tests.vercel.one_round_loop:loop") as (base, _):
         yield run_script("vercel-autosend.mjs", "one-round", base)
 

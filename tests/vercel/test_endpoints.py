@@ -16,19 +16,9 @@ from loopgate.adapters.vercel.endpoints import projector_context, start_request
 from loopgate.adapters.vercel.projector import CLIENT_TOOLS
 from loopgate.adapters.vercel.request import ChatRequest
 from loopgate.contracts.ports import RunInfo
-from tests.gateway.harness import running_gateway
 
 LIMIT = 64 * 1024
-
-
-@pytest.fixture(scope="module")
-def base() -> Iterator[str]:
-    with running_gateway(scripted_delay_s=0.01, keepalive_s=0.2, max_body_bytes=LIMIT) as (
-        url,
-        _,
-    ):
-        yield url
-
+pytestmark = pytest.mark.gateway(scripted_delay_s=0.01, keepalive_s=0.2, max_body_bytes=LIMIT)
 
 counter = iter(range(1_000_000))
 
@@ -69,9 +59,9 @@ def read_until(lines: Iterator[str], kind: str) -> list[dict[str, Any]]:
     raise AssertionError(f"no {kind} in {[c['type'] for c in seen]}")
 
 
-def test_a_run_is_a_ui_message_stream(base: str) -> None:
+def test_a_run_is_a_ui_message_stream(gateway: str) -> None:
     request = body("one tool: what is 2 + 3")
-    with httpx.stream("POST", f"{base}/vercel", json=request, timeout=30) as response:
+    with httpx.stream("POST", f"{gateway}/vercel", json=request, timeout=30) as response:
         assert response.status_code == 200
         headers = response.headers
         raw = b"".join(response.iter_bytes())
@@ -89,14 +79,14 @@ def test_a_run_is_a_ui_message_stream(base: str) -> None:
     assert got[-2]["type"] == "finish" and got[-2]["finishReason"] == "stop"
     output = next(c for c in got if c["type"] == "tool-output-available")["output"]
     assert output == "5"
-    info = httpx.get(f"{base}/v1/runs/{run_id}").json()
+    info = httpx.get(f"{gateway}/v1/runs/{run_id}").json()
     assert info["thread_id"] == request["id"]  # the chat is the run's thread
     assert info["metadata"]["protocol"] == "vercel"
 
 
-def test_a_continued_message_keeps_its_id(base: str) -> None:
+def test_a_continued_message_keeps_its_id(gateway: str) -> None:
     request = body("client tool: pick one", tools=[{"name": "pick_color"}])
-    with httpx.stream("POST", f"{base}/vercel", json=request, timeout=30) as response:
+    with httpx.stream("POST", f"{gateway}/vercel", json=request, timeout=30) as response:
         first = chunks(b"".join(response.iter_bytes()))
     call = next(c for c in first if c["type"] == "tool-input-available")
     assert call["toolName"] == "pick_color" and first[-2]["finishReason"] == "tool-calls"
@@ -109,7 +99,7 @@ def test_a_continued_message_keeps_its_id(base: str) -> None:
     }
     assistant = {"id": first[0]["messageId"], "role": "assistant", "parts": [answered]}
     again = {**request, "messages": [*request["messages"], assistant]}
-    with httpx.stream("POST", f"{base}/vercel", json=again, timeout=30) as response:
+    with httpx.stream("POST", f"{gateway}/vercel", json=again, timeout=30) as response:
         second = chunks(b"".join(response.iter_bytes()))
     assert second[0]["messageId"] == first[0]["messageId"]  # the same assistant message
     said = "".join(c["delta"] for c in second[:-1] if c["type"] == "text-delta")
@@ -153,39 +143,39 @@ def problem(response: httpx.Response) -> str:
     ],
 )
 def test_refusals_are_problems_the_transport_shows(
-    base: str, content: bytes, status: int, says: str
+    gateway: str, content: bytes, status: int, says: str
 ) -> None:
     response = httpx.post(
-        f"{base}/vercel", content=content, headers={"content-type": "application/json"}
+        f"{gateway}/vercel", content=content, headers={"content-type": "application/json"}
     )
     assert response.status_code == status
     assert says in problem(response)
 
 
-def test_a_body_over_the_limit_is_refused_before_it_is_read(base: str) -> None:
+def test_a_body_over_the_limit_is_refused_before_it_is_read(gateway: str) -> None:
     request = body("x" * (LIMIT + 1))
-    response = httpx.post(f"{base}/vercel", json=request)
+    response = httpx.post(f"{gateway}/vercel", json=request)
     assert response.status_code == 413
     assert problem(response) == f"request body is larger than the limit of {LIMIT} bytes"
 
 
-def test_a_client_that_leaves_cancels_its_run(base: str) -> None:
-    with httpx.stream("POST", f"{base}/vercel", json=body("slow tool: then leave")) as response:
+def test_a_client_that_leaves_cancels_its_run(gateway: str) -> None:
+    with httpx.stream("POST", f"{gateway}/vercel", json=body("slow tool: then leave")) as response:
         run_id = response.headers["x-loopgate-run-id"]
         read_until(response.iter_lines(), "tool-input-available")
-    assert run_end(base, run_id) == "cancelled"
+    assert run_end(gateway, run_id) == "cancelled"
 
 
-def test_a_detached_run_goes_on_without_its_client(base: str) -> None:
+def test_a_detached_run_goes_on_without_its_client(gateway: str) -> None:
     request = body("one tool: what is 6 * 7", loopgate={"detached": True})
-    with httpx.stream("POST", f"{base}/vercel", json=request) as response:
+    with httpx.stream("POST", f"{gateway}/vercel", json=request) as response:
         run_id = response.headers["x-loopgate-run-id"]
         read_until(response.iter_lines(), "start")
-    assert run_end(base, run_id) == "completed"
+    assert run_end(gateway, run_id) == "completed"
 
 
-def test_keep_alives_while_a_tool_runs(base: str) -> None:
-    with httpx.stream("POST", f"{base}/vercel", json=body("slow tool: wait")) as response:
+def test_keep_alives_while_a_tool_runs(gateway: str) -> None:
+    with httpx.stream("POST", f"{gateway}/vercel", json=body("slow tool: wait")) as response:
         lines = response.iter_lines()
         read_until(lines, "tool-input-available")
         for line in lines:
@@ -194,21 +184,21 @@ def test_keep_alives_while_a_tool_runs(base: str) -> None:
                 break
 
 
-def test_reconnect(base: str) -> None:
-    nothing = httpx.get(f"{base}/vercel/no-such-chat/stream")
+def test_reconnect(gateway: str) -> None:
+    nothing = httpx.get(f"{gateway}/vercel/no-such-chat/stream")
     assert nothing.status_code == 204 and nothing.content == b""
     request = body("slow tool: reconnect")
-    with httpx.stream("POST", f"{base}/vercel", json=request) as first:
+    with httpx.stream("POST", f"{gateway}/vercel", json=request) as first:
         # Held: a line iterator httpx finalises closes the response, and so cancels the run.
         first_lines = first.iter_lines()
         original = read_until(first_lines, "tool-input-available")
         assert original[-1]["providerExecuted"] is True  # sleep: the loop's own tool
-        url = f"{base}/vercel/{request['id']}/stream"
+        url = f"{gateway}/vercel/{request['id']}/stream"
         with httpx.stream("GET", url, timeout=30) as again:
             assert again.headers["x-vercel-ai-ui-message-stream"] == "v1"
             lines = again.iter_lines()
             assert read_until(lines, "tool-input-available") == original
-            httpx.post(f"{base}/v1/runs/{first.headers['x-loopgate-run-id']}/cancel")
+            httpx.post(f"{gateway}/v1/runs/{first.headers['x-loopgate-run-id']}/cancel")
             rest = chunks("\n".join(lines).encode())
     assert [c if c == "[DONE]" else c["type"] for c in rest][-3:] == [
         "message-metadata",
@@ -245,7 +235,7 @@ def test_a_reconnect_knows_the_tools_the_client_runs() -> None:
     assert options({"protocol": "agui"}) == {}
 
 
-def test_a_page_on_this_machine_may_use_it_and_others_may_not(base: str) -> None:
+def test_a_page_on_this_machine_may_use_it_and_others_may_not(gateway: str) -> None:
     """useChat runs in a browser: the preflight, and the stream's CORS headers."""
     page = "http://localhost:3000"  # next dev
     asked = {
@@ -253,15 +243,15 @@ def test_a_page_on_this_machine_may_use_it_and_others_may_not(base: str) -> None
         "access-control-request-method": "POST",
         "access-control-request-headers": "content-type",
     }
-    preflight = httpx.options(f"{base}/vercel", headers=asked)
+    preflight = httpx.options(f"{gateway}/vercel", headers=asked)
     assert preflight.status_code == 200
     assert preflight.headers["access-control-allow-origin"] == page
     with httpx.stream(
-        "POST", f"{base}/vercel", json=body("plain hi"), headers={"origin": page}
+        "POST", f"{gateway}/vercel", json=body("plain hi"), headers={"origin": page}
     ) as response:
         assert response.headers["access-control-allow-origin"] == page
         assert chunks(b"".join(response.iter_bytes()))[-1] == "[DONE]"
     elsewhere = httpx.post(
-        f"{base}/vercel", json=body("plain hi"), headers={"origin": "https://evil.example"}
+        f"{gateway}/vercel", json=body("plain hi"), headers={"origin": "https://evil.example"}
     )
     assert elsewhere.status_code == 403

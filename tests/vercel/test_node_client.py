@@ -20,8 +20,8 @@ from conformance.runner import load_stream, stream_paths
 from loopgate.adapters.shared import sse
 from loopgate.adapters.vercel import ADAPTER
 from loopgate.contracts.projector import as_served, project_run
-from tests.agui.node_client import NODE_DIR, run_script
 from tests.gateway.harness import running_gateway
+from tests.node_clients import node_clients, run_script
 
 STREAMS = {p.stem: p for p in stream_paths()}
 # Broken on purpose: a delta whose part was never started; a chunk type the schema lacks.
@@ -33,13 +33,9 @@ BROKEN = {
 }
 
 
-def node_ready() -> None:
-    assert (NODE_DIR / "node_modules" / "ai").is_dir(), "run `npm ci` in tests/node"
-
-
 @pytest.fixture(scope="module")
 def offline(tmp_path_factory: pytest.TempPathFactory) -> dict[str, Any]:
-    node_ready()
+    node_clients()  # before the gateway starts
     folder: Path = tmp_path_factory.mktemp("vercel-streams")
     for name, path in STREAMS.items():
         messages = project_run(ADAPTER, as_served(load_stream(path)))
@@ -53,7 +49,7 @@ def offline(tmp_path_factory: pytest.TempPathFactory) -> dict[str, Any]:
 
 @pytest.fixture(scope="module")
 def live() -> Iterator[dict[str, Any]]:
-    node_ready()
+    node_clients()  # before the gateway starts
     with running_gateway(scripted_delay_s=0.002) as (base, _):
         yield run_script("vercel-client.mjs", "live", base)
 
