@@ -9,17 +9,14 @@ Event hooks (``on_stage_start`` … ``on_permission_result``) show an event the 
 default they show it as ``passthrough`` does, and a protocol that has no better way to show one
 payload returns ``self.passthrough(envelope)`` too.
 
-State a hook reads (the base alone writes it): ``finished`` (``broken`` too: a hook raised),
-``last`` (the newest envelope), ``segment``, ``rounds``/``in_round``, ``calls`` (every call this
-stream knows) and ``pending`` (those not answered yet, in start order), ``model``, ``usage``,
-``budget``, ``budget_kind``, ``last_error``.
+The state of the run a hook reads is declared here too (the base alone writes it).
 """
 
 from __future__ import annotations
 
 from typing import Any, Generic, TypeVar, cast
 
-from loopgate.adapters.shared.parts import SEEN_CALLS, Call, SeenCall, Segment, Usage
+from loopgate.adapters.shared.parts import Call, Segment, Usage
 from loopgate.contracts.envelope import Envelope
 from loopgate.contracts.events import (
     BudgetKind,
@@ -37,30 +34,24 @@ W = TypeVar("W")
 class ProjectorHooks(Generic[W]):
     """What a protocol overrides (every hook returns its messages) and the run it reads."""
 
-    def __init__(self, context: ProjectorContext) -> None:
-        self.context = context
-        self.run_id = context.run_id
-        self.finished = False
-        self.broken = False
-        self.last: Envelope | None = None
-        self.segment: Segment | None = None
-        self.rounds = 0
-        self.in_round = False
-        self.calls: dict[str, Call] = {}
-        self.pending: dict[str, Call] = {}
-        self.model: str | None = None
-        self.usage: dict[str | None, Usage] = {}
-        self.budget: dict[str, Any] | None = None
-        self.budget_kind: BudgetKind | None = None
-        self.last_error: str | None = None
-        # Ids of messages a protocol mints: "<run id>:msg:<seq of the envelope that opened it>".
-        self.message_prefix = f"{context.run_id}:msg:"
-        # Built by seen_calls (the option is ours, not a client's).
-        seen: dict[str, SeenCall] = context.options.get(SEEN_CALLS) or {}
-        for call_id, call in seen.items():
-            self.calls[call_id] = known = Call(call_id, call.name, None, 0)
-            if not call.answered:
-                self.pending[call_id] = known
+    # The run as far as this stream knows it: the base (RunProjector) writes it, hooks read it.
+    context: ProjectorContext
+    run_id: str
+    finished: bool  # the stream has ended
+    broken: bool  # ... because a hook raised (logged once)
+    last: Envelope | None  # the newest envelope
+    segment: Segment | None  # the open text or reasoning segment
+    rounds: int  # rounds opened so far
+    in_round: bool  # round number ``rounds`` is open
+    calls: dict[str, Call]  # every call this stream knows
+    pending: dict[str, Call]  # the calls not answered yet, in start order
+    model: str | None  # the newest model a stage or request named
+    usage: dict[str | None, Usage]  # token counts per model
+    budget: dict[str, Any] | None  # the last budget_exhausted payload
+    budget_kind: BudgetKind | None  # the last budget one of them named
+    last_error: str | None  # the last error message that was a message
+    # Ids of messages a protocol mints: "<run id>:msg:<seq of the envelope that opened it>".
+    message_prefix: str
 
     # --- the run's parts, opened and closed by the base -----------------------------------
 

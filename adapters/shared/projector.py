@@ -128,7 +128,28 @@ class RunProjector(ProjectorHooks[W]):
         )
 
     def __init__(self, context: ProjectorContext) -> None:
-        super().__init__(context)
+        self.context = context
+        self.run_id = context.run_id
+        self.finished = False
+        self.broken = False
+        self.last = None
+        self.segment = None
+        self.rounds = 0
+        self.in_round = False
+        self.calls = {}
+        self.pending = {}
+        self.model = None
+        self.usage = {}
+        self.budget = None
+        self.budget_kind = None
+        self.last_error = None
+        self.message_prefix = f"{context.run_id}:msg:"
+        # Built by seen_calls (the option is ours, not a client's).
+        seen: dict[str, SeenCall] = context.options.get(SEEN_CALLS) or {}
+        for call_id, call in seen.items():
+            self.calls[call_id] = known = Call(call_id, call.name, None, 0)
+            if not call.answered:
+                self.pending[call_id] = known
         # The kind → step table, on the instance: read on every event, and a class attribute
         # read through an instance is not specialised by CPython 3.11 (a full type lookup
         # each time, a tenth of an event's cost).
