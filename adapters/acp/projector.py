@@ -169,13 +169,13 @@ class AcpProjector(RunProjector[AcpItem]):
     def _update(self, update: dict[str, Any]) -> SessionUpdate:
         return SessionUpdate({"sessionId": self.session_id, "update": update})
 
-    def on_tool_start(self, out: list[AcpItem], call: Call, envelope: Envelope) -> None:
+    def on_tool_start(self, call: Call, envelope: Envelope) -> list[AcpItem]:
         arguments = call.arguments
         meta: dict[str, Any] = {"name": call.name}
         view = view_of(ToolCallView, envelope.data)
         if view.round is not None:
             meta["round"] = view.round
-        out.append(
+        return [
             self._update(
                 {
                     "sessionUpdate": "tool_call",
@@ -187,11 +187,11 @@ class AcpProjector(RunProjector[AcpItem]):
                     "_meta": {"loopgate": meta},
                 }
             )
-        )
+        ]
 
-    def announce_call(self, out: list[AcpItem], call: Call, envelope: Envelope) -> None:
+    def announce_call(self, call: Call, envelope: Envelope) -> list[AcpItem]:
         # Its input was never seen: no rawInput rather than a made-up empty one.
-        out.append(
+        return [
             self._update(
                 {
                     "sessionUpdate": "tool_call",
@@ -202,11 +202,9 @@ class AcpProjector(RunProjector[AcpItem]):
                     "_meta": {"loopgate": {"name": call.name}},
                 }
             )
-        )
+        ]
 
-    def on_tool_result(
-        self, out: list[AcpItem], call: Call, envelope: Envelope, failed: bool
-    ) -> None:
+    def on_tool_result(self, call: Call, envelope: Envelope, failed: bool) -> list[AcpItem]:
         view = view_of(ToolResultView, envelope.data)
         update: dict[str, Any] = {"sessionUpdate": "tool_call_update", "toolCallId": call.id}
         if failed:
@@ -224,13 +222,13 @@ class AcpProjector(RunProjector[AcpItem]):
             meta["deduplicated"] = True
         if meta:
             update["_meta"] = {"loopgate": meta}
-        out.append(self._update(update))
+        return [self._update(update)]
 
-    def close_call(self, out: list[AcpItem], call: Call, status: str) -> None:
+    def close_call(self, call: Call, status: str) -> list[AcpItem]:
         text = (
             "cancelled" if status == "cancelled" else "the run ended before this tool call finished"
         )
-        out.append(
+        return [
             self._update(
                 {
                     "sessionUpdate": "tool_call_update",
@@ -239,21 +237,21 @@ class AcpProjector(RunProjector[AcpItem]):
                     "content": _text_content(text),
                 }
             )
-        )
+        ]
 
     def on_permission_request(
-        self, out: list[AcpItem], view: PermissionRequestView, envelope: Envelope
-    ) -> bool:
+        self, view: PermissionRequestView, envelope: Envelope
+    ) -> list[AcpItem]:
         request_id = view.request_id
         if request_id is None or view.tool_call is None:
-            return False
+            return self.passthrough(envelope)
         call = view_of(ToolCallView, view.tool_call)
         if call.id is None or call.name is None:
-            return False
+            return self.passthrough(envelope)
         offered = view.options or list(OPTION_NAMES)
         decisions = [o for o in offered if isinstance(o, str) and o in OPTION_NAMES]
         arguments = view.tool_call.get("arguments")
-        out.append(
+        return [
             PermissionAsk(
                 request_id,
                 {
@@ -271,17 +269,14 @@ class AcpProjector(RunProjector[AcpItem]):
                     "_meta": {"loopgate": {"requestId": request_id}},
                 },
             )
-        )
-        return True
+        ]
 
-    def on_permission_result(
-        self, out: list[AcpItem], view: PermissionResultView, envelope: Envelope
-    ) -> bool:
+    def on_permission_result(self, view: PermissionResultView, envelope: Envelope) -> list[AcpItem]:
         # An approved call runs now; a rejected one gets its failed result from the loop.
         call_id, decision = view.tool_call_id, view.decision
         if call_id not in self.pending or decision is None or not decision.startswith("allow"):
-            return False
-        out.append(
+            return self.passthrough(envelope)
+        return [
             self._update(
                 {
                     "sessionUpdate": "tool_call_update",
@@ -290,18 +285,17 @@ class AcpProjector(RunProjector[AcpItem]):
                     "_meta": {"loopgate": {"permission": decision, "by": view.by}},
                 }
             )
-        )
-        return True
+        ]
 
     # --- usage --------------------------------------------------------------------------
 
-    def on_llm_response(self, out: list[AcpItem], envelope: Envelope) -> bool:
+    def on_llm_response(self, envelope: Envelope) -> list[AcpItem]:
         if self.context_size is None:
-            return False
+            return self.passthrough(envelope)
         view = view_of(LlmResponseView, envelope.data)
         prompt = view.prompt_tokens
         if prompt is None:
-            return False
+            return self.passthrough(envelope)
         update: dict[str, Any] = {
             "sessionUpdate": "usage_update",
             "used": prompt + (view.completion_tokens or 0),
@@ -309,17 +303,15 @@ class AcpProjector(RunProjector[AcpItem]):
         }
         if view.cost_usd is not None:
             update["cost"] = {"amount": view.cost_usd, "currency": "USD"}
-        out.append(self._update(update))
-        return True
+        return [self._update(update)]
 
     # --- the end of the turn ------------------------------------------------------------
 
-    def on_terminal(self, out: list[AcpItem], status: str, envelope: Envelope) -> None:
+    def on_terminal(self, status: str, envelope: Envelope) -> list[AcpItem]:
         view = view_of(CompletionView, envelope.data)
         reason = view.reason
         if status == "failed":
-            out.append(self._failure(reason or "failed", self.last_error))
-            return
+            return [self._failure(reason or "failed", self.last_error)]
         if status == "cancelled":
             stop = "cancelled"
         elif status == "budget_exhausted":
@@ -341,10 +333,10 @@ class AcpProjector(RunProjector[AcpItem]):
         if usage is not None:
             result["usage"] = usage
         result["_meta"] = {"loopgate": meta}
-        out.append(PromptAnswer(result))
+        return [PromptAnswer(result)]
 
-    def on_truncated(self, out: list[AcpItem], reason: str) -> None:
-        out.append(self._failure(reason, "the run ended without a final answer"))
+    def on_truncated(self, reason: str) -> list[AcpItem]:
+        return [self._failure(reason, "the run ended without a final answer")]
 
     def _usage(self, view: CompletionView) -> dict[str, int] | None:
         summed_in, summed_out = self.usage_totals()

@@ -103,56 +103,58 @@ class AguiProjector(RunProjector[AguiEvent]):
 
     # -- hooks: the run's parts --------------------------------------------------------------
 
-    def on_start(self, out: list[AguiEvent]) -> None:
-        out.append(
+    def on_start(self) -> list[AguiEvent]:
+        return [
             RunStarted(
                 thread_id=self._thread_id,
                 run_id=self.run_id,
                 protocol_version=PROTOCOL_VERSION if self._v1 else UNSET,
                 metadata=self._trace or UNSET,
             )
-        )
+        ]
 
-    def passthrough(self, out: list[AguiEvent], envelope: Envelope) -> None:
+    def passthrough(self, envelope: Envelope) -> list[AguiEvent]:
         kind = envelope.kind
         name = _CUSTOM_NAMES.get(kind) or CUSTOM_PREFIX + kind
-        out.append(Custom(name=name, value=envelope.data, timestamp=envelope.ts // 1_000_000))
+        return [Custom(name=name, value=envelope.data, timestamp=envelope.ts // 1_000_000)]
 
-    def open_round(self, out: list[AguiEvent], number: int, envelope: Envelope) -> None:
+    def open_round(self, number: int, envelope: Envelope) -> list[AguiEvent]:
         self._step = name = f"round {number}"
-        out.append(StepStarted(step_name=name, timestamp=envelope.ts // 1_000_000))
+        return [StepStarted(step_name=name, timestamp=envelope.ts // 1_000_000)]
 
-    def close_round(self, out: list[AguiEvent], number: int) -> None:
+    def close_round(self, number: int) -> list[AguiEvent]:
         self._parent = None
         last = self.last
         assert last is not None  # a round is open: an envelope came
-        out.append(StepFinished(step_name=self._step, timestamp=last.ts // 1_000_000))
+        return [StepFinished(step_name=self._step, timestamp=last.ts // 1_000_000)]
 
-    def open_segment(
-        self, out: list[AguiEvent], segment: Segment, delta: str, envelope: Envelope
-    ) -> None:
+    def open_segment(self, segment: Segment, delta: str, envelope: Envelope) -> list[AguiEvent]:
         ts, mid = envelope.ts // 1_000_000, segment.id
         if segment.kind == TEXT:
             self._parent = mid
             self._content = TextMessageContent
-            out.append(TextMessageStart(message_id=mid, role="assistant", timestamp=ts))
-            out.append(TextMessageContent(message_id=mid, delta=delta, timestamp=ts))
-        else:
-            self._content = ReasoningMessageContent
-            out.append(ReasoningStart(message_id=mid, timestamp=ts))
-            out.append(ReasoningMessageStart(message_id=mid, role="reasoning", timestamp=ts))
-            out.append(ReasoningMessageContent(message_id=mid, delta=delta, timestamp=ts))
+            return [
+                TextMessageStart(message_id=mid, role="assistant", timestamp=ts),
+                TextMessageContent(message_id=mid, delta=delta, timestamp=ts),
+            ]
+        self._content = ReasoningMessageContent
+        return [
+            ReasoningStart(message_id=mid, timestamp=ts),
+            ReasoningMessageStart(message_id=mid, role="reasoning", timestamp=ts),
+            ReasoningMessageContent(message_id=mid, delta=delta, timestamp=ts),
+        ]
 
-    def close_segment(self, out: list[AguiEvent], segment: Segment) -> None:
+    def close_segment(self, segment: Segment) -> list[AguiEvent]:
         last = self.last
         assert last is not None  # a segment is open: an envelope came
         # Closing events carry the time of what closed them.
         ts, mid = last.ts // 1_000_000, segment.id
         if segment.kind == TEXT:
-            out.append(TextMessageEnd(message_id=mid, timestamp=ts))
-        else:
-            out.append(ReasoningMessageEnd(message_id=mid, timestamp=ts))
-            out.append(ReasoningEnd(message_id=mid, timestamp=ts))
+            return [TextMessageEnd(message_id=mid, timestamp=ts)]
+        return [
+            ReasoningMessageEnd(message_id=mid, timestamp=ts),
+            ReasoningEnd(message_id=mid, timestamp=ts),
+        ]
 
     def on_delta(self, segment: Segment, delta: str, envelope: Envelope) -> list[AguiEvent]:
         # Called through a local: CPython 3.11 does not specialise calling an instance
@@ -160,7 +162,7 @@ class AguiProjector(RunProjector[AguiEvent]):
         content = self._content
         return [content(message_id=segment.id, delta=delta, timestamp=envelope.ts // 1_000_000)]
 
-    def on_tool_start(self, out: list[AguiEvent], call: Call, envelope: Envelope) -> None:
+    def on_tool_start(self, call: Call, envelope: Envelope) -> list[AguiEvent]:
         args = call.arguments
         if isinstance(args, str):
             delta = args  # already JSON text (some loops stream it that way)
@@ -176,24 +178,22 @@ class AguiProjector(RunProjector[AguiEvent]):
             # No text this round: group the round's calls under one deterministic assistant id
             # instead of one assistant message per call.
             self._parent = parent = self.message_prefix + str(envelope.seq)
-        out.append(
+        return [
             ToolCallStart(
                 tool_call_id=call.id,
                 tool_call_name=call.name,
                 parent_message_id=parent,
                 timestamp=ts,
-            )
-        )
-        out.append(ToolCallArgs(tool_call_id=call.id, delta=delta, timestamp=ts))
-        out.append(ToolCallEnd(tool_call_id=call.id, timestamp=ts))
+            ),
+            ToolCallArgs(tool_call_id=call.id, delta=delta, timestamp=ts),
+            ToolCallEnd(tool_call_id=call.id, timestamp=ts),
+        ]
 
-    # An orphan's call: its arguments were never seen (None), so it is shown as a start without
-    # arguments is.
-    announce_call = on_tool_start
+    def announce_call(self, call: Call, envelope: Envelope) -> list[AguiEvent]:
+        # Its arguments were never seen (None): shown as a start without arguments is.
+        return self.on_tool_start(call, envelope)
 
-    def on_tool_result(
-        self, out: list[AguiEvent], call: Call, envelope: Envelope, failed: bool
-    ) -> None:
+    def on_tool_result(self, call: Call, envelope: Envelope, failed: bool) -> list[AguiEvent]:
         data = envelope.data
         # A failure's detail and a result are shown whatever their JSON type; the preview when
         # it is the text it should be, else the result.
@@ -207,7 +207,7 @@ class AguiProjector(RunProjector[AguiEvent]):
         else:
             result = data.get("result")
             content = "" if result is None else _text(result)
-        out.append(
+        return [
             ToolCallResult(
                 message_id=self._result + str(envelope.seq),
                 tool_call_id=call.id,
@@ -215,14 +215,14 @@ class AguiProjector(RunProjector[AguiEvent]):
                 role="tool",
                 timestamp=envelope.ts // 1_000_000,
             )
-        )
+        ]
 
     def on_permission_request(
-        self, out: list[AguiEvent], view: PermissionRequestView, envelope: Envelope
-    ) -> bool:
+        self, view: PermissionRequestView, envelope: Envelope
+    ) -> list[AguiEvent]:
         """A tool waits for approval: a 1.0 client gets an interrupt, answered by resume."""
         if not self._v1 or view.request_id is None or view.tool_call is None:
-            return False
+            return self.passthrough(envelope)
         call = view_of(ToolCallView, view.tool_call)
         interrupt = Interrupt(
             id=interrupt_id(self.run_id, "permission", view.request_id),
@@ -244,36 +244,34 @@ class AguiProjector(RunProjector[AguiEvent]):
             usage=self._usage(),
             timestamp=envelope.ts // 1_000_000,
         )
-        out += self.finish(envelope, "waiting_user", [finished])
-        return True
+        return self.finish(envelope, "waiting_user", [finished])
 
     # -- hooks: the end ----------------------------------------------------------------------
 
-    def on_truncated(self, out: list[AguiEvent], reason: str) -> None:
-        out.append(
+    def on_truncated(self, reason: str) -> list[AguiEvent]:
+        return [
             RunError(
                 message=f"run ended without completion: {reason}",
                 code="truncated",
                 usage=self._usage(),
                 timestamp=UNSET if self.last is None else self.last.ts // 1_000_000,
             )
-        )
+        ]
 
-    def on_terminal(self, out: list[AguiEvent], status: str, envelope: Envelope) -> None:
+    def on_terminal(self, status: str, envelope: Envelope) -> list[AguiEvent]:
         ts = envelope.ts // 1_000_000
         usage = self._usage()
         if status == "failed":
             view = view_of(CompletionView, envelope.data)
             message = view.error or self.last_error or view.reason or "run failed"
             code = view.reason or "failed"
-            out.append(RunError(message=message, code=code, usage=usage, timestamp=ts))
-            return
+            return [RunError(message=message, code=code, usage=usage, timestamp=ts)]
         finished = RunFinished(
             thread_id=self._thread_id, run_id=self.run_id, usage=usage, timestamp=ts
         )
         if status != "completed":
             self._say_how(finished, status, envelope)
-        out.append(finished)
+        return [finished]
 
     def _say_how(self, finished: RunFinished, status: str, envelope: Envelope) -> None:
         """How a run that did not simply complete finished: an outcome for a 1.0 client, the

@@ -54,20 +54,17 @@ class JsonRpcProjector(RunProjector[Notification]):
     def last_seq(self) -> int:
         return 0 if self.last is None else self.last.seq
 
-    def passthrough(self, out: list[Notification], envelope: Envelope) -> None:
-        out.append(
-            Notification(
-                method=RUN_EVENT, params={"subscription": self.subscription, "event": envelope}
-            )
-        )
+    def passthrough(self, envelope: Envelope) -> list[Notification]:
+        params = {"subscription": self.subscription, "event": envelope}
+        return [Notification(method=RUN_EVENT, params=params)]
 
-    def on_terminal(self, out: list[Notification], status: str, envelope: Envelope) -> None:
-        out.append(run_end(self.subscription, self.run_id, status, envelope.seq))
+    def on_terminal(self, status: str, envelope: Envelope) -> list[Notification]:
+        return [run_end(self.subscription, self.run_id, status, envelope.seq)]
 
-    def on_truncated(self, out: list[Notification], reason: str) -> None:
+    def on_truncated(self, reason: str) -> list[Notification]:
         """A stream that stopped without its terminal event (a recording cut short): the run
         is over as far as this subscriber knows, like the hub's synthesised ``truncated``."""
-        out.append(run_end(self.subscription, self.run_id, "failed", self.last_seq, reason))
+        return [run_end(self.subscription, self.run_id, "failed", self.last_seq, reason)]
 
     def feed_encoded(self, envelope: Envelope) -> list[bytes]:
         """``[encode(m) for m in self.feed(envelope)]``, byte for byte, with the common case (a

@@ -15,7 +15,6 @@ goldens are :func:`to_wire` of them with the ids a fresh ``ClientSession`` uses.
 
 from __future__ import annotations
 
-from collections.abc import Callable
 from typing import Any, cast
 
 import msgspec
@@ -24,6 +23,8 @@ from loopgate.adapters.shared.projector import TEXT, Call, RunProjector, Segment
 from loopgate.contracts.envelope import Envelope
 from loopgate.contracts.events import (
     CompletionView,
+    PermissionRequestView,
+    PermissionResultView,
     QuestionView,
     ToolResultView,
     budget_kind,
@@ -121,113 +122,162 @@ class McpProjector(RunProjector[McpItem]):
 
     # --- progress -----------------------------------------------------------------------
 
-    def _progress(self, out: list[McpItem], message: str, meta: dict[str, Any]) -> None:
+    def _progress(self, message: str, meta: dict[str, Any]) -> list[McpItem]:
         self._count += 1
-        out.append(Progress(self._count, message, meta))
+        return [Progress(self._count, message, meta)]
 
-    def _event(
-        self, out: list[McpItem], envelope: Envelope, message: str, data: bool = False
-    ) -> None:
+    def _tell(self, envelope: Envelope, message: str | None) -> list[McpItem]:
+        """The event in words; without words (None), its kind, and its payload in ``_meta``."""
         meta: dict[str, Any] = {"seq": envelope.seq, "kind": envelope.kind}
-        if data:
+        if message is None:
+            message = f"event {clip(envelope.kind, 40)}"
             meta["data"] = envelope.data
-        self._progress(out, message, meta)
+        return self._progress(message, meta)
 
-    def on_start(self, out: list[McpItem]) -> None:
-        self._progress(
-            out,
-            f"run {self.run_id} started",
-            {"runId": self.run_id, "threadId": self.thread_id},
+    def _round(self, data: dict[str, Any]) -> int:
+        return _int(data.get("round")) or self.rounds
+
+    def on_start(self) -> list[McpItem]:
+        return self._progress(
+            f"run {self.run_id} started", {"runId": self.run_id, "threadId": self.thread_id}
         )
 
-    def passthrough(self, out: list[McpItem], envelope: Envelope) -> None:
-        kind = envelope.kind
-        data = envelope.data
-        if kind == "completion" and type(data) is dict and data.get("status") != "executing":
-            return  # the run's end: the result says it
-        try:
-            message = _describe(self, kind, data)
-        except (AttributeError, KeyError, TypeError, ValueError):
-            message = None
-        if message is None:
-            # A kind this code has no words for, or a payload it cannot read: carried as is.
-            self._event(out, envelope, f"event {clip(kind, 40)}", data=True)
-        else:
-            self._event(out, envelope, message)
+    def passthrough(self, envelope: Envelope) -> list[McpItem]:
+        # The kinds without a hook of their own, and events the base could not read.
+        kind, data = envelope.kind, envelope.data
+        if type(data) is not dict:
+            return self._tell(envelope, None)
+        if kind == "completion" and data.get("status") != "executing":
+            return []  # the run's end: the result says it
+        if kind == "steer":
+            content = _str(data.get("content"))
+            return self._tell(envelope, f"steered: {clip(content)}" if content else None)
+        if kind == "hook_action":
+            return self._tell(envelope, _hook_action(data))
+        if kind == "soft_timeout":
+            return self._tell(envelope, "soft time limit reached: wrapping up")
+        return self._tell(envelope, None)
 
     # --- text ---------------------------------------------------------------------------
 
-    def open_segment(
-        self, out: list[McpItem], segment: Segment, delta: str, envelope: Envelope
-    ) -> None:
+    def open_segment(self, segment: Segment, delta: str, envelope: Envelope) -> list[McpItem]:
         if segment.kind == TEXT:
             self._answer.append([])
             self._answer_tail += PARAGRAPH
         else:
             self._thinking_tail = ""
-        out += self.on_delta(segment, delta, envelope)
+        return self.on_delta(segment, delta, envelope)
 
     def on_delta(self, segment: Segment, delta: str, envelope: Envelope) -> list[McpItem]:
-        out: list[McpItem] = []
         if segment.kind == TEXT:
             self._answer[-1].append(delta)
             # Kept short: a message shows the newest TAIL_CHARS, a long answer is not re-read.
             self._answer_tail = (self._answer_tail + delta)[-4 * TAIL_CHARS :]
-            self._event(out, envelope, tail(self._answer_tail) or "answering")
-        else:
-            self._thinking_tail = (self._thinking_tail + delta)[-4 * TAIL_CHARS :]
-            shown = tail(self._thinking_tail, TAIL_CHARS - 10)
-            self._event(out, envelope, f"thinking: {shown}" if shown else "thinking")
-        return out
+            return self._tell(envelope, tail(self._answer_tail) or "answering")
+        self._thinking_tail = (self._thinking_tail + delta)[-4 * TAIL_CHARS :]
+        shown = tail(self._thinking_tail, TAIL_CHARS - 10)
+        return self._tell(envelope, f"thinking: {shown}" if shown else "thinking")
 
-    # --- a model response: its text is the answer's, unless the response failed ------------
+    # --- rounds and model responses: a response's text is the answer's, unless it failed ---
 
-    def on_llm_request(self, out: list[McpItem], envelope: Envelope) -> bool:
+    def on_stage_start(self, envelope: Envelope) -> list[McpItem]:
+        model = _str(envelope.data.get("model"))
+        return self._tell(
+            envelope, f"round {self._round(envelope.data)}" + (f" ({model})" if model else "")
+        )
+
+    def on_llm_request(self, envelope: Envelope) -> list[McpItem]:
         self._response_start = len(self._answer)
-        return False
+        data = envelope.data
+        model = _str(data.get("model"))
+        attempt = _int(data.get("attempt"))
+        retry = f" (attempt {attempt})" if attempt is not None and attempt > 1 else ""
+        return self._tell(envelope, f"asking {model or 'the model'}{retry}")
 
-    def on_llm_response(self, out: list[McpItem], envelope: Envelope) -> bool:
-        if _str(envelope.data.get("error")) and len(self._answer) > self._response_start:
+    def on_llm_response(self, envelope: Envelope) -> list[McpItem]:
+        data = envelope.data
+        error = _str(data.get("error"))
+        if error and len(self._answer) > self._response_start:
             # A failed attempt (a retry may follow): what it streamed is no part of the answer.
             del self._answer[self._response_start :]
             said = PARAGRAPH.join("".join(part) for part in self._answer)
             self._answer_tail = said[-4 * TAIL_CHARS :]
         # The next response starts here, also for a loop that sends no llm_request.
         self._response_start = len(self._answer)
-        return False
+        if error:
+            return self._tell(envelope, f"the model failed: {clip(error)}")
+        total = _int(data.get("totalTokens"))
+        if total is None:
+            prompt, completion = _int(data.get("promptTokens")), _int(data.get("completionTokens"))
+            if prompt is not None or completion is not None:
+                total = (prompt or 0) + (completion or 0)
+        counted = f" ({total} tokens)" if total is not None else ""
+        return self._tell(envelope, "the model responded" + counted)
+
+    def on_round_end(self, envelope: Envelope) -> list[McpItem]:
+        data = envelope.data
+        if envelope.kind == "completion":
+            # ``executing``: the round's tools answered, the loop goes on.
+            return self._tell(envelope, f"round {self._round(data)}: continuing")
+        calls = _int(data.get("toolCallCount"))
+        done = f"round {self._round(data)} done"
+        if calls:
+            done += f" ({calls} tool call{'s' if calls != 1 else ''})"
+        return self._tell(envelope, done)
+
+    def on_error(self, envelope: Envelope) -> list[McpItem]:
+        message = _str(envelope.data.get("message"))
+        return self._tell(envelope, f"error: {clip(message)}" if message else None)
+
+    def on_budget(self, envelope: Envelope) -> list[McpItem]:
+        kind = budget_kind(envelope.data)
+        return self._tell(envelope, f"{kind} budget exhausted" if kind else "budget exhausted")
 
     # --- tools --------------------------------------------------------------------------
 
-    def on_tool_start(self, out: list[McpItem], call: Call, envelope: Envelope) -> None:
+    def on_tool_start(self, call: Call, envelope: Envelope) -> list[McpItem]:
         about = summary(call.arguments) if call.arguments not in (None, {}, []) else ""
-        self._event(out, envelope, f"calling tool {call.name}" + (f": {about}" if about else ""))
+        return self._tell(envelope, f"calling tool {call.name}" + (f": {about}" if about else ""))
 
-    def announce_call(self, out: list[McpItem], call: Call, envelope: Envelope) -> None:
+    def announce_call(self, call: Call, envelope: Envelope) -> list[McpItem]:
         # An orphan: its start was never seen, its arguments are unknown.
-        self._event(out, envelope, f"calling tool {call.name}")
+        return self._tell(envelope, f"calling tool {call.name}")
 
-    def on_tool_result(
-        self, out: list[McpItem], call: Call, envelope: Envelope, failed: bool
-    ) -> None:
+    def on_tool_result(self, call: Call, envelope: Envelope, failed: bool) -> list[McpItem]:
         view = view_of(ToolResultView, envelope.data)
         if failed:
             error = view.error or _str(envelope.data.get("message"))
-            self._event(
-                out,
-                envelope,
-                f"tool {call.name} failed" + (f": {clip(error)}" if error else ""),
+            return self._tell(
+                envelope, f"tool {call.name} failed" + (f": {clip(error)}" if error else "")
             )
-            return
         if view.result_preview is not None:
             shown = clip(view.result_preview)
         else:
             result = envelope.data.get("result")
             shown = summary(result) if result is not None else ""
-        self._event(out, envelope, f"tool {call.name} answered" + (f": {shown}" if shown else ""))
+        return self._tell(envelope, f"tool {call.name} answered" + (f": {shown}" if shown else ""))
 
-    def close_call(self, out: list[McpItem], call: Call, status: str) -> None:
+    def close_call(self, call: Call, status: str) -> list[McpItem]:
         ended = "was cancelled" if status == "cancelled" else "did not finish"
-        self._progress(out, f"tool {call.name} {ended}", {"toolCallId": call.id})
+        return self._progress(f"tool {call.name} {ended}", {"toolCallId": call.id})
+
+    def on_permission_request(
+        self, view: PermissionRequestView, envelope: Envelope
+    ) -> list[McpItem]:
+        call = envelope.data.get("toolCall")
+        name = _str(call.get("name")) if type(call) is dict else None
+        return self._tell(envelope, f"waiting for approval to run tool {name}" if name else None)
+
+    def on_permission_result(self, view: PermissionResultView, envelope: Envelope) -> list[McpItem]:
+        data = envelope.data
+        decision = _str(data.get("decision"))
+        if decision is None:
+            return self._tell(envelope, None)
+        call_id = data.get("toolCallId")
+        call = self.calls.get(call_id) if type(call_id) is str else None
+        by = _str(data.get("by"))
+        said = f"tool {call.name}: {decision}" if call is not None else f"approval: {decision}"
+        return self._tell(envelope, said + (f" ({by})" if by and by != "client" else ""))
 
     # --- the end ------------------------------------------------------------------------
 
@@ -246,7 +296,7 @@ class McpProjector(RunProjector[McpItem]):
             meta["usage"] = {"inputTokens": tokens_in, "outputTokens": tokens_out}
         return meta
 
-    def on_terminal(self, out: list[McpItem], status: str, envelope: Envelope) -> None:
+    def on_terminal(self, status: str, envelope: Envelope) -> list[McpItem]:
         data = envelope.data
         view = view_of(CompletionView, data)
         reason = view.reason
@@ -271,7 +321,7 @@ class McpProjector(RunProjector[McpItem]):
             how = status + (f": {reason}" if reason else "")
             text = (answer + PARAGRAPH if answer else "") + f"[The run ended ({how}).]"
             failed = False
-        out.append(Answer(text, failed, self._meta(status, reason)))
+        return [Answer(text, failed, self._meta(status, reason))]
 
     def _waiting(self, view: CompletionView, data: dict[str, Any], answer: str) -> str:
         question = self._question(view, data) or answer
@@ -307,119 +357,17 @@ class McpProjector(RunProjector[McpItem]):
                     return asked
         return None
 
-    def on_truncated(self, out: list[McpItem], reason: str) -> None:
+    def on_truncated(self, reason: str) -> list[McpItem]:
         text = f"The run ended without a final answer ({reason})."
-        out.append(Answer(text, True, self._meta("failed", reason)))
+        return [Answer(text, True, self._meta("failed", reason))]
 
 
-# --- the messages of events without a hook of their own ------------------------------------
-
-
-def _describe(p: McpProjector, kind: str, data: dict[str, Any]) -> str | None:
-    """The progress message of an event the projector passes through; None: no words."""
-    describe = _DESCRIBE.get(kind)
-    return None if describe is None else describe(p, data)
-
-
-def _round(p: McpProjector, data: dict[str, Any]) -> int:
-    return _int(data.get("round")) or p.rounds
-
-
-def _stage_start(p: McpProjector, data: dict[str, Any]) -> str:
-    model = _str(data.get("model"))
-    return f"round {_round(p, data)}" + (f" ({model})" if model else "")
-
-
-def _llm_request(p: McpProjector, data: dict[str, Any]) -> str:
-    model = _str(data.get("model"))
-    attempt = _int(data.get("attempt"))
-    retry = f" (attempt {attempt})" if attempt is not None and attempt > 1 else ""
-    return f"asking {model or 'the model'}{retry}"
-
-
-def _llm_response(p: McpProjector, data: dict[str, Any]) -> str:
-    error = _str(data.get("error"))
-    if error:
-        return f"the model failed: {clip(error)}"
-    total = _int(data.get("totalTokens"))
-    if total is None:
-        prompt, completion = _int(data.get("promptTokens")), _int(data.get("completionTokens"))
-        if prompt is not None or completion is not None:
-            total = (prompt or 0) + (completion or 0)
-    return "the model responded" + (f" ({total} tokens)" if total is not None else "")
-
-
-def _stage_complete(p: McpProjector, data: dict[str, Any]) -> str:
-    calls = _int(data.get("toolCallCount"))
-    done = f"round {_round(p, data)} done"
-    if calls:
-        return done + f" ({calls} tool call{'s' if calls != 1 else ''})"
-    return done
-
-
-def _completion(p: McpProjector, data: dict[str, Any]) -> str:
-    # Only ``executing`` gets here: the round's tools answered, the loop goes on.
-    return f"round {_round(p, data)}: continuing"
-
-
-def _soft_timeout(p: McpProjector, data: dict[str, Any]) -> str:
-    return "soft time limit reached: wrapping up"
-
-
-def _steer(p: McpProjector, data: dict[str, Any]) -> str | None:
-    content = _str(data.get("content"))
-    return f"steered: {clip(content)}" if content else None
-
-
-def _hook_action(p: McpProjector, data: dict[str, Any]) -> str | None:
+def _hook_action(data: dict[str, Any]) -> str | None:
     hook, action = _str(data.get("hook")), _str(data.get("action"))
     if hook is None or action is None:
         return None
     reason = _str(data.get("reason"))
     return f"hook {hook}: {action}" + (f" ({clip(reason, 60)})" if reason else "")
-
-
-def _error(p: McpProjector, data: dict[str, Any]) -> str | None:
-    message = _str(data.get("message"))
-    return f"error: {clip(message)}" if message else None
-
-
-def _budget(p: McpProjector, data: dict[str, Any]) -> str:
-    kind = budget_kind(data)
-    return f"{kind} budget exhausted" if kind else "budget exhausted"
-
-
-def _permission_request(p: McpProjector, data: dict[str, Any]) -> str | None:
-    call = data.get("toolCall")
-    name = _str(call.get("name")) if type(call) is dict else None
-    return f"waiting for approval to run tool {name}" if name else None
-
-
-def _permission_result(p: McpProjector, data: dict[str, Any]) -> str | None:
-    decision = _str(data.get("decision"))
-    if decision is None:
-        return None
-    call_id = data.get("toolCallId")
-    call = p.calls.get(call_id) if type(call_id) is str else None
-    by = _str(data.get("by"))
-    said = f"tool {call.name}: {decision}" if call is not None else f"approval: {decision}"
-    return said + (f" ({by})" if by and by != "client" else "")
-
-
-_DESCRIBE: dict[str, Callable[[McpProjector, dict[str, Any]], str | None]] = {
-    "stage_start": _stage_start,
-    "llm_request": _llm_request,
-    "llm_response": _llm_response,
-    "stage_complete": _stage_complete,
-    "completion": _completion,
-    "soft_timeout": _soft_timeout,
-    "steer": _steer,
-    "hook_action": _hook_action,
-    "error": _error,
-    "budget_exhausted": _budget,
-    "permission_request": _permission_request,
-    "permission_result": _permission_result,
-}
 
 
 # --- the wire ------------------------------------------------------------------------------

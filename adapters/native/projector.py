@@ -16,8 +16,8 @@ class NativeProjector(RunProjector[Envelope]):
 
     tracks_parts = False
 
-    def passthrough(self, out: list[Envelope], envelope: Envelope) -> None:
-        out.append(envelope)
+    def passthrough(self, envelope: Envelope) -> list[Envelope]:
+        return [envelope]
 
     def feed_batch(self, batch: list[Envelope]) -> list[Envelope]:
         """``feed`` of every envelope at once, for the live path: the batch itself (a hub

@@ -149,63 +149,59 @@ class OpenAIProjector(RunProjector[WireMessage]):
 
     # -- hooks: the run's parts --------------------------------------------------------------
 
-    def passthrough(self, out: list[WireMessage], envelope: Envelope) -> None:
+    def passthrough(self, envelope: Envelope) -> list[WireMessage]:
         if envelope.seq == self._carried:
-            return  # the finish chunk carries it
+            return []  # the finish chunk carries it
         event = Event(envelope.seq, envelope.kind, envelope.data)
         if self._first:
-            out.append(self._chunk(Delta(), envelope, extension=event))
-        else:
-            out.append(Carried(self._carrier, event))
+            return [self._chunk(Delta(), envelope, extension=event)]
+        return [Carried(self._carrier, event)]
 
-    def open_round(self, out: list[WireMessage], number: int, envelope: Envelope) -> None:
+    def open_round(self, number: int, envelope: Envelope) -> list[WireMessage]:
         self._round_text = False
+        return []
 
-    def open_segment(
-        self, out: list[WireMessage], segment: Segment, delta: str, envelope: Envelope
-    ) -> None:
+    def open_segment(self, segment: Segment, delta: str, envelope: Envelope) -> list[WireMessage]:
         if segment.kind == TEXT:
             if self._said_text:
                 delta = PARAGRAPH + delta
             self._said_text = self._round_text = True
-            out.append(self._chunk(Delta(content=delta), envelope))
+            chunk = self._chunk(Delta(content=delta), envelope)
             self._field = CONTENT
         else:
             if self._said_reasoning:
                 delta = PARAGRAPH + delta
             self._said_reasoning = True
-            out.append(self._chunk(Delta(reasoning_content=delta), envelope))
+            chunk = self._chunk(Delta(reasoning_content=delta), envelope)
             self._field = REASONING
         self._head = self._heads[self._field]
+        return [chunk]
 
     def on_delta(self, segment: Segment, delta: str, envelope: Envelope) -> list[WireMessage]:
         # The hot path: the segment's first delta went through _chunk (the role, the time).
         return [Piece(self._head, self._field, delta)]
 
-    def on_tool_start(self, out: list[WireMessage], call: Call, envelope: Envelope) -> None:
+    def on_tool_start(self, call: Call, envelope: Envelope) -> list[WireMessage]:
         if call.name in self._client_tools:
-            out.append(self._hand_over(call, envelope))
-        else:
-            # The loop's own tool: it runs it, the client sees the event.
-            self.passthrough(out, envelope)
+            return [self._hand_over(call, envelope)]
+        # The loop's own tool: it runs it, the client sees the event.
+        return self.passthrough(envelope)
 
     # -- hooks: the end ----------------------------------------------------------------------
 
-    def on_terminal(self, out: list[WireMessage], status: str, envelope: Envelope) -> None:
+    def on_terminal(self, status: str, envelope: Envelope) -> list[WireMessage]:
         view = view_of(CompletionView, envelope.data)
         if status == "failed":
             # The completion goes out as any event does, then the error line.
             code = view.reason or "failed"
             message = view.error or self.last_error or f"the run failed ({code})"
-            out.append(
-                StreamError(error=ErrorBody(message=message, type="server_error", code=code))
-            )
-            out.append(DONE)
-            return
+            error = ErrorBody(message=message, type="server_error", code=code)
+            return [StreamError(error=error), DONE]
         self._carried = envelope.seq
+        out: list[WireMessage] = []
         if status == "waiting_user":
             if view.reason == "client_tool":
-                self._hand_pending(out, view, envelope)
+                out += self._hand_pending(view, envelope)
             elif not self._round_text:
                 question = self.question_asked(view, envelope)
                 if question:
@@ -224,22 +220,25 @@ class OpenAIProjector(RunProjector[WireMessage]):
                 )
             )
         out.append(DONE)
+        return out
 
-    def on_truncated(self, out: list[WireMessage], reason: str) -> None:
+    def on_truncated(self, reason: str) -> list[WireMessage]:
         message = f"the run ended without a final answer ({reason})"
-        out.append(StreamError(error=ErrorBody(message=message, type="server_error", code=reason)))
-        out.append(DONE)
+        return [
+            StreamError(error=ErrorBody(message=message, type="server_error", code=reason)),
+            DONE,
+        ]
 
-    def _hand_pending(
-        self, out: list[WireMessage], view: CompletionView, envelope: Envelope
-    ) -> None:
+    def _hand_pending(self, view: CompletionView, envelope: Envelope) -> list[WireMessage]:
         """The calls the turn waits for that the client has not been handed yet (a call to a
         tool the request did not name, or a stream whose request was not seen: a replay)."""
         named = view.pending_tool_call_ids
+        handed: list[WireMessage] = []
         for call_id in named if named is not None else list(self.pending):
             call = self.calls.get(call_id)
             if call is not None and call_id not in self._handed:
-                out.append(self._hand_over(call, envelope))
+                handed.append(self._hand_over(call, envelope))
+        return handed
 
     def _say(self, text: str, envelope: Envelope) -> Chunk:
         if self._said_text:

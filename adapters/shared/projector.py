@@ -1,7 +1,8 @@
 """The run lifecycle every projector shares; a protocol is a subclass that fills in hooks.
 
 A projector turns one run's envelopes into one protocol's messages and does no I/O
-(docs/architecture.md). What is the same for every protocol is done here, once:
+(docs/architecture.md). The hooks a protocol fills in, and the state they read, are in
+adapters.shared.hooks; what is the same for every protocol is done here, once:
 
 - **dispatch** by kind, in one table; typed reads: the base reads the fields it acts on (a
   tool call's id and name, a delta, usage counts, the model) and hooks read the rest through
@@ -17,18 +18,17 @@ A projector turns one run's envelopes into one protocol's messages and does no I
 - **bookkeeping**: token usage per model, the last ``budget_exhausted`` payload and the budget it
   names, the last ``error`` message;
 - **orphans**: a tool result whose start this client never saw is *announced* first — the
-  protocol's call start (``announce_call``) with the result's id and tool name — then answered,
-  so no client gets a result for a call it does not know. A result that names no tool cannot be
-  announced and degrades. A stream that continues one the client already had passes the calls
-  it saw in ``ProjectorContext.options[SEEN_CALLS]`` (see :func:`seen_calls`): those are known;
+  protocol's ``announce_call`` with the result's id and tool name — then answered, so no client
+  gets a result for a call it does not know. A result that names no tool cannot be announced
+  and degrades. A stream that continues one the client already had passes the calls it saw in
+  ``ProjectorContext.options[SEEN_CALLS]`` (see :func:`seen_calls`): those are known;
 - **a hook that raises** is a bug in the protocol, not a payload to degrade: strict (the test
   suite, ``LOOPGATE_STRICT_PROJECTORS=1``) it propagates; otherwise it is logged once and the
   client's stream ends with the protocol's terminal error (``_failed``).
 
-Hooks append messages to the list they are given (one list per event, however many parts it
-opens and closes); an event hook returns False to decline, and the event then goes to
-``passthrough``. Ids derive from the run id and the seq of the envelope that opened a part, so
-the output is deterministic and goldens are byte-stable.
+Each hook returns its messages; the base puts them in order, one list per event however many
+parts it opens and closes. Ids derive from the run id and the seq of the envelope that opened a
+part, so the output is deterministic and goldens are byte-stable.
 """
 
 from __future__ import annotations
@@ -37,19 +37,28 @@ import contextlib
 import logging
 import os
 import traceback
-from collections.abc import Callable, Iterable
-from typing import Any, ClassVar, Generic, Literal, NamedTuple, TypeVar, cast
+from collections.abc import Callable
+from typing import Any, ClassVar
 
-import msgspec
-
+from loopgate.adapters.shared.hooks import ProjectorHooks, W
+from loopgate.adapters.shared.parts import (
+    CLIENT_TOOLS,
+    REASONING,
+    SEEN_CALLS,
+    TEXT,
+    TOOL_RESULTS,
+    Call,
+    SeenCall,
+    Segment,
+    SegmentKind,
+    Usage,
+    seen_calls,
+)
 from loopgate.contracts.contract import TERMINAL_EXCLUDED, load_contract
 from loopgate.contracts.envelope import Envelope
 from loopgate.contracts.events import (
-    BudgetKind,
-    CompletionView,
     PermissionRequestView,
     PermissionResultView,
-    QuestionView,
     budget_kind,
     completion_status,
     tool_failed,
@@ -58,18 +67,24 @@ from loopgate.contracts.events import (
 from loopgate.contracts.gateway_events import PERMISSION_REQUEST, PERMISSION_RESULT
 from loopgate.contracts.projector import ProjectorContext
 
-W = TypeVar("W")
+__all__ = [
+    "CLIENT_TOOLS",
+    "FAILED_REASON",
+    "REASONING",
+    "SEEN_CALLS",
+    "STRICT_ENV",
+    "TEXT",
+    "TOOL_RESULTS",
+    "Call",
+    "ProjectorHooks",
+    "RunProjector",
+    "SeenCall",
+    "Segment",
+    "SegmentKind",
+    "Usage",
+    "seen_calls",
+]
 
-SegmentKind = Literal["content_delta", "reasoning_delta"]
-TEXT: SegmentKind = "content_delta"
-REASONING: SegmentKind = "reasoning_delta"
-TOOL_RESULTS = ("tool_call_result", "tool_error")
-
-# ProjectorContext.options key: the tool calls the client saw before this stream (seen_calls).
-SEEN_CALLS = "seenCalls"
-# ProjectorContext.options key: the names of the tools the client runs (a request's ``tools``),
-# whose calls go to the client; absent where the stream does not know them.
-CLIENT_TOOLS = "clientTools"
 # Set to 1, a hook that raises propagates out of feed and close (RunProjector.strict).
 STRICT_ENV = "LOOPGATE_STRICT_PROJECTORS"
 # Why a stream ended early when a hook raised: the reason its terminal message gives.
@@ -77,72 +92,21 @@ FAILED_REASON = "internal_error"
 
 log = logging.getLogger("loopgate.projector")
 
-
-class Segment(msgspec.Struct, frozen=True, gc=False):
-    """An open run of deltas; ``kind`` is the delta kind that continues it."""
-
-    kind: SegmentKind
-    id: str  # "<run id>:msg:<seq>" (text) or "<run id>:reasoning:<seq>", seq of its first delta
-
-
-class Call(msgspec.Struct, frozen=True, gc=False):
-    """A tool call this stream knows."""
-
-    id: str
-    name: str
-    # As sent: any JSON (each protocol maps a foreign value); None when the start was not seen.
-    arguments: Any
-    seq: int  # the envelope that started or announced it; 0 for a call of an earlier stream
-
-
-class SeenCall(NamedTuple):
-    name: str
-    answered: bool
-
-
-class Usage(msgspec.Struct, gc=False):
-    """Token counts of one model over the run; None when the loop never reported that count."""
-
-    input_tokens: int | None = None
-    output_tokens: int | None = None
-    total_tokens: int | None = None
-    reasoning_tokens: int | None = None
-    cached_tokens: int | None = None
-
-    def add(self, data: dict[str, Any]) -> bool:
-        """Add an ``llm_response``'s counts; False when it had none. A count is a non-negative
-        integer (a bool, a string or a negative number is no count)."""
-        added = False
-        # Spelled out: this runs once per model response, and a view or a loop costs twice.
-        if type(n := data.get("promptTokens")) is int and n >= 0:
-            self.input_tokens, added = (self.input_tokens or 0) + n, True
-        if type(n := data.get("completionTokens")) is int and n >= 0:
-            self.output_tokens, added = (self.output_tokens or 0) + n, True
-        if type(n := data.get("totalTokens")) is int and n >= 0:
-            self.total_tokens, added = (self.total_tokens or 0) + n, True
-        if type(n := data.get("reasoningTokens")) is int and n >= 0:
-            self.reasoning_tokens, added = (self.reasoning_tokens or 0) + n, True
-        if type(n := data.get("cachedTokens")) is int and n >= 0:
-            self.cached_tokens, added = (self.cached_tokens or 0) + n, True
-        return added
-
-
+# A step shows one event (into the list it is given); False: nothing shown, the event degrades.
 _Step = Callable[["RunProjector[Any]", Envelope, "list[Any]"], bool]
 
 # Every kind the base knows (the others go to on_unknown).
 _KNOWN = (*load_contract().event_kinds, PERMISSION_REQUEST, PERMISSION_RESULT)
-_SKIPPABLE = ("on_stage_start", "on_llm_request", "on_llm_response", "on_round_end")
+# The event hooks of every round: one a protocol leaves alone is not called (it would only
+# pass the event to passthrough, a call more on a path every round takes).
+_ROUND_HOOKS = ("on_stage_start", "on_llm_request", "on_llm_response", "on_round_end")
 
 
-class RunProjector(Generic[W]):
+class RunProjector(ProjectorHooks[W]):
     """One run, one client, one protocol: ``start``, ``feed``, ``close`` return messages.
 
-    Hooks append their messages to ``out``: ``feed`` makes one list for an event, however many
-    parts it opens and closes. State a subclass reads (the base alone writes it):
-    ``finished`` (``broken`` too: a hook raised), ``last`` (the newest envelope), ``segment``,
-    ``rounds``/``in_round``, ``calls`` (every call this stream knows) and ``pending`` (those
-    not answered yet, in start order), ``model``, ``usage``, ``budget``, ``budget_kind``,
-    ``last_error``.
+    The hooks (adapters.shared.hooks) each return their messages: ``feed`` gives one list for
+    an event, however many parts it opens and closes.
     """
 
     # False for a protocol that shows every envelope as it is (JSON-RPC, native SSE): the base
@@ -152,61 +116,56 @@ class RunProjector(Generic[W]):
     # protocol's terminal error and one log line): on for every projector when the
     # environment has LOOPGATE_STRICT_PROJECTORS=1, as the test suite does.
     strict: ClassVar[bool] = False
-    # Kind → step, for this class (see the end of the class body).
-    _steps: ClassVar[dict[str, _Step | None]]
-    # The event hooks this protocol overrides: the others would decline, so they are not called
-    # (on paths every round takes).
+    # Which of _ROUND_HOOKS this class overrides: worked out for each class as it is made
+    # (whatever it inherits), never an alias of a method.
     _shows: ClassVar[frozenset[str]] = frozenset()
 
     def __init_subclass__(cls, **kwargs: Any) -> None:
         super().__init_subclass__(**kwargs)
-        cls._steps = cls._all_steps if cls.tracks_parts else cls._terminal_steps
+        base = ProjectorHooks.__dict__
         cls._shows = frozenset(
-            hook for hook in _SKIPPABLE if getattr(cls, hook) is not getattr(RunProjector, hook)
+            hook for hook in _ROUND_HOOKS if getattr(cls, hook) is not base[hook]
         )
 
     def __init__(self, context: ProjectorContext) -> None:
-        # The class's tables, copied onto the instance: read on every event, and a class
-        # attribute read through an instance is not specialised by CPython 3.11 (a full type
-        # lookup each time, a tenth of an event's cost).
-        cls = type(self)
-        self._dispatch = cls._steps
-        self._hooked = cls._shows
-        self._tracks = cls.tracks_parts
-        self._strict = cls.strict or os.environ.get(STRICT_ENV) == "1"
         self.context = context
         self.run_id = context.run_id
         self.finished = False
-        # Ending: finish has begun. Broken: a hook raised (and it was logged).
-        self._ending = False
         self.broken = False
-        self.last: Envelope | None = None
-        self.segment: Segment | None = None
+        self.last = None
+        self.segment = None
         self.rounds = 0
         self.in_round = False
-        self.calls: dict[str, Call] = {}
-        self.pending: dict[str, Call] = {}
-        self.model: str | None = None
-        self.usage: dict[str | None, Usage] = {}
-        self.budget: dict[str, Any] | None = None
-        self.budget_kind: BudgetKind | None = None
-        self.last_error: str | None = None
-        # Ids of messages a protocol mints: "<run id>:msg:<seq of the envelope that opened it>".
+        self.calls = {}
+        self.pending = {}
+        self.model = None
+        self.usage = {}
+        self.budget = None
+        self.budget_kind = None
+        self.last_error = None
         self.message_prefix = f"{context.run_id}:msg:"
-        self._reasoning_prefix = f"{context.run_id}:reasoning:"
         # Built by seen_calls (the option is ours, not a client's).
         seen: dict[str, SeenCall] = context.options.get(SEEN_CALLS) or {}
         for call_id, call in seen.items():
             self.calls[call_id] = known = Call(call_id, call.name, None, 0)
             if not call.answered:
                 self.pending[call_id] = known
+        # The kind → step table, on the instance: read on every event, and a class attribute
+        # read through an instance is not specialised by CPython 3.11 (a full type lookup
+        # each time, a tenth of an event's cost).
+        cls = type(self)
+        self._tracks = cls.tracks_parts
+        self._dispatch = _ALL_STEPS if self._tracks else _TERMINAL_STEPS
+        self._shown = cls._shows
+        self._strict = cls.strict or os.environ.get(STRICT_ENV) == "1"
+        # Finish has begun (finished: it ended).
+        self._ending = False
+        self._reasoning_prefix = f"{context.run_id}:reasoning:"
 
     # --- the Projector protocol -----------------------------------------------------------
 
     def start(self) -> list[W]:
-        out: list[W] = []
-        self.on_start(out)
-        return out
+        return self.on_start()
 
     def feed(self, envelope: Envelope) -> list[W]:
         if self.finished:
@@ -237,22 +196,19 @@ class RunProjector(Generic[W]):
                     if step(self, envelope, out):
                         return out
                 elif kind not in steps:
-                    self.on_unknown(out, envelope)
-                    return out
+                    return self.on_unknown(envelope)
             # A kind the base has no part in, or a payload whose key field is unusable: the
             # event goes to the protocol's passthrough, and the run goes on.
-            self.passthrough(out, envelope)
+            return self.passthrough(envelope)
         except Exception as exc:
             return self._failed(exc, envelope, out)
-        return out
 
     def close(self, reason: str | None = None) -> list[W]:
         """The stream stops without a terminal event: close what is open, then say so."""
         if self.finished:
             return []
-        terminal: list[W] = []
         try:
-            self.on_truncated(terminal, reason or "truncated")
+            terminal = self.on_truncated(reason or "truncated")
         except Exception as exc:
             return self._failed(exc, "while ending the stream", [])
         return self.finish(None, "failed", terminal)
@@ -264,21 +220,19 @@ class RunProjector(Generic[W]):
         out: list[W] = []
         try:
             self._ending = True
-            self.on_finish(out, status)
+            out += self.on_finish(status)
             segment = self.segment
             if segment is not None:
-                self.close_segment(out, segment)
-                self.segment = None
+                self._end_segment(out, segment)
             if envelope is not None:
-                self.passthrough(out, envelope)
+                out += self.passthrough(envelope)
             pending = self.pending
             while pending:
                 call = next(iter(pending.values()))
-                self.close_call(out, call, status)
+                out += self.close_call(call, status)
                 del pending[call.id]
             if self.in_round:
-                self.close_round(out, self.rounds)
-                self.in_round = False
+                self._end_round(out)
         except Exception as exc:
             return self._failed(exc, "while ending the stream", out)
         self.finished = True
@@ -315,10 +269,10 @@ class RunProjector(Generic[W]):
         self.segment, self.in_round, self._ending = None, False, True
         self.pending.clear()
 
-        def attempt(hook: Callable[..., None], *args: Any) -> None:
+        def attempt(hook: Callable[..., list[W]], *args: Any) -> None:
             # Logged once above; the client gets what the other hooks show.
             with contextlib.suppress(Exception):
-                hook(out, *args)
+                out.extend(hook(*args))
 
         if not ending:
             attempt(self.on_finish, "failed")
@@ -331,154 +285,52 @@ class RunProjector(Generic[W]):
         attempt(self.on_truncated, FAILED_REASON)
         return out
 
-    # --- hooks: messages for the parts the base opens and closes (appended to out) --------
-
-    def on_start(self, out: list[W]) -> None:
-        pass
-
-    def passthrough(self, out: list[W], envelope: Envelope) -> None:
-        """The protocol's place for an event without a home of its own (default: none)."""
-
-    def on_unknown(self, out: list[W], envelope: Envelope) -> None:
-        """A kind that is neither a loop kind nor a gateway kind."""
-        self.passthrough(out, envelope)
-
-    def open_round(self, out: list[W], number: int, envelope: Envelope) -> None:
-        pass
-
-    def close_round(self, out: list[W], number: int) -> None:
-        pass
-
-    def open_segment(self, out: list[W], segment: Segment, delta: str, envelope: Envelope) -> None:
-        """Open ``segment`` and show its first delta."""
-        out += self.on_delta(segment, delta, envelope)
-
-    def close_segment(self, out: list[W], segment: Segment) -> None:
-        pass
-
-    def on_delta(self, segment: Segment, delta: str, envelope: Envelope) -> list[W]:
-        """A delta continuing ``segment``: the hot path, so it returns its own list."""
-        out: list[W] = []
-        self.passthrough(out, envelope)
-        return out
-
-    def on_tool_start(self, out: list[W], call: Call, envelope: Envelope) -> None:
-        self.passthrough(out, envelope)
-
-    def announce_call(self, out: list[W], call: Call, envelope: Envelope) -> None:
-        """An orphan's call, before its result (``envelope``): show it as a start would be."""
-
-    def on_tool_result(self, out: list[W], call: Call, envelope: Envelope, failed: bool) -> None:
-        self.passthrough(out, envelope)
-
-    def close_call(self, out: list[W], call: Call, status: str) -> None:
-        """A call still in flight when the stream ends (``status``: the run's, as sent)."""
-
-    def on_finish(self, out: list[W], status: str) -> None:
-        """First thing when the stream ends: close the parts only this protocol has."""
-
-    def on_terminal(self, out: list[W], status: str, envelope: Envelope) -> None:
-        """The messages that end the run (a terminal completion; ``status`` as sent, or
-        ``failed`` when it is not a string)."""
-
-    def on_truncated(self, out: list[W], reason: str) -> None:
-        """The messages that end a stream cut short (``reason``: why, ``truncated`` if unsaid)."""
-
-    # --- hooks: loop events (False: the event goes to passthrough) ------------------------
-
-    def on_stage_start(self, out: list[W], envelope: Envelope) -> bool:
-        return False
-
-    def on_llm_request(self, out: list[W], envelope: Envelope) -> bool:
-        return False
-
-    def on_llm_response(self, out: list[W], envelope: Envelope) -> bool:
-        return False
-
-    def on_round_end(self, out: list[W], envelope: Envelope) -> bool:
-        """``stage_complete`` or ``completion{executing}``: the round's close follows."""
-        return False
-
-    def on_error(self, out: list[W], envelope: Envelope) -> bool:
-        return False
-
-    def on_budget(self, out: list[W], envelope: Envelope) -> bool:
-        return False
-
-    def on_permission_request(
-        self, out: list[W], view: PermissionRequestView, envelope: Envelope
-    ) -> bool:
-        return False
-
-    def on_permission_result(
-        self, out: list[W], view: PermissionResultView, envelope: Envelope
-    ) -> bool:
-        return False
-
-    # --- totals -----------------------------------------------------------------------------
-
-    def question_asked(self, view: CompletionView, envelope: Envelope) -> str | None:
-        """What the user is asked, when the turn waits for an answer in words: the
-        completion's, its interrupts', or the suspending tool's (an ``ask_user`` call's)."""
-        asked = view_of(QuestionView, envelope.data).text()
-        if asked is None and view.interrupts:
-            texts = [
-                text
-                for item in view.interrupts
-                if isinstance(item, dict)
-                and (text := view_of(QuestionView, cast(dict[str, Any], item)).text())
-            ]
-            asked = "\n".join(texts) or None
-        if asked is None and view.tool_call_id is not None:
-            call = self.calls.get(view.tool_call_id)
-            if call is not None and isinstance(call.arguments, dict):
-                asked = view_of(QuestionView, cast(dict[str, Any], call.arguments)).text()
-        return asked
-
-    def usage_totals(self) -> tuple[int, int]:
-        """Input and output tokens summed over every model."""
-        counts = self.usage.values()
-        return (
-            sum(u.input_tokens or 0 for u in counts),
-            sum(u.output_tokens or 0 for u in counts),
-        )
-
-    # --- steps, one per kind (False: degrade to passthrough) ------------------------------
+    # --- the open parts ---------------------------------------------------------------------
     #
-    # Every event takes these paths, so the opening and closing of parts is written out flat:
-    # a helper call costs as much as the work it would hide. A part is recorded open once the
-    # hook that opens it returned, and closed once the hook that closes it returned: when a
-    # hook raises, the state says what the client was shown, and the stream ends from there.
+    # A part is recorded open once the hook that opens it returned, and closed once the hook
+    # that closes it returned: when a hook raises, the state says what the client was shown,
+    # and the stream ends from there. Whether a part is open is asked where these are called:
+    # most events find nothing to close, and a call costs as much as the check.
+
+    def _end_segment(self, out: list[W], segment: Segment) -> None:
+        """Close ``segment``, the open one."""
+        out += self.close_segment(segment)
+        self.segment = None
+
+    def _begin_round(self, out: list[W], envelope: Envelope) -> None:
+        """Open the next round (none is open)."""
+        out += self.open_round(self.rounds + 1, envelope)
+        self.rounds += 1
+        self.in_round = True
+
+    def _end_round(self, out: list[W]) -> None:
+        """Close the open round."""
+        out += self.close_round(self.rounds)
+        self.in_round = False
 
     def _inside_round(self, out: list[W], envelope: Envelope) -> None:
-        """Close the open segment and open a round if none is: what a part of a round needs."""
+        """What a part of a round needs: the open segment closed, and a round open."""
         segment = self.segment
         if segment is not None:
-            self.close_segment(out, segment)
-            self.segment = None
+            self._end_segment(out, segment)
         if not self.in_round:
-            self.open_round(out, self.rounds + 1, envelope)
-            self.rounds += 1
-            self.in_round = True
+            self._begin_round(out, envelope)
+
+    # --- steps, one per kind (False: nothing shown, the event degrades to passthrough) ------
 
     def _open(self, envelope: Envelope, out: list[W]) -> bool:
         """A delta that opens a segment (one that continues its segment never gets here)."""
         delta = envelope.data.get("delta")
         if type(delta) is not str:
             return False
-        segment = self.segment
-        if segment is not None:  # the other kind's: a segment holds one kind of delta
-            self.close_segment(out, segment)
-            self.segment = None
-        if not self.in_round:
-            self.open_round(out, self.rounds + 1, envelope)
-            self.rounds += 1
-            self.in_round = True
+        # The other kind's segment is closed: a segment holds one kind of delta.
+        if self.segment is not None or not self.in_round:
+            self._inside_round(out, envelope)
         if envelope.kind == TEXT:
             segment = Segment(TEXT, self.message_prefix + str(envelope.seq))
         else:
             segment = Segment(REASONING, self._reasoning_prefix + str(envelope.seq))
-        self.open_segment(out, segment, delta, envelope)
+        out += self.open_segment(segment, delta, envelope)
         self.segment = segment
         return True
 
@@ -490,7 +342,7 @@ class RunProjector(Generic[W]):
         if self.segment is not None or not self.in_round:
             self._inside_round(out, envelope)
         call = Call(call_id, name, data.get("arguments"), envelope.seq)
-        self.on_tool_start(out, call, envelope)
+        out += self.on_tool_start(call, envelope)
         self.calls[call_id] = self.pending[call_id] = call
         return True
 
@@ -509,9 +361,9 @@ class RunProjector(Generic[W]):
         if call is None:
             assert isinstance(name, str)
             call = Call(call_id, name, None, envelope.seq)
-            self.announce_call(out, call, envelope)
+            out += self.announce_call(call, envelope)
             self.calls[call_id] = call
-        self.on_tool_result(out, call, envelope, tool_failed(envelope.kind, data))
+        out += self.on_tool_result(call, envelope, tool_failed(envelope.kind, data))
         self.pending.pop(call_id, None)
         return True
 
@@ -521,16 +373,14 @@ class RunProjector(Generic[W]):
             self.model = model
         segment = self.segment
         if segment is not None:
-            self.close_segment(out, segment)
-            self.segment = None
+            self._end_segment(out, segment)
         if self.in_round:
-            self.close_round(out, self.rounds)
-            self.in_round = False
-        self.open_round(out, self.rounds + 1, envelope)
-        self.rounds += 1
-        self.in_round = True
-        if "on_stage_start" not in self._hooked or not self.on_stage_start(out, envelope):
-            self.passthrough(out, envelope)
+            self._end_round(out)
+        self._begin_round(out, envelope)
+        if "on_stage_start" in self._shown:
+            out += self.on_stage_start(envelope)
+        else:
+            out += self.passthrough(envelope)
         return True
 
     def _llm_request(self, envelope: Envelope, out: list[W]) -> bool:
@@ -538,11 +388,11 @@ class RunProjector(Generic[W]):
         if type(model) is str and model:
             self.model = model
         if not self.in_round:
-            self.open_round(out, self.rounds + 1, envelope)
-            self.rounds += 1
-            self.in_round = True
-        if "on_llm_request" not in self._hooked or not self.on_llm_request(out, envelope):
-            self.passthrough(out, envelope)
+            self._begin_round(out, envelope)
+        if "on_llm_request" in self._shown:
+            out += self.on_llm_request(envelope)
+        else:
+            out += self.passthrough(envelope)
         return True
 
     def _llm_response(self, envelope: Envelope, out: list[W]) -> bool:
@@ -557,20 +407,22 @@ class RunProjector(Generic[W]):
         # The model's turn is over: what it streamed is complete.
         if self.segment is not None or not self.in_round:
             self._inside_round(out, envelope)
-        if "on_llm_response" not in self._hooked or not self.on_llm_response(out, envelope):
-            self.passthrough(out, envelope)
+        if "on_llm_response" in self._shown:
+            out += self.on_llm_response(envelope)
+        else:
+            out += self.passthrough(envelope)
         return True
 
     def _round_end(self, envelope: Envelope, out: list[W]) -> bool:
         segment = self.segment
         if segment is not None:
-            self.close_segment(out, segment)
-            self.segment = None
-        if "on_round_end" not in self._hooked or not self.on_round_end(out, envelope):
-            self.passthrough(out, envelope)
+            self._end_segment(out, segment)
+        if "on_round_end" in self._shown:
+            out += self.on_round_end(envelope)
+        else:
+            out += self.passthrough(envelope)
         if self.in_round:
-            self.close_round(out, self.rounds)
-            self.in_round = False
+            self._end_round(out)
         return True
 
     def _completion(self, envelope: Envelope, out: list[W]) -> bool:
@@ -578,9 +430,9 @@ class RunProjector(Generic[W]):
         if data.get("status") == TERMINAL_EXCLUDED:
             return self._round_end(envelope, out) if self._tracks else False
         status = completion_status(data)
-        # Worked out before the parts close: a terminal may list the calls still in flight.
-        terminal: list[W] = []
-        self.on_terminal(terminal, status, envelope)
+        # Made before the parts close (a terminal may list the calls still in flight), sent
+        # after them.
+        terminal = self.on_terminal(status, envelope)
         out += self.finish(envelope, status, terminal)
         return True
 
@@ -588,67 +440,49 @@ class RunProjector(Generic[W]):
         message = envelope.data.get("message")
         if type(message) is str and message:
             self.last_error = message
-        return self.on_error(out, envelope)
+        out += self.on_error(envelope)
+        return True
 
     def _budget(self, envelope: Envelope, out: list[W]) -> bool:
         self.budget = envelope.data
         kind = budget_kind(envelope.data)  # "kind", or "budget" as seed 001's engine spells it
         if kind is not None:
             self.budget_kind = kind
-        return self.on_budget(out, envelope)
+        out += self.on_budget(envelope)
+        return True
 
     def _permission_request(self, envelope: Envelope, out: list[W]) -> bool:
         view = view_of(PermissionRequestView, envelope.data)
-        return self.on_permission_request(out, view, envelope)
+        out += self.on_permission_request(view, envelope)
+        return True
 
     def _permission_result(self, envelope: Envelope, out: list[W]) -> bool:
         view = view_of(PermissionResultView, envelope.data)
-        return self.on_permission_result(out, view, envelope)
-
-    # Kind → step; None for a kind the base has no part in (it goes to passthrough). Plain
-    # dicts, treated as immutable: the lookup is on every event's path.
-    _all_steps: ClassVar[dict[str, _Step | None]] = {
-        **dict.fromkeys(_KNOWN),
-        "content_delta": _open,
-        "reasoning_delta": _open,
-        "tool_call_start": _tool_start,
-        "tool_call_result": _tool_result,
-        "tool_error": _tool_result,
-        "stage_start": _stage_start,
-        "llm_request": _llm_request,
-        "llm_response": _llm_response,
-        "stage_complete": _round_end,
-        "completion": _completion,
-        "error": _error,
-        "budget_exhausted": _budget,
-        PERMISSION_REQUEST: _permission_request,
-        PERMISSION_RESULT: _permission_result,
-    }
-    _terminal_steps: ClassVar[dict[str, _Step | None]] = {
-        **dict.fromkeys(_KNOWN),
-        "completion": _completion,
-    }
-    _steps = _all_steps
+        out += self.on_permission_result(view, envelope)
+        return True
 
 
-def seen_calls(envelopes: Iterable[Envelope]) -> dict[str, SeenCall]:
-    """The tool calls a client saw in ``envelopes`` (a stream it already had), by the base's
-    rules: a start opens a call, a result answers it, an orphan result announced its call. Pass
-    as ``ProjectorContext.options[SEEN_CALLS]`` to the projector that continues that stream."""
-    seen: dict[str, SeenCall] = {}
-    for envelope in envelopes:
-        kind = envelope.kind
-        if kind != "tool_call_start" and kind not in TOOL_RESULTS:
-            continue
-        call_id, name = envelope.data.get("id"), envelope.data.get("name")
-        if type(call_id) is not str:
-            continue
-        earlier = seen.get(call_id)
-        if kind == "tool_call_start":
-            if type(name) is str:
-                seen[call_id] = SeenCall(name, answered=False)
-        elif earlier is not None:
-            seen[call_id] = earlier._replace(answered=True)
-        elif type(name) is str:
-            seen[call_id] = SeenCall(name, answered=True)
-    return seen
+# Kind → step; None for a kind the base has no part in (it goes to passthrough). Plain dicts,
+# treated as immutable: the lookup is on every event's path.
+_ALL_STEPS: dict[str, _Step | None] = {
+    **dict.fromkeys(_KNOWN),
+    "content_delta": RunProjector._open,
+    "reasoning_delta": RunProjector._open,
+    "tool_call_start": RunProjector._tool_start,
+    "tool_call_result": RunProjector._tool_result,
+    "tool_error": RunProjector._tool_result,
+    "stage_start": RunProjector._stage_start,
+    "llm_request": RunProjector._llm_request,
+    "llm_response": RunProjector._llm_response,
+    "stage_complete": RunProjector._round_end,
+    "completion": RunProjector._completion,
+    "error": RunProjector._error,
+    "budget_exhausted": RunProjector._budget,
+    PERMISSION_REQUEST: RunProjector._permission_request,
+    PERMISSION_RESULT: RunProjector._permission_result,
+}
+# A projector that tracks no part (tracks_parts False) watches for the terminal completion.
+_TERMINAL_STEPS: dict[str, _Step | None] = {
+    **dict.fromkeys(_KNOWN),
+    "completion": RunProjector._completion,
+}

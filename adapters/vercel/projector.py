@@ -100,53 +100,44 @@ class VercelProjector(RunProjector[Chunk]):
 
     # -- hooks: the run's parts --------------------------------------------------------------
 
-    def on_start(self, out: list[Chunk]) -> None:
+    def on_start(self) -> list[Chunk]:
         ours = {"runId": self.run_id, "threadId": self.context.thread_id}
-        out.append(Start(message_id=self.message_id, message_metadata={"loopgate": ours}))
+        return [Start(message_id=self.message_id, message_metadata={"loopgate": ours})]
 
-    def passthrough(self, out: list[Chunk], envelope: Envelope) -> None:
+    def passthrough(self, envelope: Envelope) -> list[Chunk]:
         kind = envelope.kind
         if kind == "steer":
             content = envelope.data.get("content")
             if type(content) is str:
-                out.append(
-                    SteeringMessage(
-                        id=f"{self.run_id}:steer:{envelope.seq}", parts=[TextPart(content)]
-                    )
-                )
-                return
-        out.append(
+                steer_id = f"{self.run_id}:steer:{envelope.seq}"
+                return [SteeringMessage(id=steer_id, parts=[TextPart(content)])]
+        return [
             Data(
                 type=_DATA_TYPES.get(kind) or DATA_PREFIX + kind,
                 id=self._data_id + str(envelope.seq),
                 data=envelope.data,
                 transient=True if kind in TRANSIENT else UNSET,
             )
-        )
+        ]
 
-    def open_round(self, out: list[Chunk], number: int, envelope: Envelope) -> None:
+    def open_round(self, number: int, envelope: Envelope) -> list[Chunk]:
         self._round_text = False
-        out.append(StartStep())
+        return [StartStep()]
 
-    def close_round(self, out: list[Chunk], number: int) -> None:
-        out.append(FinishStep())
+    def close_round(self, number: int) -> list[Chunk]:
+        return [FinishStep()]
 
-    def open_segment(
-        self, out: list[Chunk], segment: Segment, delta: str, envelope: Envelope
-    ) -> None:
+    def open_segment(self, segment: Segment, delta: str, envelope: Envelope) -> list[Chunk]:
         sid = segment.id
         if segment.kind == TEXT:
             self._round_text = True
             self._delta = TextDelta
-            out.append(TextStart(id=sid))
-            out.append(TextDelta(id=sid, delta=delta))
-        else:
-            self._delta = ReasoningDelta
-            out.append(ReasoningStart(id=sid))
-            out.append(ReasoningDelta(id=sid, delta=delta))
+            return [TextStart(id=sid), TextDelta(id=sid, delta=delta)]
+        self._delta = ReasoningDelta
+        return [ReasoningStart(id=sid), ReasoningDelta(id=sid, delta=delta)]
 
-    def close_segment(self, out: list[Chunk], segment: Segment) -> None:
-        out.append(TextEnd(id=segment.id) if segment.kind == TEXT else ReasoningEnd(id=segment.id))
+    def close_segment(self, segment: Segment) -> list[Chunk]:
+        return [TextEnd(id=segment.id) if segment.kind == TEXT else ReasoningEnd(id=segment.id)]
 
     def on_delta(self, segment: Segment, delta: str, envelope: Envelope) -> list[Chunk]:
         # Called through a local: CPython 3.11 does not specialise calling an instance
@@ -154,54 +145,48 @@ class VercelProjector(RunProjector[Chunk]):
         chunk = self._delta
         return [chunk(id=segment.id, delta=delta)]
 
-    def on_tool_start(self, out: list[Chunk], call: Call, envelope: Envelope) -> None:
+    def on_tool_start(self, call: Call, envelope: Envelope) -> list[Chunk]:
         text, value = _arguments(call.arguments)
         ours = self._runs_here(call)
-        out.append(
-            ToolInputStart(tool_call_id=call.id, tool_name=call.name, provider_executed=ours)
-        )
-        out.append(ToolInputDelta(tool_call_id=call.id, input_text_delta=text))
-        out.append(
+        return [
+            ToolInputStart(tool_call_id=call.id, tool_name=call.name, provider_executed=ours),
+            ToolInputDelta(tool_call_id=call.id, input_text_delta=text),
             ToolInputAvailable(
                 tool_call_id=call.id, tool_name=call.name, input=value, provider_executed=ours
-            )
-        )
+            ),
+        ]
 
-    # An orphan's call: its arguments were never seen (None), so it is shown as a start without
-    # arguments is.
-    announce_call = on_tool_start
+    def announce_call(self, call: Call, envelope: Envelope) -> list[Chunk]:
+        # Its arguments were never seen (None): shown as a start without arguments is.
+        return self.on_tool_start(call, envelope)
 
-    def on_tool_result(
-        self, out: list[Chunk], call: Call, envelope: Envelope, failed: bool
-    ) -> None:
+    def on_tool_result(self, call: Call, envelope: Envelope, failed: bool) -> list[Chunk]:
         data = envelope.data
         if failed:
             detail = data.get("error")
             if detail is None:
                 detail = data.get("resultPreview")
             text = "the tool failed" if detail is None else _text(detail)
-            out.append(
-                ToolOutputError(tool_call_id=call.id, error_text=text, provider_executed=True)
-            )
-            return
+            return [ToolOutputError(tool_call_id=call.id, error_text=text, provider_executed=True)]
         # The whole result when the loop sent it (any JSON), else its preview. A call the loop
         # answered is the loop's, whether or not this stream knew it at its start.
         output = data.get("result")
         if output is None:
             output = data.get("resultPreview")
-        out.append(ToolOutputAvailable(tool_call_id=call.id, output=output, provider_executed=True))
+        return [ToolOutputAvailable(tool_call_id=call.id, output=output, provider_executed=True)]
 
-    def close_call(self, out: list[Chunk], call: Call, status: str) -> None:
+    def close_call(self, call: Call, status: str) -> list[Chunk]:
         if status == "waiting_user":
-            return  # the client's to run (or the question's): it stays ``input-available``
+            return []  # the client's to run (or the question's): it stays ``input-available``
         # Else the part would wait for an output forever. The gateway's answer, not the
         # client's: the run is over, nothing is to be sent back for it.
         text = f"the run ended before this tool call finished ({status})"
-        out.append(ToolOutputError(tool_call_id=call.id, error_text=text, provider_executed=True))
+        return [ToolOutputError(tool_call_id=call.id, error_text=text, provider_executed=True)]
 
     # -- hooks: the end ----------------------------------------------------------------------
 
-    def on_terminal(self, out: list[Chunk], status: str, envelope: Envelope) -> None:
+    def on_terminal(self, status: str, envelope: Envelope) -> list[Chunk]:
+        out: list[Chunk] = []
         view = view_of(CompletionView, envelope.data)
         metadata = self._metadata(status, view.reason)
         waiting = waiting_calls(envelope.data)
@@ -223,13 +208,14 @@ class VercelProjector(RunProjector[Chunk]):
             finish = self._finish_reason(status, envelope.data, view.reason)
             out.append(Finish(finish_reason=finish, message_metadata=metadata))
         out.append(DONE)
+        return out
 
-    def on_truncated(self, out: list[Chunk], reason: str) -> None:
-        out.append(Error(error_text=f"the run ended without a final answer ({reason})"))
-        out.append(
-            Finish(finish_reason="interrupted", message_metadata=self._metadata(None, reason))
-        )
-        out.append(DONE)
+    def on_truncated(self, reason: str) -> list[Chunk]:
+        return [
+            Error(error_text=f"the run ended without a final answer ({reason})"),
+            Finish(finish_reason="interrupted", message_metadata=self._metadata(None, reason)),
+            DONE,
+        ]
 
     # -- helpers -----------------------------------------------------------------------------
 

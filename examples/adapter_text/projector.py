@@ -33,60 +33,55 @@ class TextProjector(RunProjector[str]):
         super().__init__(context)
         self._resume = ""  # "  " after a note broke the open segment's line
 
-    def on_start(self, out: list[str]) -> None:
-        out.append(f"run {self.run_id}\n")
+    def on_start(self) -> list[str]:
+        return [f"run {self.run_id}\n"]
 
-    def open_segment(
-        self, out: list[str], segment: Segment, delta: str, envelope: Envelope
-    ) -> None:
-        out.append("text: " if segment.kind == TEXT else "thinking: ")
-        out += self.on_delta(segment, delta, envelope)
+    def open_segment(self, segment: Segment, delta: str, envelope: Envelope) -> list[str]:
+        opening = "text: " if segment.kind == TEXT else "thinking: "
+        return [opening, *self.on_delta(segment, delta, envelope)]
 
     def on_delta(self, segment: Segment, delta: str, envelope: Envelope) -> list[str]:
         resume, self._resume = self._resume, ""
         return [resume + delta.replace("\n", "\n  ")]
 
-    def close_segment(self, out: list[str], segment: Segment) -> None:
-        if not self._resume:  # else a note ended the text's last line already
-            out.append("\n")
+    def close_segment(self, segment: Segment) -> list[str]:
+        ended = bool(self._resume)  # a note ended the text's last line already
         self._resume = ""
+        return [] if ended else ["\n"]
 
-    def on_tool_start(self, out: list[str], call: Call, envelope: Envelope) -> None:
+    def on_tool_start(self, call: Call, envelope: Envelope) -> list[str]:
         args = call.arguments  # any JSON value, or text some loops send already encoded
-        self._line(out, f"[tool {call.name}({'' if args is None else _short(args)})]")
+        return self._line(f"[tool {call.name}({'' if args is None else _short(args)})]")
 
-    def announce_call(self, out: list[str], call: Call, envelope: Envelope) -> None:
+    def announce_call(self, call: Call, envelope: Envelope) -> list[str]:
         # An orphan: its arguments were never seen.
-        self._line(out, f"[tool {call.name}(?)]")
+        return self._line(f"[tool {call.name}(?)]")
 
-    def on_tool_result(self, out: list[str], call: Call, envelope: Envelope, failed: bool) -> None:
+    def on_tool_result(self, call: Call, envelope: Envelope, failed: bool) -> list[str]:
         data = envelope.data
         if failed:
             value = data.get("error") or data.get("resultPreview") or "failed"
         else:
             value = data.get("resultPreview", data.get("result"))
-        self._line(out, f"[{'error' if failed else 'result'} {call.name}: {_short(value)}]")
+        return self._line(f"[{'error' if failed else 'result'} {call.name}: {_short(value)}]")
 
-    def close_call(self, out: list[str], call: Call, status: str) -> None:
-        self._line(out, f"[tool {call.name}: no result ({status})]")
+    def close_call(self, call: Call, status: str) -> list[str]:
+        return self._line(f"[tool {call.name}: no result ({status})]")
 
-    def on_error(self, out: list[str], envelope: Envelope) -> bool:
+    def on_error(self, envelope: Envelope) -> list[str]:
         message = envelope.data.get("message")
         if not isinstance(message, str):
-            return False  # declined: the base sends the event to passthrough
-        self._line(out, f"error: {_short(message)}")
-        return True
+            return self.passthrough(envelope)  # no words of its own: shown as any event
+        return self._line(f"error: {_short(message)}")
 
-    def on_budget(self, out: list[str], envelope: Envelope) -> bool:
-        self._line(out, f"budget exhausted: {self.budget_kind or 'unknown'}")
-        return True
+    def on_budget(self, envelope: Envelope) -> list[str]:
+        return self._line(f"budget exhausted: {self.budget_kind or 'unknown'}")
 
-    def passthrough(self, out: list[str], envelope: Envelope) -> None:
+    def passthrough(self, envelope: Envelope) -> list[str]:
         # Unknown kinds, kinds without a record of their own, and degraded events.
-        if envelope.kind not in QUIET:
-            self._line(out, f"· {envelope.kind}")
+        return [] if envelope.kind in QUIET else self._line(f"· {envelope.kind}")
 
-    def on_terminal(self, out: list[str], status: str, envelope: Envelope) -> None:
+    def on_terminal(self, status: str, envelope: Envelope) -> list[str]:
         # A tolerant view: a reason or error of a foreign type reads as absent.
         view = view_of(CompletionView, envelope.data)
         how = [status + (f": {view.reason}" if view.reason else "")]
@@ -94,19 +89,19 @@ class TextProjector(RunProjector[str]):
             how.append(_short(error))
         tokens_in, tokens_out = self.usage_totals()
         how.append(f"tokens {tokens_in} in, {tokens_out} out")
-        out.append(f"[end {'; '.join(how)}]\n")
+        return [f"[end {'; '.join(how)}]\n"]
 
-    def on_truncated(self, out: list[str], reason: str) -> None:
-        out.append(f"[end failed: {reason}]\n")
+    def on_truncated(self, reason: str) -> list[str]:
+        return [f"[end failed: {reason}]\n"]
 
-    def _line(self, out: list[str], record: str) -> None:
+    def _line(self, record: str) -> list[str]:
         # The base closes a segment only for another part of the round (a tool call, the
         # round's end), so a note can come mid-text: it gets a line of its own, and the text
         # goes on indented after it.
         if self.segment is not None and not self._resume:
-            out.append("\n")
             self._resume = "  "
-        out.append(record + "\n")
+            return ["\n", record + "\n"]
+        return [record + "\n"]
 
 
 def _short(value: object) -> str:

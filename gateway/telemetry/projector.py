@@ -151,7 +151,7 @@ class TraceProjector(RunProjector[Record]):
 
     # --- the run span -------------------------------------------------------------------
 
-    def on_start(self, out: list[Record]) -> None:
+    def on_start(self) -> list[Record]:
         ctx = self.trace
         attrs: Attributes = {
             OPERATION: "invoke_agent",
@@ -165,7 +165,7 @@ class TraceProjector(RunProjector[Record]):
         if self.content and ctx.input:
             messages = genai_messages(ctx.input[-MAX_INPUT_MESSAGES:], self._clip)
             attrs[INPUT_MESSAGES] = _json.encode(messages).decode()
-        out.append(
+        return [
             SpanStart(
                 key=RUN,
                 name=f"invoke_agent {ctx.agent_name}",
@@ -174,42 +174,42 @@ class TraceProjector(RunProjector[Record]):
                 start_ns=ctx.created_at,
                 attributes=attrs,
             )
-        )
+        ]
 
-    def passthrough(self, out: list[Record], envelope: Envelope) -> None:
-        if envelope.kind in ANNOTATED:
-            out.append(self._annotation(envelope))
+    def passthrough(self, envelope: Envelope) -> list[Record]:
+        return [self._annotation(envelope)] if envelope.kind in ANNOTATED else []
 
-    def on_terminal(self, out: list[Record], status: str, envelope: Envelope) -> None:
+    def on_terminal(self, status: str, envelope: Envelope) -> list[Record]:
         reason = _text(envelope.data.get("reason"))
-        out.append(self._run_end(status, reason, envelope.ts, envelope.seq))
+        return [self._run_end(status, reason, envelope.ts, envelope.seq)]
 
-    def on_truncated(self, out: list[Record], reason: str) -> None:
+    def on_truncated(self, reason: str) -> list[Record]:
         # As if a completion came one seq after the last event, at its time.
         last = self.last
         seq = last.seq + 1 if last is not None else 1
-        out.append(self._run_end("failed", reason, self._now(), seq))
+        return [self._run_end("failed", reason, self._now(), seq)]
 
-    def on_finish(self, out: list[Record], status: str) -> None:
+    def on_finish(self, status: str) -> list[Record]:
         # Whatever is still open ends with the run (the tools in close_call, after these).
         self.wants_deltas = False
         if not self._approvals and self._chat is None:
-            return
+            return []
         ts, why = self._now(), f"the run ended ({status})"
-        for key in self._approvals:
-            out.append(_interrupted(key, ts, why))
+        ended: list[Record] = [_interrupted(key, ts, why) for key in self._approvals]
         self._approvals.clear()
         if self._chat is not None:
-            out.append(_interrupted(self._chat.key, ts, why))
+            ended.append(_interrupted(self._chat.key, ts, why))
             self._chat = None
+        return ended
 
     # --- model requests -----------------------------------------------------------------
 
-    def on_llm_request(self, out: list[Record], envelope: Envelope) -> bool:
+    def on_llm_request(self, envelope: Envelope) -> list[Record]:
+        out: list[Record] = []
         if self._chat is not None:
             out.append(_interrupted(self._chat.key, envelope.ts, "a new model request began"))
-        self._open_chat(out, envelope)
-        return True
+        out.append(self._open_chat(envelope)[1])
+        return out
 
     def on_delta(self, segment: Segment, delta: str, envelope: Envelope) -> list[Record]:
         chat = self._chat
@@ -221,10 +221,14 @@ class TraceProjector(RunProjector[Record]):
                 (chat.text if segment.kind == TEXT else chat.reasoning).append(delta)
         return []
 
-    def on_llm_response(self, out: list[Record], envelope: Envelope) -> bool:
+    def on_llm_response(self, envelope: Envelope) -> list[Record]:
         data = envelope.data
-        # An external loop that reports responses only: a zero-length span still counts.
-        chat = self._chat or self._open_chat(out, envelope)
+        out: list[Record] = []
+        chat = self._chat
+        if chat is None:
+            # An external loop that reports responses only: a zero-length span still counts.
+            chat, opened = self._open_chat(envelope)
+            out.append(opened)
         self._chat = None
         self.wants_deltas = False
         attrs: Attributes = {}
@@ -254,9 +258,10 @@ class TraceProjector(RunProjector[Record]):
             # The base knows the errors of error events; a failed request's is as telling.
             self.last_error = message
         out.append(SpanEnd(key=chat.key, end_ns=envelope.ts, attributes=attrs, error=message))
-        return True
+        return out
 
-    def _open_chat(self, out: list[Record], envelope: Envelope) -> _Chat:
+    def _open_chat(self, envelope: Envelope) -> tuple[_Chat, SpanStart]:
+        """A chat span opens: ``_chat`` from now, and the record that starts it."""
         data = envelope.data
         # The base's model is the newest a stage or request named; a response names its own.
         model = data.get("model")
@@ -273,41 +278,37 @@ class TraceProjector(RunProjector[Record]):
             attrs[REQUEST_MODEL] = model
         copy_int(data, "round", attrs, "loopgate.round")
         copy_int(data, "attempt", attrs, "loopgate.attempt")
-        out.append(
-            SpanStart(
-                key=chat.key,
-                name=f"chat {model}" if model else "chat",
-                kind="client",
-                parent=RUN,
-                start_ns=envelope.ts,
-                attributes=attrs,
-            )
+        return chat, SpanStart(
+            key=chat.key,
+            name=f"chat {model}" if model else "chat",
+            kind="client",
+            parent=RUN,
+            start_ns=envelope.ts,
+            attributes=attrs,
         )
-        return chat
 
     # --- tool calls ---------------------------------------------------------------------
 
-    def on_tool_start(self, out: list[Record], call: Call, envelope: Envelope) -> None:
+    def on_tool_start(self, call: Call, envelope: Envelope) -> list[Record]:
         if call.id in self._tools:
-            return  # a start repeated while its span is open
+            return []  # a start repeated while its span is open
         if self._full():
             self._dropped += 1
-            return
+            return []
         self._tools.add(call.id)
         self._tool_calls += 1
-        out.append(self._tool_span(call, envelope))
+        return [self._tool_span(call, envelope)]
 
-    def announce_call(self, out: list[Record], call: Call, envelope: Envelope) -> None:
+    def announce_call(self, call: Call, envelope: Envelope) -> list[Record]:
         # A result without a start (an ingested stream that began mid-round): its span opens
         # here and ends with the result.
         self._tools.add(call.id)
-        out.append(self._tool_span(call, envelope))
+        return [self._tool_span(call, envelope)]
 
-    def on_tool_result(
-        self, out: list[Record], call: Call, envelope: Envelope, failed: bool
-    ) -> None:
+    def on_tool_result(self, call: Call, envelope: Envelope, failed: bool) -> list[Record]:
         data = envelope.data
         key = TOOL + call.id
+        out: list[Record] = []
         if call.id in self._tools:
             self._tools.remove(call.id)
         else:
@@ -334,16 +335,16 @@ class TraceProjector(RunProjector[Record]):
             del self._approvals[approval]
             out.append(_interrupted(approval, ts, "the tool call ended first"))
         out.append(SpanEnd(key=key, end_ns=ts, attributes=attrs, error=message))
+        return out
 
-    def close_call(self, out: list[Record], call: Call, status: str) -> None:
+    def close_call(self, call: Call, status: str) -> list[Record]:
         if call.id not in self._tools:
-            return
+            return []
         key = TOOL + call.id
         if status == "waiting_user":  # it waits for the user: pending, not cut short
             pending: Attributes = {"loopgate.tool.pending": True}
-            out.append(SpanEnd(key=key, end_ns=self._now(), attributes=pending))
-        else:
-            out.append(_interrupted(key, self._now(), f"the run ended ({status})"))
+            return [SpanEnd(key=key, end_ns=self._now(), attributes=pending)]
+        return [_interrupted(key, self._now(), f"the run ended ({status})")]
 
     def _tool_span(self, call: Call, envelope: Envelope) -> SpanStart:
         attrs: Attributes = {
@@ -368,12 +369,12 @@ class TraceProjector(RunProjector[Record]):
     # --- approvals ----------------------------------------------------------------------
 
     def on_permission_request(
-        self, out: list[Record], view: PermissionRequestView, envelope: Envelope
-    ) -> bool:
+        self, view: PermissionRequestView, envelope: Envelope
+    ) -> list[Record]:
         request_id = view.request_id or ""
         key = APPROVAL + request_id
         if key in self._approvals or self._full():
-            return True
+            return []
         call = view.tool_call or {}
         call_id, name = _text(call.get("id")), _text(call.get("name"))
         parent = TOOL + call_id if call_id in self._tools else RUN
@@ -384,7 +385,7 @@ class TraceProjector(RunProjector[Record]):
             TOOL_CALL_ID: call_id,
             **self._who,
         }
-        out.append(
+        return [
             SpanStart(
                 key=key,
                 name=f"await_approval {name}",
@@ -393,27 +394,20 @@ class TraceProjector(RunProjector[Record]):
                 start_ns=envelope.ts,
                 attributes=attrs,
             )
-        )
-        return True
+        ]
 
-    def on_permission_result(
-        self, out: list[Record], view: PermissionResultView, envelope: Envelope
-    ) -> bool:
+    def on_permission_result(self, view: PermissionResultView, envelope: Envelope) -> list[Record]:
         attrs: Attributes = {
             "loopgate.permission.decision": view.decision or "",
             "loopgate.permission.by": view.by or "",
         }
         key = APPROVAL + (view.request_id or "")
         if self._approvals.pop(key, None) is not None:
-            out.append(SpanEnd(key=key, end_ns=envelope.ts, attributes=attrs))
-            return True
+            return [SpanEnd(key=key, end_ns=envelope.ts, attributes=attrs)]
         # A remembered decision never asked anyone: an annotation, not a span.
         call_id = view.tool_call_id or ""
         target = TOOL + call_id if call_id in self._tools else RUN
-        out.append(
-            SpanEvent(key=target, name="permission_result", ts=envelope.ts, attributes=attrs)
-        )
-        return True
+        return [SpanEvent(key=target, name="permission_result", ts=envelope.ts, attributes=attrs)]
 
     # --- helpers ------------------------------------------------------------------------
 

@@ -34,50 +34,47 @@ from loopgate.contracts.projector import ProjectorContext
 class Named(RunProjector[str]):
     """Every hook as a readable line: what the base asks a protocol to show, in order."""
 
-    def on_start(self, out: list[str]) -> None:
-        out.append("start")
+    def on_start(self) -> list[str]:
+        return ["start"]
 
-    def passthrough(self, out: list[str], envelope: Envelope) -> None:
-        out.append(f"pass {envelope.kind}")
+    def passthrough(self, envelope: Envelope) -> list[str]:
+        return [f"pass {envelope.kind}"]
 
-    def on_unknown(self, out: list[str], envelope: Envelope) -> None:
-        out.append(f"unknown {envelope.kind}")
+    def on_unknown(self, envelope: Envelope) -> list[str]:
+        return [f"unknown {envelope.kind}"]
 
-    def open_round(self, out: list[str], number: int, envelope: Envelope) -> None:
-        out.append(f"round {number}")
+    def open_round(self, number: int, envelope: Envelope) -> list[str]:
+        return [f"round {number}"]
 
-    def close_round(self, out: list[str], number: int) -> None:
-        out.append(f"/round {number}")
+    def close_round(self, number: int) -> list[str]:
+        return [f"/round {number}"]
 
-    def open_segment(
-        self, out: list[str], segment: Segment, delta: str, envelope: Envelope
-    ) -> None:
-        out.append(f"{segment.kind} {segment.id}")
-        out += self.on_delta(segment, delta, envelope)
+    def open_segment(self, segment: Segment, delta: str, envelope: Envelope) -> list[str]:
+        return [f"{segment.kind} {segment.id}", *self.on_delta(segment, delta, envelope)]
 
-    def close_segment(self, out: list[str], segment: Segment) -> None:
-        out.append(f"/{segment.kind} {segment.id}")
+    def close_segment(self, segment: Segment) -> list[str]:
+        return [f"/{segment.kind} {segment.id}"]
 
     def on_delta(self, segment: Segment, delta: str, envelope: Envelope) -> list[str]:
         return [f"delta {delta!r}"]
 
-    def on_tool_start(self, out: list[str], call: Call, envelope: Envelope) -> None:
-        out.append(f"call {call.id} {call.name} {call.arguments!r}")
+    def on_tool_start(self, call: Call, envelope: Envelope) -> list[str]:
+        return [f"call {call.id} {call.name} {call.arguments!r}"]
 
-    def announce_call(self, out: list[str], call: Call, envelope: Envelope) -> None:
-        out.append(f"announce {call.id} {call.name}")
+    def announce_call(self, call: Call, envelope: Envelope) -> list[str]:
+        return [f"announce {call.id} {call.name}"]
 
-    def on_tool_result(self, out: list[str], call: Call, envelope: Envelope, failed: bool) -> None:
-        out.append(f"result {call.id}{' failed' if failed else ''}")
+    def on_tool_result(self, call: Call, envelope: Envelope, failed: bool) -> list[str]:
+        return [f"result {call.id}{' failed' if failed else ''}"]
 
-    def close_call(self, out: list[str], call: Call, status: str) -> None:
-        out.append(f"/call {call.id} {status}")
+    def close_call(self, call: Call, status: str) -> list[str]:
+        return [f"/call {call.id} {status}"]
 
-    def on_terminal(self, out: list[str], status: str, envelope: Envelope) -> None:
-        out.append(f"end {status}")
+    def on_terminal(self, status: str, envelope: Envelope) -> list[str]:
+        return [f"end {status}"]
 
-    def on_truncated(self, out: list[str], reason: str) -> None:
-        out.append(f"cut {reason}")
+    def on_truncated(self, reason: str) -> list[str]:
+        return [f"cut {reason}"]
 
 
 def context(**options: Any) -> ProjectorContext:
@@ -176,10 +173,9 @@ def test_close_closes_everything_then_says_why() -> None:
 def test_a_protocol_ends_its_stream_early_through_finish() -> None:
     class Interrupting(Named):
         def on_permission_request(
-            self, out: list[str], view: PermissionRequestView, envelope: Envelope
-        ) -> bool:
-            out += self.finish(envelope, "waiting_user", [f"ask {view.request_id}"])
-            return True
+            self, view: PermissionRequestView, envelope: Envelope
+        ) -> list[str]:
+            return self.finish(envelope, "waiting_user", [f"ask {view.request_id}"])
 
     p = Interrupting(context())
     p.feed(Envelope("r", 1, 1, "content_delta", {"delta": "a"}))
@@ -199,8 +195,8 @@ def test_nothing_after_the_end() -> None:
 
 def test_on_finish_comes_first_for_parts_only_the_protocol_has() -> None:
     class WithSpans(Named):
-        def on_finish(self, out: list[str], status: str) -> None:
-            out.append(f"own parts {status}")
+        def on_finish(self, status: str) -> list[str]:
+            return [f"own parts {status}"]
 
     p = WithSpans(context())
     p.feed(Envelope("r", 1, 1, "content_delta", {"delta": "a"}))

@@ -10,11 +10,14 @@ import anyio
 import msgspec
 
 from loopgate.adapters.acp.projector import AcpProjector, PromptAnswer, SessionUpdate
+from loopgate.adapters.agui.events import AguiEvent, Custom
 from loopgate.adapters.agui.input import RunAgentInput
 from loopgate.adapters.agui.projector import AguiProjector
 from loopgate.adapters.agui.runs import plan_run
 from loopgate.adapters.jsonrpc.projector import JsonRpcProjector
-from loopgate.adapters.shared.projector import SEEN_CALLS, SeenCall
+from loopgate.adapters.shared.projector import SEEN_CALLS, Call, SeenCall
+from loopgate.adapters.vercel.chunks import Chunk, Data
+from loopgate.adapters.vercel.projector import VercelProjector
 from loopgate.contracts.envelope import Envelope
 from loopgate.contracts.ports import RunInfo
 from loopgate.contracts.projector import ProjectorContext
@@ -207,3 +210,29 @@ def test_a_watcher_attaching_at_a_cursor_knows_the_calls_before_it() -> None:
         HISTORY,
     )
     assert SEEN_CALLS not in from_start.context.options
+
+
+def test_a_subclass_that_shows_starts_its_own_way_announces_orphans_that_way() -> None:
+    # AG-UI and Vercel show an orphan as any start: through the subclass's on_tool_start
+    # (found when the orphan comes), not the one the class it extends had.
+    class Labelled(AguiProjector):
+        def on_tool_start(self, call: Call, envelope: Envelope) -> list[AguiEvent]:
+            return [Custom(name="start", value=call.id), *super().on_tool_start(call, envelope)]
+
+    class LabelledVercel(VercelProjector):
+        def on_tool_start(self, call: Call, envelope: Envelope) -> list[Chunk]:
+            return [
+                Data(type="data-start", id=call.id, data={}),
+                *super().on_tool_start(call, envelope),
+            ]
+
+    context = ProjectorContext(run_id="r", thread_id="t", protocol_version="1.0")
+    for projector in (Labelled(context), LabelledVercel(context)):
+        out = [msgspec.to_builtins(m) for env in STREAM for m in projector.feed(env)]
+        labels = [m for m in out if m.get("name") == "start" or m.get("type") == "data-start"]
+        assert len(labels) == 1, out
+        assert out.index(labels[0]) < next(
+            i
+            for i, m in enumerate(out)
+            if m["type"] in ("TOOL_CALL_RESULT", "tool-output-available")
+        )
