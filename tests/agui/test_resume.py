@@ -22,7 +22,7 @@ from loopgate.adapters.agui.runs import plan_run
 from loopgate.adapters.agui.stream import AguiStream, Resumed
 from loopgate.adapters.shared.follow import CONNECTION
 from loopgate.adapters.shared.problem import HttpProblem
-from loopgate.contracts.envelope import LoopEvent
+from loopgate.contracts.envelope import Envelope, LoopEvent
 from loopgate.contracts.ports import StartRun
 from loopgate.gateway.app import build_hub
 from loopgate.gateway.hub import Hub
@@ -180,7 +180,7 @@ class Batches:
     def start(self) -> list[int]:
         return self.next()
 
-    def feed(self, envelope: Any) -> list[int]:
+    def feed(self, envelope: Envelope) -> list[int]:
         return self.next()
 
     def close(self, reason: str | None = None) -> list[int]:
@@ -193,8 +193,8 @@ def test_skipping_counts_events_however_they_are_batched() -> None:
         for k in range(9):
             resumed = Resumed(Batches(events, sizes), k)
             sent = resumed.start()
-            for _ in sizes[1:-1]:
-                sent += resumed.feed(None)
+            for seq in range(1, len(sizes) - 1):
+                sent += resumed.feed(Envelope("r", seq, 0, "content_delta", {}))
             if len(sizes) > 1:
                 sent += resumed.close()
             assert sent == events[k:], (sizes, k)
