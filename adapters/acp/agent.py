@@ -37,7 +37,7 @@ from loopgate.adapters.acp.projector import (
     SessionUpdate,
     user_message,
 )
-from loopgate.adapters.shared.follow import RESUMING, follow
+from loopgate.adapters.shared.follow import RESUMING, EventStream
 from loopgate.adapters.shared.projector import SEEN_CALLS, SeenCall, seen_calls
 from loopgate.adapters.shared.rpc_errors import (
     INTERNAL_ERROR,
@@ -112,13 +112,6 @@ class AgentOptions(msgspec.Struct, frozen=True, kw_only=True):
     # The URLs of http MCP servers this agent contacts for its client; None: any (a client
     # that started the gateway itself). Over the network, the operator's allowed_outbound.
     mcp_outbound: OutboundPolicy | None = None
-
-
-class _Answer:
-    """What a followed prompt ended with, once its projector said."""
-
-    def __init__(self) -> None:
-        self.end: PromptAnswer | PromptFailure | None = None
 
 
 class ActivePrompt:
@@ -622,34 +615,15 @@ class AcpAgent:
         """
         fresh = projector is None
         projector = projector or self._projector(run_id, session.id)
-        answer = _Answer()
-        feed = projector.feed
-
-        def project(batch: list[Envelope]) -> list[AcpItem]:
-            if events is not None:
-                events.extend(batch)
-            return [item for env in batch for item in feed(env)]
-
         async with anyio.create_task_group() as asks:
-
-            async def send(items: list[AcpItem]) -> None:
-                for item in items:
-                    answer.end = await self._emit(session, active, run_id, item, asks) or answer.end
-
-            await follow(
-                lambda cursor: self.service.subscribe(run_id, after=cursor, consumer="acp"),
-                projector,
-                send,
-                RESUMING,
-                after=after,
-                start=fresh,
-                project=project,
-                finished=lambda: answer.end is not None,
+            stream = _PromptStream(
+                self, session, active, run_id, projector, asks, after, fresh, events
             )
+            await stream.run()
             # Only now: cancelling while still inside the subscription would cancel its exit.
             asks.cancel_scope.cancel()
-        assert answer.end is not None
-        return answer.end
+        assert stream.end is not None
+        return stream.end
 
     async def _emit(
         self,
@@ -766,6 +740,45 @@ class AcpAgent:
             if session.active is active:
                 session.active = None
             session.history = None
+
+
+class _PromptStream(EventStream[AcpItem, list[Envelope]]):
+    """A prompt's run (or a live run followed after a load) to the client until its answer:
+    updates as notifications, permission questions asked in the background (``asks``), the
+    answer kept as ``end``; ``events`` (when given) gets every envelope read, for the session's
+    history. Resumed after a cut-off: the answer must come whatever the client's pace."""
+
+    def __init__(
+        self,
+        agent: AcpAgent,
+        session: Session,
+        active: ActivePrompt,
+        run_id: str,
+        projector: AcpProjector,
+        asks: TaskGroup,
+        after: int,
+        start: bool,
+        events: list[Envelope] | None,
+    ) -> None:
+        super().__init__(
+            agent.service, run_id, projector, RESUMING, consumer="acp", after=after, start=start
+        )
+        self.agent, self.session, self.active, self.asks = agent, session, active, asks
+        self.events = events
+        self.end: PromptAnswer | PromptFailure | None = None
+
+    def project(self, batch: list[Envelope]) -> list[AcpItem]:
+        if self.events is not None:
+            self.events.extend(batch)
+        return super().project(batch)
+
+    def finished(self) -> bool:
+        return self.end is not None
+
+    async def send(self, messages: list[AcpItem]) -> None:
+        agent, session, active, run_id = self.agent, self.session, self.active, self.run_id
+        for item in messages:
+            self.end = await agent._emit(session, active, run_id, item, self.asks) or self.end
 
 
 def chosen_agent(menu: AgentMenu, value: Any) -> str:
