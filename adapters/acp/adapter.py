@@ -41,7 +41,8 @@ class AcpAdapter:
         """One IDE on stdin/stdout. ``options.options`` are :class:`AgentOptions` fields
         (``context_size``, ``tool_kinds``, ``mcp_transports``…); a line is at most
         ``limits.max_line_bytes``."""
-        from loopgate.adapters.acp.agent import AcpAgent, AgentOptions
+        from loopgate.adapters.acp.agent import AcpAgent
+        from loopgate.adapters.acp.options import AgentOptions
         from loopgate.adapters.acp.rpc import NdjsonTransport
         from loopgate.adapters.acp.server import serve_connection
 

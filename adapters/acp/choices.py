@@ -9,6 +9,8 @@ from __future__ import annotations
 
 from typing import Any
 
+from loopgate.adapters.acp.errors import AgentError
+from loopgate.adapters.shared.rpc_errors import INVALID_PARAMS
 from loopgate.contracts.agents import AgentInfo, UnknownAgent
 from loopgate.contracts.ports import RunInfo
 
@@ -82,3 +84,15 @@ def choice(agent: AgentInfo) -> dict[str, Any]:
     # No empty description: the option has none, and a client shows none.
     described = {"description": agent.description} if agent.description else {}
     return {"value": agent.name, "name": agent.name, **described}
+
+
+def chosen_agent(menu: AgentMenu, value: Any) -> str:
+    """The agent ``value`` names; -32602 naming the agents served if none."""
+    try:
+        return menu.check(value)
+    except UnknownAgent as exc:
+        raise AgentError(
+            INVALID_PARAMS,
+            f"Invalid params: value: {exc.message}",
+            {"field": "value", "agents": exc.known},
+        ) from None

@@ -21,7 +21,8 @@ from acp.connection import Connection
 from acp.exceptions import RequestError
 from pydantic import ValidationError
 
-from loopgate.adapters.acp.agent import AcpAgent, AgentError
+from loopgate.adapters.acp.agent import AcpAgent
+from loopgate.adapters.acp.errors import AgentError
 from loopgate.adapters.acp.rpc import PeerGone, error_response
 from loopgate.adapters.shared.rpc_errors import (
     FORBIDDEN,

@@ -9,7 +9,8 @@ from typing import Any
 from starlette.routing import WebSocketRoute
 from starlette.websockets import WebSocket
 
-from loopgate.adapters.acp.agent import AcpAgent, AgentOptions
+from loopgate.adapters.acp.agent import AcpAgent
+from loopgate.adapters.acp.options import AgentOptions
 from loopgate.adapters.acp.rpc import WebSocketTransport
 from loopgate.adapters.shared.lazy import LazyModule
 from loopgate.adapters.shared.ws import origin_allowed, refuse

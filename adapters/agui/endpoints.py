@@ -4,7 +4,6 @@ default agent (``/agui``) and for each agent by name (``/agents/{name}/agui``)."
 from __future__ import annotations
 
 import logging
-from collections.abc import Awaitable, Callable
 from typing import Any
 
 import anyio
@@ -17,23 +16,12 @@ from starlette.websockets import WebSocket, WebSocketDisconnect
 
 from loopgate.adapters.agui.events import Custom, RunError
 from loopgate.adapters.agui.input import ResumeFrame, RunAgentInput, detached
-from loopgate.adapters.agui.projector import AguiProjector
 from loopgate.adapters.agui.runs import RunPlan, plan_run
-from loopgate.adapters.shared import sse
 from loopgate.adapters.shared.agents import AGENT_PREFIX, served_agent
 from loopgate.adapters.shared.body import decode_json, read_body
 from loopgate.adapters.shared.endpoint import guarded
-from loopgate.adapters.shared.follow import (
-    CONNECTION,
-    CUT_OFF_REASON,
-    Ending,
-    FollowPolicy,
-    Send,
-    follow,
-    stream_policy,
-)
+from loopgate.adapters.shared.follow import CONNECTION, stream_policy
 from loopgate.adapters.shared.problem import HttpProblem, problem_for
-from loopgate.adapters.shared.stream import StreamResponse, Write
 from loopgate.adapters.shared.ws import (
     close_stopped_reader,
     deny,
@@ -50,11 +38,11 @@ from loopgate.contracts.ports import RunService
 # Relative, as is adapter.py's import of this module: a file opened at its own path, as editors
 # open it, then meets its own class here, not a copy under loopgate.… (docs/plugins.md).
 from .adapter import AguiAdapter
+from .stream import AguiResponse, AguiStream
 
 log = logging.getLogger("loopgate.agui")
 # RUN_ERROR codes of refused starts on the socket (a POST answers the HTTP status instead).
 _CODES = {403: "forbidden", 429: "rate_limited", 503: "unavailable"}
-CONSUMER = "agui"
 
 
 def routes(adapter: AguiAdapter, service: RunService, limits: EndpointLimits) -> list[BaseRoute]:
@@ -74,20 +62,10 @@ def routes(adapter: AguiAdapter, service: RunService, limits: EndpointLimits) ->
             service, body, headers.get("traceparent"), headers.get("tracestate"), agent=agent
         )
 
-        async def produce(opened: Callable[[], Awaitable[None]], write: Write) -> None:
-            async def send(events: list[Any]) -> None:
-                await write(adapter.render(events))
-
-            async def keepalive() -> None:
-                await write(sse.KEEPALIVE)
-
-            await stream_run(adapter, service, plan, send, policy, opened, keepalive)
-
         async def cancel() -> None:
             await service.cancel(plan.info.id)
 
-        return StreamResponse(
-            produce,
+        return AguiResponse(adapter, service, plan, policy).response(
             media_type=adapter.media_type,
             on_disconnect=cancel if plan.drives and not detached(body) else None,
         )
@@ -101,70 +79,6 @@ def routes(adapter: AguiAdapter, service: RunService, limits: EndpointLimits) ->
         Route(f"{AGENT_PREFIX}/agui", run_agent, methods=["POST"]),
         WebSocketRoute(f"{AGENT_PREFIX}/agui/ws", socket),
     ]
-
-
-async def stream_run(
-    adapter: AguiAdapter,
-    service: RunService,
-    plan: RunPlan,
-    send: Send[Any],
-    policy: FollowPolicy,
-    opened: Callable[[], Awaitable[None]] | None = None,
-    keepalive: Callable[[], Awaitable[None]] | None = None,
-) -> Ending:
-    """RUN_STARTED, the run's events, and whatever closes the stream: the run's end, an
-    approval interrupt (the stream ends while the run waits), or RUN_ERROR for a cut-off.
-
-    Without the first ``plan.received`` events, which the client has: a resumed stream is
-    projected whole (its ids and timestamps are those of the stream it resumes) and only the
-    sending skips them."""
-    projector = adapter.projector(plan.context)
-    return await follow(
-        lambda after: service.subscribe(plan.info.id, after=after, consumer=CONSUMER),
-        projector,
-        skipping(send, plan.received),
-        policy,
-        after=plan.after,
-        opened=opened,
-        finished=lambda: projector.finished,
-        keepalive=keepalive,
-        cut_off=cut_off_events(projector),
-    )
-
-
-def skipping(send: Send[Any], count: int) -> Send[Any]:
-    """``send`` for all but the first ``count`` events, however they are batched."""
-    if not count:
-        return send
-    left = count
-
-    async def send_rest(events: list[Any]) -> None:
-        nonlocal left
-        if left:
-            dropped = min(left, len(events))
-            left -= dropped
-            events = events[dropped:]
-            if not events:
-                return
-        await send(events)
-
-    return send_rest
-
-
-def cut_off_events(projector: AguiProjector) -> Callable[[int], list[Any]]:
-    """What a cut-off client is told: the projector closes what is open and ends the run with
-    RUN_ERROR, whose code is ``subscriber_cut_off`` (its own code for a run ended early is
-    ``truncated``), so the client can tell its own slowness from a run cut short."""
-
-    def told(cursor: int) -> list[Any]:
-        return [
-            msgspec.structs.replace(event, code=CUT_OFF_REASON)
-            if isinstance(event, RunError)
-            else event
-            for event in projector.close(CUT_OFF_REASON)
-        ]
-
-    return told
 
 
 # --- WebSocket -------------------------------------------------------------------------------
@@ -259,7 +173,7 @@ class _Socket:
                 return
             self.run_id = plan.info.id
             self.detached = detached(body) or not plan.drives
-            ending = await stream_run(self.adapter, self.service, plan, self.emit, CONNECTION)
+            ending = await _SocketStream(self, plan).run()
             if ending == "cut_off":
                 # A client too slow for its run has stopped reading: the socket goes (the
                 # client may resume on another one).
@@ -293,6 +207,17 @@ class _Socket:
             return
         self.busy = True
         tg.start_soon(self.run, frame)
+
+
+class _SocketStream(AguiStream):
+    """A run on an AG-UI WebSocket: its events go out through the socket's own bounded writes."""
+
+    def __init__(self, socket: _Socket, plan: RunPlan) -> None:
+        super().__init__(socket.adapter, socket.service, plan, CONNECTION)
+        self.socket = socket
+
+    async def send(self, messages: list[Any]) -> None:
+        await self.socket.emit(messages)
 
 
 async def serve_socket(

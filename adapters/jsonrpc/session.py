@@ -25,7 +25,7 @@ from loopgate.adapters.jsonrpc.dispatch import Dispatcher
 from loopgate.adapters.jsonrpc.errors import RpcError
 from loopgate.adapters.jsonrpc.projector import JsonRpcProjector, run_end
 from loopgate.adapters.jsonrpc.protocol import Request, encode
-from loopgate.adapters.shared.follow import CONNECTION, follow
+from loopgate.adapters.shared.follow import CONNECTION, EventStream
 from loopgate.adapters.shared.jsonrpc import Reply
 from loopgate.adapters.shared.rpc_errors import LIMIT_REACHED
 from loopgate.contracts.contract import is_terminal_completion
@@ -178,51 +178,13 @@ class Session:
     async def _pump(
         self, sub: _Subscription, *, task_status: TaskStatus[None] = anyio.TASK_STATUS_IGNORED
     ) -> None:
-        started = False
-        projector = _Encoded(
-            JsonRpcProjector(
-                ProjectorContext(
-                    run_id=sub.run_id, thread_id=sub.run_id, options={"subscription": sub.id}
-                )
-            )
-        )
-
-        async def opened() -> None:
-            nonlocal started
-            started = True
-            task_status.started()
-            await sub.gate.wait()
-
-        feed = projector.projector.feed_encoded
-
-        def project(batch: list[Envelope]) -> list[bytes]:
-            messages = [m for env in batch for m in feed(env)]
-            messages.extend(self._questions(sub, batch))
-            sub.cursor = batch[-1].seq
-            return messages
-
-        def cut_off(cursor: int) -> list[bytes]:
-            # Fell too far behind: the client resumes with run.subscribe {after: lastSeq}.
-            return [encode(run_end(sub.id, sub.run_id, None, cursor, "cut_off"))]
-
+        stream = _SubscriptionStream(self, sub, task_status)
         try:
             with anyio.CancelScope() as scope:
                 sub.scope = scope
-                await follow(
-                    lambda after: self.service.subscribe(
-                        sub.run_id, after=after, consumer="jsonrpc"
-                    ),
-                    projector,
-                    self.send,
-                    CONNECTION,
-                    after=sub.after,
-                    opened=opened,
-                    start=False,
-                    project=project,
-                    cut_off=cut_off,
-                )
+                await stream.run()
         except Exception:
-            if not started:
+            if not stream.started:
                 raise
             log.exception("subscription %s to run %s failed", sub.id, sub.run_id)
             await self.send([encode(run_end(sub.id, sub.run_id, None, sub.cursor, "error"))])
@@ -265,6 +227,49 @@ class Session:
             self.pending.popitem(last=False)
         while len(self._asked) > 4 * self.limits.max_pending_requests:
             self._asked.popitem(last=False)
+
+
+class _SubscriptionStream(EventStream[bytes, list[Envelope]]):
+    """One subscription's run as ``run.event`` notifications, then ``run.end``; a permission
+    request still open at the end of its batch becomes a ``run.permission`` request."""
+
+    def __init__(self, session: Session, sub: _Subscription, task_status: TaskStatus[None]) -> None:
+        context = ProjectorContext(
+            run_id=sub.run_id, thread_id=sub.run_id, options={"subscription": sub.id}
+        )
+        projector = _Encoded(JsonRpcProjector(context))
+        super().__init__(
+            session.service,
+            sub.run_id,
+            projector,
+            CONNECTION,
+            consumer="jsonrpc",
+            after=sub.after,
+            start=False,
+        )
+        self.session = session
+        self.sub = sub
+        self.task_status = task_status
+        self.started = False
+
+    async def open(self) -> None:
+        # The subscription is open: run.subscribe answers with its id, and no notification
+        # goes out before that answer.
+        self.started = True
+        self.task_status.started()
+        await self.sub.gate.wait()
+
+    def project(self, batch: list[Envelope]) -> list[bytes]:
+        messages = [*super().project(batch), *self.session._questions(self.sub, batch)]
+        self.sub.cursor = batch[-1].seq
+        return messages
+
+    def cut_off(self, cursor: int) -> list[bytes]:
+        # Fell too far behind: the client resumes with run.subscribe {after: lastSeq}.
+        return [encode(run_end(self.sub.id, self.sub.run_id, None, cursor, "cut_off"))]
+
+    async def send(self, messages: list[bytes]) -> None:
+        await self.session.send(messages)
 
 
 class _Encoded:

@@ -21,9 +21,10 @@ import msgspec
 from loopgate.adapters.mcp.projector import Answer, McpItem, McpProjector, Progress, result_body
 from loopgate.adapters.mcp.resources import events_uri
 from loopgate.adapters.mcp.tools import ListArgs, RunArgs, RunIdArgs
-from loopgate.adapters.shared.follow import RESUMING, follow
+from loopgate.adapters.shared.follow import RESUMING, EventStream
 from loopgate.adapters.shared.threads import ThreadBusy, thread_start
 from loopgate.contracts.client_errors import client_message
+from loopgate.contracts.envelope import Envelope
 from loopgate.contracts.ports import (
     RunExists,
     RunInfo,
@@ -93,6 +94,29 @@ def describe(info: RunInfo) -> dict[str, Any]:
     return body
 
 
+class _CallStream(EventStream[McpItem, list[Envelope]]):
+    """A ``run`` call's run: its progress to the caller as it comes, its answer kept for the
+    result. Resumed after a cut-off: the result must come whatever the client's pace."""
+
+    def __init__(
+        self,
+        service: RunService,
+        run_id: str,
+        projector: McpProjector,
+        progress: SendProgress | None,
+    ) -> None:
+        super().__init__(service, run_id, projector, RESUMING, consumer=CONSUMER)
+        self.progress = progress
+        self.answers: list[Answer] = []
+
+    async def send(self, messages: list[McpItem]) -> None:
+        for item in messages:
+            if isinstance(item, Answer):
+                self.answers.append(item)
+            elif self.progress is not None:
+                await self.progress(item)
+
+
 class Calls:
     """The tools over one run service (shared by every connection of a server)."""
 
@@ -153,27 +177,15 @@ class Calls:
     async def _follow(
         self, run_id: str, projector: McpProjector, progress: SendProgress | None
     ) -> Answer:
-        answers: list[Answer] = []
-
-        async def send(items: list[McpItem]) -> None:
-            for item in items:
-                if isinstance(item, Answer):
-                    answers.append(item)
-                elif progress is not None:
-                    await progress(item)
-
+        stream = _CallStream(self.service, run_id, projector, progress)
         followed = False
         try:
-            await follow(
-                lambda after: self.service.subscribe(run_id, after=after, consumer=CONSUMER),
-                projector,
-                send,
-                RESUMING,
-            )
+            await stream.run()
             followed = True
         finally:
             if not followed:
                 await self._abandon(run_id)
+        answers = stream.answers
         if not answers:  # the hub ends every run with a terminal event; this is belt and braces
             answers.extend(i for i in projector.close("truncated") if isinstance(i, Answer))
         return answers[0] if answers else Answer("The run ended without a final answer.", True, {})

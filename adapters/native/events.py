@@ -7,20 +7,19 @@ saw, again and again: a reconnect at (or past) the end of a finished run is answ
 
 from __future__ import annotations
 
-from collections.abc import Awaitable, Callable
-
 from starlette.requests import Request
 from starlette.responses import Response
 from starlette.routing import BaseRoute, Route
 
 from loopgate.adapters.native.projector import NativeFrames, read_batch
-from loopgate.adapters.shared import sse
-from loopgate.adapters.shared.follow import follow, stream_policy
+from loopgate.adapters.shared.follow import FollowPolicy, stream_policy
 from loopgate.adapters.shared.numbers import cursor_param
 from loopgate.adapters.shared.problem import HttpProblem, from_problem
-from loopgate.adapters.shared.stream import StreamResponse, Write
+from loopgate.adapters.shared.stream import ResponseStream
+from loopgate.contracts.encoded import EncodedEnvelopes
+from loopgate.contracts.envelope import Envelope
 from loopgate.contracts.limits import EndpointLimits
-from loopgate.contracts.ports import RunNotFound, RunService
+from loopgate.contracts.ports import RunNotFound, RunService, Subscription
 from loopgate.contracts.projector import ProjectorContext
 
 # Relative, as is adapter.py's import of this module: a file opened at its own path, as editors
@@ -47,6 +46,35 @@ async def nothing_after(service: RunService, run_id: str, after: int) -> bool:
     return info.state == "finished" and after >= info.last_seq
 
 
+class NativeStream(ResponseStream[bytes, list[Envelope] | EncodedEnvelopes]):
+    """The run's envelopes after ``after`` as SSE frames. Frames, not envelopes: a finished
+    run's are framed from the bytes the hub keeps, read undecoded."""
+
+    def __init__(
+        self,
+        adapter: NativeAdapter,
+        service: RunService,
+        run_id: str,
+        policy: FollowPolicy,
+        *,
+        after: int,
+    ) -> None:
+        context = ProjectorContext(run_id=run_id, thread_id=run_id)
+        self.frames = NativeFrames(adapter.projector(context))
+        super().__init__(service, run_id, self.frames, policy, consumer=CONSUMER, after=after)
+
+    async def read(
+        self, subscription: Subscription, wait: float | None
+    ) -> list[Envelope] | EncodedEnvelopes:
+        return await read_batch(subscription, wait)
+
+    def project(self, batch: list[Envelope] | EncodedEnvelopes) -> list[bytes]:
+        return self.frames.feed_batch(batch)
+
+    def encode(self, messages: list[bytes]) -> bytes:
+        return messages[0] if len(messages) == 1 else b"".join(messages)
+
+
 def routes(adapter: NativeAdapter, service: RunService, limits: EndpointLimits) -> list[BaseRoute]:
     policy = stream_policy(limits)
 
@@ -59,29 +87,6 @@ def routes(adapter: NativeAdapter, service: RunService, limits: EndpointLimits) 
         # Without a cursor a finished run is sent whole, as to any first connection.
         if after > 0 and await nothing_after(service, run_id, after):
             return Response(status_code=204)
-        # Frames, not envelopes: a finished run's are framed from the bytes the hub keeps.
-        context = ProjectorContext(run_id=run_id, thread_id=run_id)
-        projector = NativeFrames(adapter.projector(context))
-
-        async def produce(opened: Callable[[], Awaitable[None]], write: Write) -> None:
-            async def send(chunks: list[bytes]) -> None:
-                await write(chunks[0] if len(chunks) == 1 else b"".join(chunks))
-
-            async def keepalive() -> None:
-                await write(sse.KEEPALIVE)
-
-            await follow(
-                lambda cursor: service.subscribe(run_id, after=cursor, consumer=CONSUMER),
-                projector,
-                send,
-                policy,
-                after=after,
-                opened=opened,
-                project=projector.feed_batch,
-                read=read_batch,
-                keepalive=keepalive,
-            )
-
-        return StreamResponse(produce)
+        return NativeStream(adapter, service, run_id, policy, after=after).response()
 
     return [Route("/v1/runs/{run_id}/events", stream_events, methods=["GET"])]

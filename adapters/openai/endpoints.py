@@ -7,7 +7,6 @@ tools; the answer is that run, projected. A client that leaves before the end ca
 from __future__ import annotations
 
 import time
-from collections.abc import Awaitable, Callable
 from typing import Any
 
 import anyio
@@ -38,12 +37,12 @@ from loopgate.adapters.openai.request import (
     to_history,
 )
 from loopgate.adapters.openai.wire import Completion, ErrorBody, Model, ModelList, WireMessage
-from loopgate.adapters.shared import sse
 from loopgate.adapters.shared.body import read_body
-from loopgate.adapters.shared.follow import CONNECTION, follow, stream_policy
+from loopgate.adapters.shared.follow import CONNECTION, EventStream, FollowPolicy, stream_policy
 from loopgate.adapters.shared.projector import CLIENT_TOOLS
-from loopgate.adapters.shared.stream import StreamResponse, Write
+from loopgate.adapters.shared.stream import ResponseStream
 from loopgate.contracts import json_input
+from loopgate.contracts.envelope import Envelope
 from loopgate.contracts.limits import EndpointLimits
 from loopgate.contracts.ports import RunInfo, RunService, StartRun
 from loopgate.contracts.projector import ProjectorContext
@@ -93,31 +92,17 @@ def routes(adapter: OpenAIAdapter, service: RunService, limits: EndpointLimits) 
         context = projector_context(info, body)
         headers = {RUN_HEADER: info.id}
 
-        def subscribe(after: int) -> Any:
-            return service.subscribe(info.id, after=after, consumer=CONSUMER)
-
         if not body.stream:
-            messages = await collect(adapter, context, subscribe, request)
+            messages = await collect(Collected(adapter, service, info, context), request)
             if messages is None:  # the client left: nobody reads an answer
                 await service.cancel(info.id)
                 return Response(status_code=499)
             return answer(fold(messages), headers)
 
-        async def produce(opened: Callable[[], Awaitable[None]], write: Write) -> None:
-            async def send(messages: list[WireMessage]) -> None:
-                await write(adapter.render(messages))
-
-            async def keepalive() -> None:
-                await write(sse.KEEPALIVE)
-
-            projector = adapter.projector(context)
-            await follow(subscribe, projector, send, policy, opened=opened, keepalive=keepalive)
-
         async def cancel() -> None:
             await service.cancel(info.id)
 
-        return StreamResponse(
-            produce,
+        return ChunkStream(adapter, service, info, context, policy).response(
             media_type=adapter.media_type,
             headers=headers,
             on_disconnect=cancel,
@@ -183,20 +168,41 @@ def projector_context(info: RunInfo, body: ChatRequest) -> ProjectorContext:
     )
 
 
-async def collect(
-    adapter: OpenAIAdapter,
-    context: ProjectorContext,
-    subscribe: Callable[[int], Any],
-    request: Request,
-) -> list[WireMessage] | None:
+class ChunkStream(ResponseStream[WireMessage, list[Envelope]]):
+    """The run as ``chat.completion.chunk`` events (a streamed answer)."""
+
+    def __init__(
+        self,
+        adapter: OpenAIAdapter,
+        service: RunService,
+        info: RunInfo,
+        context: ProjectorContext,
+        policy: FollowPolicy,
+    ) -> None:
+        super().__init__(service, info.id, adapter.projector(context), policy, consumer=CONSUMER)
+        self.adapter = adapter
+
+    def encode(self, messages: list[WireMessage]) -> bytes:
+        return self.adapter.render(messages)
+
+
+class Collected(EventStream[WireMessage, list[Envelope]]):
+    """The run's chunks kept for one answer (a request that does not stream)."""
+
+    def __init__(
+        self, adapter: OpenAIAdapter, service: RunService, info: RunInfo, context: ProjectorContext
+    ) -> None:
+        projector = adapter.projector(context)
+        super().__init__(service, info.id, projector, CONNECTION, consumer=CONSUMER)
+        self.messages: list[WireMessage] = []
+
+    async def send(self, messages: list[WireMessage]) -> None:
+        self.messages.extend(messages)
+
+
+async def collect(stream: Collected, request: Request) -> list[WireMessage] | None:
     """Every chunk of the run, or None when the client left before its end."""
-    projector = adapter.projector(context)
-    messages: list[WireMessage] = []
     gone = False
-
-    async def keep(batch: list[WireMessage]) -> None:
-        messages.extend(batch)
-
     # Stopped by its own scope, as StreamResponse's watcher is: a task cancelled through the
     # group would keep this request alive in a reference cycle until the collector comes.
     watching = anyio.CancelScope()
@@ -211,9 +217,9 @@ async def collect(
                 tg.cancel_scope.cancel()
 
         tg.start_soon(watch)
-        await follow(subscribe, projector, keep, CONNECTION)
+        await stream.run()
         watching.cancel()
-    return None if gone else messages
+    return None if gone else stream.messages
 
 
 def answer(folded: Completion | ErrorBody, headers: dict[str, str]) -> Response:

@@ -1,5 +1,5 @@
 """A streaming response that opens its resource before the status line and notices the client
-leaving.
+leaving, and the run streamed as one (:class:`ResponseStream`).
 
 Starlette's StreamingResponse on ASGI 2.4 servers (uvicorn) only learns of a disconnect when a
 write fails, and uvicorn silently drops writes to a closed connection: an idle stream would then
@@ -9,8 +9,8 @@ live until its run ends. This response listens for ``http.disconnect`` and cance
 from __future__ import annotations
 
 import logging
-from collections.abc import Awaitable, Callable, Mapping
-from typing import cast
+from collections.abc import Awaitable, Callable, Mapping, Sized
+from typing import TypeVar, cast
 
 import anyio
 from starlette.responses import Response
@@ -18,6 +18,7 @@ from starlette.types import Receive, Scope, Send
 
 from loopgate.adapters.shared import sse
 from loopgate.adapters.shared.connection import abort as abort_connection
+from loopgate.adapters.shared.follow import EventStream
 from loopgate.adapters.shared.problem import HttpProblem, from_problem, problem_for
 
 log = logging.getLogger("loopgate.http")
@@ -27,6 +28,8 @@ Write = Callable[[bytes], Awaitable[None]]
 Produce = Callable[[Callable[[], Awaitable[None]], Write], Awaitable[None]]
 # How long the end of a body may wait on a client that may not be reading at all.
 FINAL_WRITE_S = 1.0
+W = TypeVar("W")
+B = TypeVar("B", bound=Sized)
 
 
 class StreamResponse(Response):
@@ -113,3 +116,51 @@ def _single(exc: Exception) -> Exception:
             break
         found = inner[0]
     return found
+
+
+class ResponseStream(EventStream[W, B]):
+    """A run streamed as the body of one HTTP response (:class:`StreamResponse`): its status
+    line goes out once the run's subscription is open, ``encode`` makes each batch's bytes,
+    and a quiet stream gets an SSE comment."""
+
+    _opened: Callable[[], Awaitable[None]]
+    _write: Write
+
+    def response(
+        self,
+        *,
+        media_type: str = sse.MEDIA_TYPE,
+        headers: Mapping[str, str] | None = None,
+        on_disconnect: Callable[[], Awaitable[None]] | None = None,
+        refuse: Callable[[HttpProblem], Response] = from_problem,
+    ) -> StreamResponse:
+        """The response streaming this run (the options are :class:`StreamResponse`'s)."""
+        return StreamResponse(
+            self._produce,
+            media_type=media_type,
+            headers=headers,
+            on_disconnect=on_disconnect,
+            refuse=refuse,
+        )
+
+    def encode(self, messages: list[W]) -> bytes:
+        """The bytes of ``messages`` on the wire (the adapter's ``render``)."""
+        raise NotImplementedError
+
+    async def open(self) -> None:
+        await self._opened()
+
+    async def send(self, messages: list[W]) -> None:
+        await self._write(self.encode(messages))
+
+    async def keepalive(self) -> None:
+        await self._write(sse.KEEPALIVE)
+
+    async def _produce(self, opened: Callable[[], Awaitable[None]], write: Write) -> None:
+        self._opened, self._write = opened, write
+        try:
+            await self.run()
+        finally:
+            # The response's closures hold the response, which holds this stream: a cycle
+            # (and the connection with it) until the collector came, were they kept.
+            del self._opened, self._write

@@ -18,13 +18,12 @@ from starlette.requests import Request
 from starlette.responses import Response
 from starlette.routing import BaseRoute, Route
 
-from loopgate.adapters.shared import sse
 from loopgate.adapters.shared.agents import AGENT_PREFIX, served_agent
 from loopgate.adapters.shared.body import decode_json, read_body
 from loopgate.adapters.shared.endpoint import guarded
-from loopgate.adapters.shared.follow import FollowPolicy, follow, stream_policy
+from loopgate.adapters.shared.follow import FollowPolicy, stream_policy
 from loopgate.adapters.shared.projector import CLIENT_TOOLS
-from loopgate.adapters.shared.stream import StreamResponse, Write
+from loopgate.adapters.shared.stream import ResponseStream, StreamResponse
 from loopgate.adapters.vercel.chunks import Chunk
 from loopgate.adapters.vercel.projector import MESSAGE_ID
 from loopgate.adapters.vercel.request import (
@@ -35,6 +34,7 @@ from loopgate.adapters.vercel.request import (
     run_config,
     to_history,
 )
+from loopgate.contracts.envelope import Envelope
 from loopgate.contracts.limits import EndpointLimits
 from loopgate.contracts.ports import RunInfo, RunService, StartRun
 from loopgate.contracts.projector import ProjectorContext
@@ -121,6 +121,20 @@ def projector_context(info: RunInfo) -> ProjectorContext:
     return ProjectorContext(run_id=info.id, thread_id=info.thread_id, options=options)
 
 
+class VercelStream(ResponseStream[Chunk, list[Envelope]]):
+    """The run from its first event, as a UI message stream."""
+
+    def __init__(
+        self, adapter: VercelAdapter, service: RunService, info: RunInfo, policy: FollowPolicy
+    ) -> None:
+        projector = adapter.projector(projector_context(info))
+        super().__init__(service, info.id, projector, policy, consumer=CONSUMER)
+        self.adapter = adapter
+
+    def encode(self, messages: list[Chunk]) -> bytes:
+        return self.adapter.render(messages)
+
+
 def stream(
     adapter: VercelAdapter,
     service: RunService,
@@ -128,26 +142,7 @@ def stream(
     policy: FollowPolicy,
     on_disconnect: Callable[[], Awaitable[None]] | None = None,
 ) -> StreamResponse:
-    """The run from its first event, as a UI message stream."""
-
-    async def produce(opened: Callable[[], Awaitable[None]], write: Write) -> None:
-        async def send(chunks: list[Chunk]) -> None:
-            await write(adapter.render(chunks))
-
-        async def keepalive() -> None:
-            await write(sse.KEEPALIVE)
-
-        await follow(
-            lambda after: service.subscribe(info.id, after=after, consumer=CONSUMER),
-            adapter.projector(projector_context(info)),
-            send,
-            policy,
-            opened=opened,
-            keepalive=keepalive,
-        )
-
-    return StreamResponse(
-        produce,
+    return VercelStream(adapter, service, info, policy).response(
         media_type=adapter.media_type,
         headers={**STREAM_HEADERS, RUN_HEADER: info.id},
         on_disconnect=on_disconnect,

@@ -2,15 +2,14 @@
 
 from __future__ import annotations
 
-from collections.abc import Awaitable, Callable
-
 from starlette.requests import Request
 from starlette.responses import Response
 from starlette.routing import BaseRoute, Route
 
 from examples.adapter_text.projector import TextProjector
-from loopgate.adapters.shared.follow import follow, stream_policy
-from loopgate.adapters.shared.stream import StreamResponse, Write
+from loopgate.adapters.shared.follow import FollowPolicy
+from loopgate.adapters.shared.stream import ResponseStream
+from loopgate.contracts.envelope import Envelope
 from loopgate.contracts.limits import EndpointLimits
 from loopgate.contracts.ports import RunService
 from loopgate.contracts.projector import ProjectorContext
@@ -35,28 +34,29 @@ class TextAdapter:
     def routes(self, service: RunService, limits: EndpointLimits) -> list[BaseRoute]:
         # Writes bounded, a slow client cut off, as for every streamed response. No
         # keep-alives: plain text has no comment to send.
-        policy = stream_policy(limits)
+        policy = FollowPolicy(write_timeout_s=limits.write_timeout_s)
 
         async def stream_run(request: Request) -> Response:
-            run_id = request.path_params["run_id"]
-            projector = self.projector(ProjectorContext(run_id=run_id, thread_id=run_id))
-
-            async def produce(opened: Callable[[], Awaitable[None]], write: Write) -> None:
-                async def send(messages: list[str]) -> None:
-                    await write(self.render(messages))
-
-                await follow(
-                    lambda after: service.subscribe(run_id, after=after, consumer=self.name),
-                    projector,
-                    send,
-                    policy,
-                    opened=opened,
-                )
-
-            # A missing run is still a 404 problem: nothing is sent before ``opened``.
-            return StreamResponse(produce, media_type=MEDIA_TYPE)
+            stream = TextStream(self, service, request.path_params["run_id"], policy)
+            # A missing run is still a 404 problem: nothing is sent before its subscription opens.
+            return stream.response(media_type=MEDIA_TYPE)
 
         return [Route("/text/runs/{run_id}", stream_run, methods=["GET"])]
+
+
+class TextStream(ResponseStream[str, list[Envelope]]):
+    """One run's transcript, the body of ``GET /text/runs/{id}``: the loop that subscribes from
+    the run's journal, projects each batch and writes it is the base class's."""
+
+    def __init__(
+        self, adapter: TextAdapter, service: RunService, run_id: str, policy: FollowPolicy
+    ) -> None:
+        projector = adapter.projector(ProjectorContext(run_id=run_id, thread_id=run_id))
+        super().__init__(service, run_id, projector, policy, consumer=adapter.name)
+        self.adapter = adapter
+
+    def encode(self, messages: list[str]) -> bytes:
+        return self.adapter.render(messages)
 
 
 ADAPTER = TextAdapter()

@@ -19,11 +19,14 @@ from typing import IO, Any
 import anyio
 import anyio.abc
 
+from loopgate.adapters.native.projector import NativeProjector
+from loopgate.adapters.shared.follow import RESUMING, EventStream
 from loopgate.contracts.envelope import Envelope, encode_envelope
 from loopgate.contracts.gateway_events import PERMISSION_REQUEST
 from loopgate.contracts.history import continued, conversation_after
 from loopgate.contracts.messages import ToolCall
 from loopgate.contracts.ports import StartRun
+from loopgate.contracts.projector import ProjectorContext
 from loopgate.gateway.commands.flags import LOOP_SETTINGS, add_loop_flags
 from loopgate.gateway.commands.startup import StartupError, command_hub, run_async
 from loopgate.gateway.commands.terminal import (
@@ -349,20 +352,21 @@ class _Session:
 
     async def _follow(self, hub: Hub, run_id: str) -> list[Envelope]:
         """Print the run's events until its end, answering its permission requests."""
-        events: list[Envelope] = []
-        async with hub.subscribe(run_id, consumer="run") as subscription:
-            while batch := await subscription.next_batch():
-                for env in batch:
-                    events.append(env)
-                    if self.spinner is not None:
-                        self.spinner.observe(env.kind, env.data)
-                    self.sink.show(env.kind, env.data, env)
-                    if env.kind == PERMISSION_REQUEST:
-                        await self._answer(hub, run_id, env.data)
-                if self.sink.broken and not self.signalled:
-                    self.signalled = True
-                    await hub.cancel(run_id)
-        return events
+        shown = _Shown(self, hub, run_id)
+        await shown.run()
+        return shown.events
+
+    async def show(self, hub: Hub, run_id: str, batch: list[Envelope]) -> None:
+        """Print a batch of the run's events, answering its permission requests."""
+        for env in batch:
+            if self.spinner is not None:
+                self.spinner.observe(env.kind, env.data)
+            self.sink.show(env.kind, env.data, env)
+            if env.kind == PERMISSION_REQUEST:
+                await self._answer(hub, run_id, env.data)
+        if self.sink.broken and not self.signalled:
+            self.signalled = True
+            await hub.cancel(run_id)
 
     async def _answer(self, hub: Hub, run_id: str, request: dict[str, Any]) -> None:
         raw = request.get("toolCall") or {}
@@ -393,6 +397,26 @@ class _Session:
                     terminal.interrupt()
                 if self.run_id is not None:
                     await hub.cancel(self.run_id)
+
+
+class _Shown(EventStream[Envelope, list[Envelope]]):
+    """One run of the command, as it goes: its envelopes as they are (the native projection),
+    kept for the conversation that follows it. A terminal slower than the run catches up
+    from the journal instead of being cut off."""
+
+    def __init__(self, session: _Session, hub: Hub, run_id: str) -> None:
+        projector = NativeProjector(ProjectorContext(run_id=run_id, thread_id=run_id))
+        super().__init__(hub, run_id, projector, RESUMING, consumer="run")
+        self.session = session
+        self.hub = hub
+        self.events: list[Envelope] = []
+
+    def project(self, batch: list[Envelope]) -> list[Envelope]:
+        self.events.extend(batch)
+        return batch
+
+    async def send(self, messages: list[Envelope]) -> None:
+        await self.session.show(self.hub, self.run_id, messages)
 
 
 def _say(text: str) -> None:

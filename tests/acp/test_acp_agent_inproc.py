@@ -7,7 +7,8 @@ from typing import Any
 import anyio
 import pytest
 
-from loopgate.adapters.acp.agent import AcpAgent, AgentError
+from loopgate.adapters.acp.agent import AcpAgent
+from loopgate.adapters.acp.errors import AgentError
 from loopgate.contracts.ports import RunInfo, StartRun
 from loopgate.gateway.app import build_hub
 from loopgate.gateway.settings import Settings

@@ -10,7 +10,6 @@ import time
 from pathlib import Path
 from typing import Any
 
-import anyio
 import httpx
 import msgspec
 import pytest
@@ -18,12 +17,12 @@ import websockets.sync.client as ws_client
 from websockets.sync.client import ClientConnection
 
 from loopgate.adapters.agui.adapter import ADAPTER
-from loopgate.adapters.agui.endpoints import skipping, stream_run
 from loopgate.adapters.agui.input import MAX_CURSOR, RunAgentInput
 from loopgate.adapters.agui.runs import plan_run
+from loopgate.adapters.agui.stream import AguiStream, Resumed
 from loopgate.adapters.shared.follow import CONNECTION
 from loopgate.adapters.shared.problem import HttpProblem
-from loopgate.contracts.envelope import LoopEvent
+from loopgate.contracts.envelope import Envelope, LoopEvent
 from loopgate.contracts.ports import StartRun
 from loopgate.gateway.app import build_hub
 from loopgate.gateway.hub import Hub
@@ -63,10 +62,11 @@ async def stream_of(hub: Hub, request: dict[str, Any]) -> list[dict[str, Any]]:
     plan = await plan_run(hub, msgspec.convert(request, RunAgentInput), None)
     events: list[dict[str, Any]] = []
 
-    async def send(batch: list[Any]) -> None:
-        events.extend(json.loads(ADAPTER.render_json(event)) for event in batch)
+    class Decoded(AguiStream):
+        async def send(self, messages: list[Any]) -> None:
+            events.extend(json.loads(ADAPTER.render_json(event)) for event in messages)
 
-    await stream_run(ADAPTER, hub, plan, send, CONNECTION)
+    await Decoded(ADAPTER, hub, plan, CONNECTION).run()
     return events
 
 
@@ -166,23 +166,37 @@ async def test_received_is_refused_where_there_is_nothing_to_resume(tmp_path: Pa
             )
 
 
+class Batches:
+    """A projector whose every call returns the next batch of ``sizes`` from ``events``."""
+
+    def __init__(self, events: list[int], sizes: list[int]) -> None:
+        self.events, self.sizes, self.at = events, iter(sizes), 0
+
+    def next(self) -> list[int]:
+        size = next(self.sizes)
+        self.at += size
+        return self.events[self.at - size : self.at]
+
+    def start(self) -> list[int]:
+        return self.next()
+
+    def feed(self, envelope: Envelope) -> list[int]:
+        return self.next()
+
+    def close(self, reason: str | None = None) -> list[int]:
+        return self.next()
+
+
 def test_skipping_counts_events_however_they_are_batched() -> None:
     events = list(range(7))
     for sizes in ([7], [1] * 7, [3, 0, 4], [2, 5], [6, 1]):
         for k in range(9):
-            sent: list[int] = []
-
-            async def send(batch: list[Any], sent: list[int] = sent) -> None:
-                sent.extend(batch)
-
-            async def run(sizes: list[int] = sizes, k: int = k) -> None:
-                rest = skipping(send, k)
-                start = 0
-                for size in sizes:
-                    await rest(events[start : start + size])
-                    start += size
-
-            anyio.run(run)
+            resumed = Resumed(Batches(events, sizes), k)
+            sent = resumed.start()
+            for seq in range(1, len(sizes) - 1):
+                sent += resumed.feed(Envelope("r", seq, 0, "content_delta", {}))
+            if len(sizes) > 1:
+                sent += resumed.close()
             assert sent == events[k:], (sizes, k)
 
 

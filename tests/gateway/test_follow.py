@@ -1,9 +1,10 @@
-"""The one follow loop (adapters.shared.follow) and each protocol's policy in it, against the
-real hub: keep-alives, write timeouts, lag cut-offs and what each protocol's client is told."""
+"""The one follow loop (adapters.shared.follow.EventStream) and each protocol's policy in it,
+against the real hub: keep-alives, write timeouts, lag cut-offs and what each protocol's client
+is told."""
 
 from __future__ import annotations
 
-from collections.abc import Callable
+from collections.abc import Awaitable, Callable
 from pathlib import Path
 from typing import Any
 
@@ -13,9 +14,9 @@ import msgspec
 import pytest
 
 from loopgate.adapters.acp.projector import AcpProjector
-from loopgate.adapters.agui.endpoints import cut_off_events
 from loopgate.adapters.agui.events import RunError
 from loopgate.adapters.agui.projector import AguiProjector
+from loopgate.adapters.agui.stream import cut_off_events
 from loopgate.adapters.jsonrpc.dispatch import Dispatcher
 from loopgate.adapters.jsonrpc.limits import RpcLimits
 from loopgate.adapters.jsonrpc.session import Session
@@ -24,9 +25,9 @@ from loopgate.adapters.shared.follow import (
     CONNECTION,
     CUT_OFF_REASON,
     RESUMING,
+    Ending,
+    EventStream,
     FollowPolicy,
-    Subscribe,
-    follow,
     stream_policy,
 )
 from loopgate.contracts.envelope import Envelope, LoopEvent
@@ -55,8 +56,36 @@ def hub_for(tmp_path: Path, **overrides: Any) -> Hub:
     return build_hub(Settings(**settings))
 
 
-def subscriber(hub: Hub, run_id: str) -> Subscribe:
-    return lambda after: hub.subscribe(run_id, after=after, consumer="test")
+class Probe(EventStream[Any, list[Envelope]]):
+    """A stream whose client is ``send``; a cut-off one is told ``cut_off`` when given."""
+
+    def __init__(
+        self,
+        hub: Hub,
+        run_id: str,
+        projector: Projector[Any],
+        send: Callable[[list[Any]], Awaitable[None]],
+        policy: FollowPolicy,
+        *,
+        keepalive: Callable[[], Awaitable[None]] | None = None,
+        cut_off: Callable[[], list[Any]] | None = None,
+        finished: Callable[[], bool] | None = None,
+    ) -> None:
+        super().__init__(hub, run_id, projector, policy, consumer="test")
+        self.sent, self.beat, self.told, self.ended = send, keepalive, cut_off, finished
+
+    async def send(self, messages: list[Any]) -> None:
+        await self.sent(messages)
+
+    async def keepalive(self) -> None:
+        if self.beat is not None:
+            await self.beat()
+
+    def cut_off(self, cursor: int) -> list[Any]:
+        return self.told() if self.told is not None else super().cut_off(cursor)
+
+    def finished(self) -> bool:
+        return self.ended is not None and self.ended()
 
 
 def context(run_id: str) -> ProjectorContext:
@@ -86,7 +115,7 @@ async def test_a_quiet_stream_gets_keepalives_where_its_transport_has_them(tmp_p
                 pass
 
             projector = NativeProjector(context(run_id))
-            await follow(subscriber(hub, run_id), projector, send, policy, keepalive=keepalive)
+            await Probe(hub, run_id, projector, send, policy, keepalive=keepalive).run()
 
         with anyio.fail_after(5):
             async with anyio.create_task_group() as tg:
@@ -108,9 +137,10 @@ async def test_a_stuck_write_is_cut_off_after_the_write_timeout(tmp_path: Path) 
 
         projector = AguiProjector(context(run_id))
         with anyio.fail_after(5):
-            ending = await follow(
-                subscriber(hub, run_id), projector, send, QUICK, cut_off=cut_off_events(projector)
+            told = Probe(
+                hub, run_id, projector, send, QUICK, cut_off=lambda: cut_off_events(projector)
             )
+            ending = await told.run()
     assert ending == "cut_off"
     # RUN_STARTED never got through; the RUN_ERROR telling why was still tried, briefly.
     told = attempts[-1]
@@ -122,8 +152,8 @@ async def lagging_follow(
     projector: Projector[Any],
     policy: FollowPolicy,
     *,
-    cut_off: Callable[[int], list[Any]] | None = None,
-) -> tuple[str, list[Any], list[Any]]:
+    cut_off: Callable[[], list[Any]] | None = None,
+) -> tuple[Ending | None, list[Any], list[Any]]:
     """A subscriber that takes its first batch, then stalls while the run runs 100 events past
     its lag bound; returns how it ended, what it was sent and what the run holds."""
     async with hub_for(tmp_path, subscriber_max_lag=20, max_batch=4) as hub:
@@ -137,11 +167,11 @@ async def lagging_follow(
                 stalled.set()
                 await anyio.sleep(30)
 
-        ending = ""
+        ending: Ending | None = None
 
         async def watch() -> None:
             nonlocal ending
-            ending = await follow(subscriber(hub, run_id), projector, send, policy, cut_off=cut_off)
+            ending = await Probe(hub, run_id, projector, send, policy, cut_off=cut_off).run()
 
         with anyio.fail_after(10):
             async with anyio.create_task_group() as tg:
@@ -170,7 +200,10 @@ async def test_agui_ends_a_lagging_stream_with_run_error_subscriber_cut_off(
 ) -> None:
     projector = AguiProjector(context("r"))
     ending, sent, _ = await lagging_follow(
-        tmp_path, projector, stream_policy(EndpointLimits()), cut_off=cut_off_events(projector)
+        tmp_path,
+        projector,
+        stream_policy(EndpointLimits()),
+        cut_off=lambda: cut_off_events(projector),
     )
     assert ending == "cut_off"
     assert isinstance(sent[-1], RunError) and sent[-1].code == CUT_OFF_REASON
@@ -245,11 +278,6 @@ async def test_a_protocol_stream_may_end_before_its_run(tmp_path: Path) -> None:
             return any(e.seq >= 3 for e in sent)
 
         with anyio.fail_after(5):
-            ending = await follow(
-                subscriber(hub, run_id),
-                NativeProjector(context(run_id)),
-                send,
-                CONNECTION,
-                finished=finished,
-            )
+            projector = NativeProjector(context(run_id))
+            ending = await Probe(hub, run_id, projector, send, CONNECTION, finished=finished).run()
     assert ending == "ended" and [e.seq for e in sent] == [1, 2, 3]

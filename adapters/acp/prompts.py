@@ -1,0 +1,376 @@
+"""ACP prompts: each ``session/prompt`` is one run on the session's thread, followed to its
+answer (:class:`PromptStream`); a run still going when a session is loaded or resumed is
+followed the same way, in the background."""
+
+from __future__ import annotations
+
+import contextlib
+import logging
+from typing import Any
+
+import anyio
+from anyio.abc import TaskGroup
+
+from loopgate.adapters.acp import permissions
+from loopgate.adapters.acp.errors import AgentError, busy
+from loopgate.adapters.acp.options import PROTOCOL_VERSION, AgentOptions, Peer
+from loopgate.adapters.acp.projector import (
+    SESSION_UPDATE,
+    AcpItem,
+    AcpProjector,
+    PermissionAsk,
+    PromptAnswer,
+    PromptFailure,
+    SessionUpdate,
+    user_message,
+)
+from loopgate.adapters.acp.sessions import ActivePrompt, Session
+from loopgate.adapters.shared.follow import RESUMING, EventStream
+from loopgate.adapters.shared.projector import SEEN_CALLS, SeenCall, seen_calls
+from loopgate.adapters.shared.rpc_errors import INTERNAL_ERROR, INVALID_PARAMS
+from loopgate.adapters.shared.threads import ThreadBusy, conversation_after_run, latest_run
+from loopgate.contracts.agents import UnknownAgent
+from loopgate.contracts.client_errors import ClientError
+from loopgate.contracts.envelope import Envelope
+from loopgate.contracts.history import Conversation, asked_text, continued, conversation_after
+from loopgate.contracts.messages import Message
+from loopgate.contracts.ports import (
+    LimitReached,
+    QuotaExceeded,
+    RunInfo,
+    RunNotFound,
+    RunService,
+    StartRun,
+)
+from loopgate.contracts.projector import ProjectorContext
+
+log = logging.getLogger("loopgate.acp")
+
+
+def prompt_text(blocks: list[Any], max_chars: int) -> str:
+    """The text of a ``session/prompt``'s content blocks; -32602 for a block this agent does
+    not take, an empty prompt or one longer than ``max_chars``."""
+    parts: list[str] = []
+    for i, block in enumerate(blocks):
+        kind = getattr(block, "type", None)
+        if kind == "text":
+            parts.append(block.text)
+        elif kind == "resource_link":
+            label = block.title or block.name
+            line = f"[{label}]({block.uri})"
+            if block.description:
+                line += f" — {block.description}"
+            parts.append(line)
+        elif kind == "resource" and hasattr(block.resource, "text"):
+            res = block.resource
+            parts.append(f'<resource uri="{res.uri}">\n{res.text}\n</resource>')
+        else:
+            what = (
+                "binary embedded resources are not supported"
+                if kind == "resource"
+                else f"content block type {kind!r} is not supported "
+                f"(promptCapabilities.{kind} is false)"
+            )
+            raise AgentError(
+                INVALID_PARAMS,
+                f"Invalid params: prompt[{i}]: {what}",
+                {"field": f"prompt[{i}].type", "type": kind},
+            )
+    text = "\n\n".join(p for p in parts if p)
+    if not text.strip():
+        raise AgentError(INVALID_PARAMS, "Invalid params: prompt: the prompt has no text")
+    if len(text) > max_chars:
+        raise AgentError(
+            INVALID_PARAMS,
+            f"Invalid params: prompt: longer than {max_chars} characters",
+        )
+    return text
+
+
+class Prompts:
+    """The prompts of one connection's sessions, and the live runs they follow."""
+
+    def __init__(self, service: RunService, options: AgentOptions) -> None:
+        self.service = service
+        self.options = options
+        self.peer: Peer | None = None
+        self.background: TaskGroup | None = None
+        self.projector_options: dict[str, Any] = {"toolKinds": dict(options.tool_kinds)}
+        if options.context_size:
+            self.projector_options["contextSize"] = options.context_size
+
+    def attach(self, peer: Peer, background: TaskGroup) -> None:
+        self.peer = peer
+        self.background = background
+
+    async def notify(self, params: dict[str, Any]) -> None:
+        assert self.peer is not None
+        await self.peer.send_notification(SESSION_UPDATE, params)
+
+    def projector(
+        self, run_id: str, session_id: str, seen: dict[str, SeenCall] | None = None
+    ) -> AcpProjector:
+        options = (
+            self.projector_options if not seen else {**self.projector_options, SEEN_CALLS: seen}
+        )
+        return AcpProjector(
+            ProjectorContext(
+                run_id=run_id,
+                thread_id=session_id,
+                protocol_version=PROTOCOL_VERSION,
+                options=options,
+            )
+        )
+
+    async def prompt(
+        self, session: Session, prompt: list[Any], meta: dict[str, Any]
+    ) -> dict[str, Any]:
+        """session/prompt: the run of the prompt on the session's thread, to its answer."""
+        if session.active is not None:
+            raise busy(session.id)
+        text = prompt_text(prompt, self.options.max_prompt_chars)
+        active = session.active = ActivePrompt()
+        try:
+            # After an ask_user, the prompt is its answer: the waiting call's result.
+            messages = continued(await self.history(session), text)
+            info = await self.start(session, messages, meta)
+            active.run_id = info.id
+            if active.cancelled:
+                await self.service.cancel(info.id)
+            events: list[Envelope] = []
+            terminal = await self.follow(session, active, info.id, 0, events)
+            session.history = conversation_after(messages, events)
+            return await self.answer(terminal, active, info.id)
+        finally:
+            session.active = None
+
+    async def history(self, session: Session) -> Conversation:
+        """The session's conversation so far (adapters/shared/threads.py: the same rule as a
+        native or JSON-RPC run on a thread); a prompt running on it is -32600."""
+        try:
+            last = await latest_run(self.service, session.id)
+        except ThreadBusy:
+            raise busy(session.id) from None
+        if session.history is not None:
+            return session.history
+        return (
+            Conversation([]) if last is None else await conversation_after_run(self.service, last)
+        )
+
+    async def start(
+        self, session: Session, messages: list[Message], meta: dict[str, Any]
+    ) -> RunInfo:
+        # The prompt's `_meta` trace context (W3C names); the hub ignores a malformed one.
+        traceparent, tracestate = meta.get("traceparent"), meta.get("tracestate")
+        request = StartRun(
+            input=messages,
+            thread_id=session.id,
+            approval=session.approval,
+            agent=session.agent,
+            metadata={"acp": {"cwd": session.cwd}},
+            mcp_servers=session.mcp_servers,
+            traceparent=traceparent if isinstance(traceparent, str) else None,
+            tracestate=tracestate if isinstance(tracestate, str) else None,
+        )
+        try:
+            return await self.service.start(request)
+        except LimitReached as exc:
+            # A quota is the caller's own limit, not a busy gateway: its words say which.
+            said = (
+                exc.detail
+                if isinstance(exc, QuotaExceeded)
+                else f"the gateway is busy: {exc.detail}"
+            )
+            raise AgentError(INTERNAL_ERROR, said, {"retryAfter": exc.retry_after}) from None
+        except UnknownAgent as exc:
+            # A session's thread on an agent the gateway no longer serves.
+            raise AgentError(
+                INVALID_PARAMS, f"Invalid params: {exc.message}", {"agents": exc.known}
+            ) from None
+        except ClientError as exc:
+            raise AgentError(INVALID_PARAMS, f"Invalid params: {exc.message}") from None
+
+    async def follow(
+        self,
+        session: Session,
+        active: ActivePrompt,
+        run_id: str,
+        after: int,
+        events: list[Envelope] | None,
+        projector: AcpProjector | None = None,
+    ) -> PromptAnswer | PromptFailure:
+        """Project the run to the client until its terminal event; returns the answer.
+
+        ``projector`` continues one that has already seen the events up to ``after``.
+        """
+        fresh = projector is None
+        projector = projector or self.projector(run_id, session.id)
+        end: PromptAnswer | PromptFailure | None = None
+        async with anyio.create_task_group() as asks:
+            stream = PromptStream(
+                self, session, active, run_id, projector, asks, after, fresh, events
+            )
+            await stream.run()
+            end = stream.end
+            # Only now: cancelling while still inside the subscription would cancel its exit.
+            asks.cancel_scope.cancel()
+        assert end is not None
+        return end
+
+    async def emit(
+        self,
+        session: Session,
+        active: ActivePrompt,
+        run_id: str,
+        item: AcpItem,
+        asks: TaskGroup,
+    ) -> PromptAnswer | PromptFailure | None:
+        if isinstance(item, SessionUpdate):
+            await self.notify(item.params)
+        elif isinstance(item, PermissionAsk):
+            # Asked in the background: the run's other events keep flowing meanwhile.
+            assert self.peer is not None
+            asks.start_soon(permissions.ask, self.service, self.peer, active, run_id, item)
+        else:
+            return item
+        return None
+
+    async def answer(
+        self, end: PromptAnswer | PromptFailure, active: ActivePrompt, run_id: str
+    ) -> dict[str, Any]:
+        trace_id = await self.trace_id(run_id)
+        if isinstance(end, PromptFailure) and not active.cancelled:
+            data = dict(end.data)
+            if trace_id:
+                data["traceId"] = trace_id
+            raise AgentError(end.code, end.message, data)
+        if isinstance(end, PromptFailure):
+            result: dict[str, Any] = {
+                "stopReason": "cancelled",
+                "_meta": {"loopgate": {"runId": run_id, "status": "cancelled"}},
+            }
+        else:
+            result = {**end.result, "_meta": {"loopgate": dict(end.result["_meta"]["loopgate"])}}
+            if active.cancelled:
+                # The client asked to stop: ACP requires "cancelled" whatever the loop did last.
+                result["stopReason"] = "cancelled"
+        if trace_id:
+            result["_meta"]["loopgate"]["traceId"] = trace_id
+        return result
+
+    async def trace_id(self, run_id: str) -> str | None:
+        try:
+            info = await self.service.get(run_id)
+        except Exception:
+            return None
+        trace_id = info.metadata.get("trace_id")
+        return trace_id if isinstance(trace_id, str) else None
+
+    async def cancel(self, session: Session | None) -> None:
+        """session/cancel: the session's prompt ends cancelled, its questions unanswered."""
+        active = session.active if session else None
+        if active is None or active.cancelled:
+            return
+        active.cancelled = True
+        if active.run_id is None:
+            return  # the prompt cancels its run as soon as it has started it
+        for request_id in list(active.asks):
+            await permissions.respond(self.service, active.run_id, request_id, "cancelled")
+        with contextlib.suppress(RunNotFound):
+            await self.service.cancel(active.run_id)
+
+    async def replay(self, session: Session, runs: list[RunInfo]) -> None:
+        """session/load: every run's prompt and updates again, as they were streamed; a run
+        still going is followed on from there, in the background."""
+        session_id = session.id
+        live: tuple[RunInfo, int, AcpProjector] | None = None
+        for run in runs:
+            text = asked_text(run.input)
+            if text:
+                await self.notify(user_message(session_id, text).params)
+            projector = self.projector(run.id, session_id)
+            events = await self.service.history(run.id)
+            for env in events:
+                for item in projector.feed(env):
+                    if isinstance(item, SessionUpdate):
+                        await self.notify(item.params)
+            if run.state == "running":
+                live = (run, events[-1].seq if events else 0, projector)
+        session.history = None
+        if live is not None:
+            self.watch(session, *live)
+
+    async def resume(self, session: Session) -> None:
+        """session/resume: follow the session's run still going, from where it is now."""
+        if session.active is None:
+            runs = await self.service.list_runs(limit=1, thread_id=session.id)
+            if runs and runs[0].state == "running":
+                run = runs[0]
+                # No replay: the client has the run so far, its tool calls included.
+                seen = seen_calls(await self.service.history(run.id, limit=run.last_seq))
+                self.watch(session, run, run.last_seq, self.projector(run.id, session.id, seen))
+
+    def watch(
+        self, session: Session, run: RunInfo, after: int, projector: AcpProjector | None = None
+    ) -> None:
+        """Keep streaming a run that is still going (e.g. started by another client)."""
+        assert self.background is not None
+        active = session.active = ActivePrompt(watched=True)
+        active.run_id = run.id
+        self.background.start_soon(self.watch_run, session, active, run.id, after, projector)
+
+    async def watch_run(
+        self,
+        session: Session,
+        active: ActivePrompt,
+        run_id: str,
+        after: int,
+        projector: AcpProjector | None,
+    ) -> None:
+        try:
+            await self.follow(session, active, run_id, after, None, projector)
+        except Exception:
+            log.warning("stopped following run %s", run_id)
+        finally:
+            if session.active is active:
+                session.active = None
+            session.history = None
+
+
+class PromptStream(EventStream[AcpItem, list[Envelope]]):
+    """A prompt's run (or a live run followed after a load) to the client until its answer:
+    updates as notifications, permission questions asked in the background (``asks``), the
+    answer kept as ``end``; ``events`` (when given) gets every envelope read, for the session's
+    history. Resumed after a cut-off: the answer must come whatever the client's pace."""
+
+    def __init__(
+        self,
+        prompts: Prompts,
+        session: Session,
+        active: ActivePrompt,
+        run_id: str,
+        projector: AcpProjector,
+        asks: TaskGroup,
+        after: int,
+        start: bool,
+        events: list[Envelope] | None,
+    ) -> None:
+        super().__init__(
+            prompts.service, run_id, projector, RESUMING, consumer="acp", after=after, start=start
+        )
+        self.prompts, self.session, self.active, self.asks = prompts, session, active, asks
+        self.events = events
+        self.end: PromptAnswer | PromptFailure | None = None
+
+    def project(self, batch: list[Envelope]) -> list[AcpItem]:
+        if self.events is not None:
+            self.events.extend(batch)
+        return super().project(batch)
+
+    def finished(self) -> bool:
+        return self.end is not None
+
+    async def send(self, messages: list[AcpItem]) -> None:
+        prompts, session, active, run_id = self.prompts, self.session, self.active, self.run_id
+        for item in messages:
+            self.end = await prompts.emit(session, active, run_id, item, self.asks) or self.end
