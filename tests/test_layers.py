@@ -126,6 +126,8 @@ def test_shipped_code_imports_only_runtime_dependencies() -> None:
 # they import beyond the runtime dependencies.
 OPTIONAL_MODULES = {  # --journal redis://
     "gateway/journal/redis_streams.py": "redis",
+    "gateway/journal/redis_membership.py": "redis",
+    "gateway/journal/redis_link.py": "redis",
     "gateway/journal/redis_follow.py": "redis",
     "gateway/journal/redis_connect.py": "redis",
     "gateway/identity/quota_redis.py": "redis",

@@ -143,7 +143,7 @@ class Hub:
         journal.on_commit = self._committed
         # A journal other instances share (Redis): their runs are served here too, as remote
         # views (gateway.hub.remote), and commands to them go to their owners.
-        self._remote = Remote(self, journal) if getattr(journal, "shared", False) else None
+        self._remote = Remote(self, journal.cluster) if journal.cluster is not None else None
         self._active = 0
         self._started = 0
         self._accepted = 0

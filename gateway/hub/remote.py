@@ -13,9 +13,8 @@ which answers once they are applied (a push: once its event is committed).
 from __future__ import annotations
 
 import logging
-from collections.abc import Callable
 from functools import partial
-from typing import TYPE_CHECKING, Any, Protocol
+from typing import TYPE_CHECKING, Any
 
 import msgspec
 
@@ -31,7 +30,7 @@ from loopgate.contracts.ports import (
     Unavailable,
 )
 from loopgate.gateway.hub.run import Run
-from loopgate.gateway.journal.base import EVENT_OVERHEAD_BYTES, Journal, RunRecord
+from loopgate.gateway.journal.base import EVENT_OVERHEAD_BYTES, Cluster, RunRecord
 
 if TYPE_CHECKING:
     # Relative, as is hub.py's import of this module: a file opened at its own path, as editors
@@ -42,46 +41,18 @@ log = logging.getLogger("loopgate.hub")
 _encode = msgspec.json.Encoder().encode
 
 
-class SharedJournal(Journal, Protocol):
-    """What a journal several instances share adds (gateway.journal.redis_streams)."""
-
-    on_lost: Any
-    on_command: Any
-
-    @property
-    def full(self) -> bool:
-        """Redis is full: nothing more can be committed until it has room."""
-        ...
-
-    async def watch(
-        self,
-        run_id: str,
-        after: int,
-        deliver: Callable[[list[Envelope], list[int]], None],
-        failed: Callable[[], None],
-    ) -> None: ...
-
-    def unwatch(self, run_id: str) -> None: ...
-
-    async def claim(self, run_id: str) -> bool: ...
-
-    async def claim_thread(self, thread_id: str, run_id: str) -> str | None: ...
-
-    async def command(self, run_id: str, command: dict[str, Any]) -> dict[str, Any] | None: ...
-
-
 class Remote:
-    def __init__(self, hub: Hub, journal: Any) -> None:
+    def __init__(self, hub: Hub, cluster: Cluster) -> None:
         self.hub = hub
-        self.journal: SharedJournal = journal
-        journal.on_lost = self.lost
-        journal.on_command = self.answer
+        self.cluster = cluster
+        cluster.on_lost = self.lost
+        cluster.on_command = self.answer
 
     # --- views of other instances' runs ------------------------------------------------------
 
     async def load(self, record: RunRecord) -> Run:
         hub = self.hub
-        events = await self.journal.load_events(record.id)
+        events = await hub.journal.load_events(record.id)
         sizes = [len(_encode(e.data)) + EVENT_OVERHEAD_BYTES for e in events]
         run = hub._runs.get(record.id)  # loaded by someone else meanwhile
         if run is not None:
@@ -103,7 +74,7 @@ class Remote:
             self._finish(run, events[-1])
         else:
             try:
-                await self.journal.watch(
+                await self.cluster.watch(
                     run.id, run.last_seq, partial(self._deliver, run), partial(self.let_go, run)
                 )
             except BaseException:
@@ -130,7 +101,7 @@ class Remote:
             if env.seq == run.last_seq + 1:
                 shown = self._append(run, env, size) or shown
         if hub._runs.get(run.id) is not run or run.finished:
-            self.journal.unwatch(run.id)
+            self.cluster.unwatch(run.id)
         elif shown:
             # At once, not with the delivery window: a read's batch is already coalesced by
             # the read's round trip, as a commit is on the owner, which shows it at once too.
@@ -171,7 +142,7 @@ class Remote:
         record.status = status if isinstance(status, str) else "failed"
         record.finished_at = env.ts
         record.last_seq = env.seq
-        self.journal.unwatch(run.id)
+        self.cluster.unwatch(run.id)
         hub = self.hub
         if hub._runs.get(run.id) is run:
             hub._hot_finished[run.id] = run
@@ -183,7 +154,7 @@ class Remote:
         """Drop a view: its subscribers are cut off (resumable), its reader stops."""
         for sub in list(run.subscribers):
             sub.cut()
-        self.journal.unwatch(run.id)
+        self.cluster.unwatch(run.id)
         self.hub._drop(run, None)
 
     def sweep(self) -> None:
@@ -191,13 +162,13 @@ class Remote:
         hub = self.hub
         for run in [r for r in hub._runs.values() if r.remote and not r.finished]:
             if not run.subscribers and not run.loading:
-                self.journal.unwatch(run.id)
+                self.cluster.unwatch(run.id)
                 hub._drop(run, None)
 
     def check_room(self) -> None:
         """Unavailable (503) at once while the journal is full: a new run or a push would
         only wait on a commit that cannot land, with its client."""
-        if self.journal.full:
+        if self.cluster.full:
             raise Unavailable(
                 "the shared journal (Redis) is full: nothing more can be committed until it "
                 "has room; retry later",
@@ -206,12 +177,12 @@ class Remote:
 
     async def claim(self, run_id: str) -> bool:
         """A client-chosen id for a new run, taken across instances (False: taken already)."""
-        return await self.journal.claim(run_id)
+        return await self.cluster.claim(run_id)
 
     async def claim_thread(self, thread_id: str, run_id: str) -> str | None:
         """The thread for this run across instances; None once taken, else the run holding
         it. The journal keeps the claim alive while this instance lives and the run goes."""
-        return await self.journal.claim_thread(thread_id, run_id)
+        return await self.cluster.claim_thread(thread_id, run_id)
 
     # --- commands to owners ---------------------------------------------------------------
 
@@ -234,7 +205,7 @@ class Remote:
         await self._send(run, {"verb": "end"})
 
     async def _send(self, run: Run, command: dict[str, Any]) -> dict[str, Any] | None:
-        answer = await self.journal.command(run.id, command)
+        answer = await self.cluster.command(run.id, command)
         if answer is None:
             return None
         refused = answer.get("refused")

@@ -31,7 +31,7 @@ import anyio
 from redis.exceptions import RedisError
 
 from loopgate.contracts.ports import Unavailable
-from loopgate.gateway.journal.redis_streams import COMMAND_TIMEOUT_S, RedisJournal
+from loopgate.gateway.journal.redis_link import COMMAND_TIMEOUT_S, RedisLink
 
 # Relative: this module and quotas.py meet each other's classes under one name however either
 # was imported (a checker reading the file at its own path, or as loopgate.…).
@@ -106,15 +106,15 @@ class RedisLedger:
 
     def __init__(
         self,
-        journal: RedisJournal,
+        link: RedisLink,
         *,
         timeout_s: float = COMMAND_TIMEOUT_S,
         clock: Callable[[], float] = time.time,
     ) -> None:
-        self.journal = journal
+        self.link = link
         self.timeout_s = timeout_s
         self.clock = clock
-        self.lease_ms = max(int(journal.lease_s * 1000), 1)
+        self.lease_ms = link.lease_ms()
         self._script: Any = None
         # Holds of runs going here: their slots' leases are renewed until they end.
         self._held: dict[str, Hold] = {}
@@ -129,7 +129,7 @@ class RedisLedger:
         # quote(): a ':' or brace in a name cannot make two parties' keys the same.
         tenant = quote(party.tenant, safe="")
         who = "t" if party.subject is None else "p:" + quote(party.subject, safe="")
-        return f"{self.journal.prefix}:quota:{{{tenant}}}:{who}"
+        return f"{self.link.prefix}:quota:{{{tenant}}}:{who}"
 
     def keys_of(self, party: Party, day: str) -> tuple[str, str, str]:
         base = self._base(party)
@@ -150,7 +150,7 @@ class RedisLedger:
             # What ended here goes first: its slot is free for this start.
             await self._send()
             if self._script is None:
-                self._script = self.journal.client().register_script(_ADMIT)
+                self._script = self.link.client().register_script(_ADMIT)
             answer = await self._script(keys=keys, args=args)
         party_index = int(answer[0])
         if party_index < 0:
@@ -172,7 +172,7 @@ class RedisLedger:
         self._held.pop(hold.id, None)
         hold.released = True
         day = utc_day(hold.started_at)
-        pipe = self.journal.client().pipeline(transaction=False)
+        pipe = self.link.client().pipeline(transaction=False)
         for party in hold.parties:
             active, starts, _ = self.keys_of(party, day)
             pipe.zrem(active, hold.id)
@@ -244,7 +244,7 @@ class RedisLedger:
             if not batch:
                 return
             try:
-                pipe = self.journal.client().pipeline(transaction=False)
+                pipe = self.link.client().pipeline(transaction=False)
                 for command, args in batch:
                     getattr(pipe, command)(*args)
                 await pipe.execute()
@@ -265,7 +265,7 @@ class RedisLedger:
 
     async def _renew(self) -> None:
         until = int(self.clock() * 1000) + self.lease_ms
-        pipe = self.journal.client().pipeline(transaction=False)
+        pipe = self.link.client().pipeline(transaction=False)
         for hold in list(self._held.values()):
             for party in hold.parties:
                 if party.limits.concurrent_runs:

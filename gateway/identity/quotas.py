@@ -370,14 +370,15 @@ def build_quotas(settings: Settings, journal: Journal) -> Quotas:
     """The quotas the settings ask for, counted where the journal is: in the Redis it shares
     with other instances, else in this process."""
     ledger: Ledger
-    if getattr(journal, "shared", False):
-        # Imported only here: Redis is needed only when the journal is in it.
-        from loopgate.gateway.journal.redis_streams import RedisJournal
+    if journal.cluster is not None:
+        # Imported only here: Redis is needed only when the journal is in it (the one
+        # journal instances share).
+        from loopgate.gateway.journal.redis_membership import RedisMembership
 
         from .quota_redis import RedisLedger
 
-        assert isinstance(journal, RedisJournal)
-        ledger = RedisLedger(journal)
+        assert isinstance(journal.cluster, RedisMembership)
+        ledger = RedisLedger(journal.cluster.link)
     else:
         ledger = MemoryLedger()
     return Quotas(ledger, principal_defaults(settings), tenant_limits(settings))

@@ -3,6 +3,7 @@
 from loopgate.gateway.journal.base import (
     EVENT_OVERHEAD_BYTES,
     REDIS_SCHEMES,
+    Cluster,
     Journal,
     RunRecord,
 )
@@ -49,6 +50,7 @@ def check_journal(spec: str) -> None:
 
 __all__ = [
     "EVENT_OVERHEAD_BYTES",
+    "Cluster",
     "Journal",
     "MemoryJournal",
     "RunRecord",

@@ -1,19 +1,23 @@
-"""The durable tier of the journal.
+"""The durable tier of the journal, and what a journal several instances share adds.
 
 The hub keeps the events of the runs it holds in memory (the hot journal: appends are a list
 append, catch-up is a slice). A ``Journal`` makes runs outlive the process and the hub's memory:
 ``record_*`` never block the producer; ``flush`` returns once everything recorded before it is
-committed; ``writer`` commits in the background (group commit) and reports each commit through
-``on_commit``, so the hub can show subscribers only what a crash cannot take back.
+committed; ``writer`` commits in the background (group commit, gateway.journal.group_commit)
+and reports each commit through ``on_commit``, so the hub can show subscribers only what a
+crash cannot take back.
+
+A journal is storage. One that other gateway instances share (Redis) also has a ``cluster``:
+which instance owns each running run, the commands and pushes sent on to owners, and views of
+runs another instance owns. A local journal's ``cluster`` is None, and the hub serves only its
+own runs.
 """
 
 from __future__ import annotations
 
-from collections.abc import AsyncIterator, Awaitable, Callable, Mapping
-from contextlib import asynccontextmanager
+from collections.abc import Awaitable, Callable, Mapping
 from typing import Any, Protocol
 
-import anyio
 import msgspec
 
 from loopgate.contracts.envelope import Envelope
@@ -34,38 +38,13 @@ REDIS_SCHEMES = ("redis://", "rediss://", "redis+sentinel://")
 
 # A commit's news: run id -> the highest seq of that run now committed.
 CommitListener = Callable[[Mapping[str, int]], None]
-
-
-class CommitTurns:
-    """One commit at a time (or a step that must not overlap one); whoever needs a commit
-    while one is under way waits for it to end, together with every other waiter.
-
-    Not a lock queue: a lock is handed to its waiters one at a time, an event-loop iteration
-    (and its poll) each, so a hundred pushes waiting on one commit cost a hundred iterations
-    before any could go on — measured as a third of the gateway's CPU per event of 100
-    concurrent ingest runs on the Redis journal. Here they all wake when the commit ends;
-    the few it did not cover then take their turns."""
-
-    def __init__(self) -> None:
-        self._lock = anyio.Lock(fast_acquire=True)
-        self._ended = anyio.Event()
-
-    @asynccontextmanager
-    async def turn(self) -> AsyncIterator[None]:
-        async with self._lock:
-            try:
-                yield
-            finally:
-                self._ended.set()
-                self._ended = anyio.Event()
-
-    async def until(self, done: Callable[[], bool], commit: Callable[[], Awaitable[None]]) -> None:
-        """Return once ``done()``: wait for the commit under way, or ``commit()`` when none is."""
-        while not done():
-            if self._lock.locked():
-                await self._ended.wait()
-            else:
-                await commit()
+# A followed run's new events, in seq order, as soon as its owner committed them, and the
+# size of each one's encoded payload (what the hub counts it as: it is the owner's encoding).
+Deliver = Callable[[list[Envelope], list[int]], None]
+# A command for a run's owner ({"verb", "run_id", …}) → its answer; None: no such run here.
+CommandHandler = Callable[[dict[str, Any]], Awaitable[dict[str, Any] | None]]
+# Another instance appended to a run this one owns (its view here is stale).
+LostListener = Callable[[str], None]
 
 
 class RunRecord(msgspec.Struct, kw_only=True):
@@ -90,6 +69,11 @@ class Journal(Protocol):
     # before it acknowledges pushes or shows events to subscribers).
     durable: bool
     on_commit: CommitListener | None
+
+    @property
+    def cluster(self) -> Cluster | None:
+        """The instances this journal is shared with; None for a journal of this process."""
+        ...
 
     @property
     def trouble(self) -> str | None:
@@ -161,3 +145,45 @@ class Journal(Protocol):
         ...
 
     async def aclose(self) -> None: ...
+
+
+class Cluster(Protocol):
+    """The gateway instances that share a journal, as one of them sees the others.
+
+    The instance that starts a run owns it (it runs the producer; only it appends); an owner
+    that is gone has its running runs ended by a survivor. The others serve the run from the
+    journal, and send its commands and pushes to the owner."""
+
+    # Set by the hub: the commands other instances send to runs owned here, and the runs of
+    # this instance that another one ended (its owner was thought gone).
+    on_command: CommandHandler | None
+    on_lost: LostListener | None
+
+    @property
+    def full(self) -> bool:
+        """The shared store refuses this instance's writes for want of room: new runs and
+        pushes are refused at once, as nothing they add could be committed."""
+        ...
+
+    async def claim(self, run_id: str) -> bool:
+        """Take a new run's id for this instance; False if another instance took it first."""
+        ...
+
+    async def claim_thread(self, thread_id: str, run_id: str) -> str | None:
+        """Take a thread for a run of this instance until it ends; None once taken, else the
+        run holding it (a dead instance's claims lapse)."""
+        ...
+
+    async def watch(
+        self, run_id: str, after: int, deliver: Deliver, failed: Callable[[], None]
+    ) -> None:
+        """Deliver another instance's run's events after seq ``after`` as its owner commits
+        them, until ``unwatch`` or ``failed``."""
+        ...
+
+    def unwatch(self, run_id: str) -> None: ...
+
+    async def command(self, run_id: str, command: dict[str, Any]) -> dict[str, Any] | None:
+        """Send a command to the instance that owns the run; its answer, or None when no
+        instance owning it answered (gone, or the run finished and its owner let it go)."""
+        ...

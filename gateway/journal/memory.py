@@ -18,6 +18,7 @@ from loopgate.gateway.journal.base import CommitListener, RunRecord
 
 class MemoryJournal:
     durable = False
+    cluster: None = None
     trouble: str | None = None
     on_commit: CommitListener | None = None
 

@@ -21,12 +21,10 @@ import anyio
 from redis.exceptions import RedisError
 
 from loopgate.contracts.envelope import Envelope
+from loopgate.gateway.journal.base import Deliver
 
 log = logging.getLogger("loopgate.journal")
 
-# A followed run's new events, in seq order, as soon as its owner committed them, and the
-# size of each one's encoded payload (what the hub counts it as: it is the owner's encoding).
-Deliver = Callable[[list[Envelope], list[int]], None]
 # (run id, entry id, fields) → the envelope, and the size of its encoded payload.
 Decode = Callable[[str, bytes, dict[bytes, bytes]], tuple[Envelope, int]]
 

@@ -1,9 +1,5 @@
-"""SQLite journal: embedded, durable, group commit.
-
-``record_*`` only queue. The hub runs ``writer``, which commits whatever is queued as soon as
-the previous commit is done — one transaction for every push that arrived meanwhile, so a
-busy gateway commits in big batches and a quiet one in small ones, with no fixed delay.
-``flush`` lets a caller wait for its own events (an ingest push before its acknowledgement).
+"""SQLite journal: embedded, durable, group commit (gateway.journal.group_commit: one
+transaction for every push that arrived during the previous one).
 
 What a commit promises: WAL with ``synchronous=NORMAL`` (the default) survives the process
 dying (``kill -9``, a crash, the OOM killer): the commit is in the operating system's hands.
@@ -29,7 +25,6 @@ from __future__ import annotations
 import logging
 import sqlite3
 import threading
-from functools import partial
 from pathlib import Path
 from typing import Any, Literal
 
@@ -39,12 +34,8 @@ import msgspec
 from loopgate.contracts.envelope import Envelope
 from loopgate.contracts.ports import ThreadInfo
 from loopgate.contracts.principal import Owner
-from loopgate.gateway.journal.base import (
-    EVENT_OVERHEAD_BYTES,
-    CommitListener,
-    CommitTurns,
-    RunRecord,
-)
+from loopgate.gateway.journal.base import EVENT_OVERHEAD_BYTES, RunRecord
+from loopgate.gateway.journal.group_commit import Batch, GroupCommit
 
 log = logging.getLogger("loopgate.journal")
 
@@ -90,36 +81,25 @@ _decode_data = msgspec.json.Decoder(dict[str, Any]).decode
 # (run_id, seq, ts, kind, encoded data): a row as executemany takes it.
 Row = tuple[str, int, int, str, bytes]
 
-RETRY_MAX_S = 1.0
-CLOSE_FLUSH_S = 10.0
 INLINE_MAX_ROWS = 256
 INLINE_MAX_BYTES = 64 << 10
 # WAL bytes between checkpoints: about SQLite's own default (1,000 pages of 4 KiB).
 CHECKPOINT_BYTES = 4 << 20
 
 
-class SqliteJournal:
-    durable = True
-    trouble: str | None = None
+class SqliteJournal(GroupCommit[list[Row]]):
+    cluster: None = None
 
     def __init__(self, path: str, *, synchronous: Synchronous = "normal") -> None:
+        super().__init__(list)
         self.path = path
         self.synchronous = synchronous
-        self.on_commit: CommitListener | None = None
         self._conn: sqlite3.Connection | None = None
         self._reader: sqlite3.Connection | None = None
         self._lock = threading.Lock()
         self._read_lock = threading.Lock()
         self._unchecked = 0  # bytes committed since the last checkpoint
         self._checkpoint_due = anyio.Event()
-        # What is queued for the next commit: the batch of generation ``_filling``.
-        self._runs: dict[str, RunRecord] = {}
-        self._threads: dict[str, ThreadInfo] = {}
-        self._rows: list[Row] = []
-        self._filling = 1
-        self._committed = 0
-        self._turns = CommitTurns()
-        self._work = anyio.Event()
 
     async def open(self) -> list[RunRecord]:
         await anyio.to_thread.run_sync(self._open_sync)
@@ -141,14 +121,6 @@ class SqliteJournal:
 
     # --- writing --------------------------------------------------------------------------
 
-    def record_run(self, record: RunRecord) -> None:
-        self._runs[record.id] = msgspec.structs.replace(record)
-        self._work.set()
-
-    def record_thread(self, thread: ThreadInfo) -> None:
-        self._threads[thread.id] = thread
-        self._work.set()
-
     def record_event(self, envelope: Envelope, data: bytes) -> None:
         self._rows.append((envelope.run_id, envelope.seq, envelope.ts, envelope.kind, data))
         self._work.set()
@@ -156,10 +128,7 @@ class SqliteJournal:
     async def writer(self) -> None:
         async with anyio.create_task_group() as tg:
             tg.start_soon(self._checkpoints)
-            while True:
-                await self._work.wait()
-                self._work = anyio.Event()
-                await self._commit()
+            await self._commit_forever()
 
     async def _checkpoints(self) -> None:
         while True:
@@ -178,68 +147,28 @@ class SqliteJournal:
         with self._lock:
             self._connection().execute("PRAGMA wal_checkpoint(PASSIVE)").fetchall()
 
-    async def flush(self) -> None:
-        # Everything recorded so far is in the queued batch or in the one being committed.
-        ticket = self._filling if self._queued() else self._filling - 1
-        await self._turns.until(lambda: self._committed >= ticket, partial(self._commit, ticket))
+    def _closed(self) -> bool:
+        return self._conn is None
 
-    async def _commit(self, ticket: int | None = None) -> None:
-        async with self._turns.turn():
-            delay = 0.05
-            while True:
-                if ticket is not None and self._committed >= ticket:
-                    return
-                if not self._queued():
-                    return
-                if self._conn is None:
-                    # Closed (a late caller at shutdown): retrying would wait forever.
-                    raise RuntimeError("the journal is closed; these events were not committed")
-                runs, self._runs = list(self._runs.values()), {}
-                threads, self._threads = list(self._threads.values()), {}
-                rows, self._rows = self._rows, []
-                generation = self._filling
-                self._filling += 1
-                try:
-                    size = self._inline_size(rows)
-                    if size is not None and self._lock.acquire(blocking=False):
-                        try:
-                            self._write_locked(runs, rows, threads)
-                        finally:
-                            self._lock.release()
-                    else:
-                        # A commit that has started finishes: its events are in the hub's
-                        # memory and must reach the disk whoever stopped waiting for them.
-                        with anyio.CancelScope(shield=True):
-                            await anyio.to_thread.run_sync(self._write, runs, rows, threads)
-                        size = sum(len(row[4]) for row in rows)
-                except Exception:
-                    log.exception("journal commit failed; retrying in %.2f s", delay)
-                    self._requeue(runs, rows, threads)
-                    await anyio.sleep(delay)
-                    delay = min(delay * 2, RETRY_MAX_S)
-                    continue
-                self._committed = generation
-                self._unchecked += size
-                if self._unchecked >= CHECKPOINT_BYTES:
-                    self._checkpoint_due.set()
-                if self.on_commit is not None:
-                    marks: dict[str, int] = {}
-                    for row in rows:
-                        marks[row[0]] = row[1]
-                    self.on_commit(marks)
-                return
-
-    def _queued(self) -> bool:
-        return bool(self._runs or self._rows or self._threads)
-
-    def _requeue(self, runs: list[RunRecord], rows: list[Row], threads: list[ThreadInfo]) -> None:
-        """Put a failed batch back in front of what was queued since (which is newer)."""
-        merged = {r.id: r for r in runs}
-        merged.update(self._runs)
-        self._runs = merged
-        self._threads = {**{t.id: t for t in threads}, **self._threads}
-        self._rows = rows + self._rows
-        self._work.set()
+    async def _write_batch(self, batch: Batch[list[Row]], retry: bool) -> dict[str, int]:
+        # A retry writes the same again: events are inserted once, records replaced.
+        runs, rows, threads = list(batch.runs.values()), batch.rows, list(batch.threads.values())
+        size = self._inline_size(rows)
+        if size is not None and self._lock.acquire(blocking=False):
+            try:
+                self._write_locked(runs, rows, threads)
+            finally:
+                self._lock.release()
+        else:
+            await anyio.to_thread.run_sync(self._write, runs, rows, threads)
+            size = sum(len(row[4]) for row in rows)
+        self._unchecked += size
+        if self._unchecked >= CHECKPOINT_BYTES:
+            self._checkpoint_due.set()
+        marks: dict[str, int] = {}
+        for row in rows:
+            marks[row[0]] = row[1]
+        return marks
 
     def _inline_size(self, rows: list[Row]) -> int | None:
         """The bytes of a commit small enough for the event loop, or None."""
@@ -407,10 +336,9 @@ class SqliteJournal:
     async def aclose(self) -> None:
         if self._conn is None:
             return
-        with anyio.move_on_after(CLOSE_FLUSH_S) as timer:
-            await self.flush()
-        if timer.cancelled_caught:
-            log.error("journal: %d events could not be committed before closing", len(self._rows))
+        if not await self._drain():
+            rows = self._rows + (self._failed.rows if self._failed else [])
+            log.error("journal: %d events could not be committed before closing", len(rows))
         conn, self._conn = self._conn, None
         reader, self._reader = self._reader, None
         if reader is not None:

@@ -36,8 +36,8 @@ def event(run_id: str, seq: int, who: str) -> tuple[Envelope, bytes]:
 async def test_the_same_seqs_from_two_instances_are_appended_once(redis_url: str) -> None:
     async with journal(redis_url) as a, journal(redis_url) as b:
         lost: dict[str, list[str]] = {"a": [], "b": []}
-        a.on_lost = lost["a"].append
-        b.on_lost = lost["b"].append
+        a.cluster.on_lost = lost["a"].append
+        b.cluster.on_lost = lost["b"].append
         a.record_run(new_record("r", "r", "ingest", 1, {}))
         await a.flush()
         for seq in range(1, 51):
@@ -58,7 +58,7 @@ async def test_the_same_seqs_from_two_instances_are_appended_once(redis_url: str
 async def test_a_stale_append_after_another_instance_appended_is_refused(redis_url: str) -> None:
     async with journal(redis_url) as a, journal(redis_url) as b:
         refused: list[str] = []
-        a.on_lost = refused.append
+        a.cluster.on_lost = refused.append
         a.record_run(new_record("r", "r", "ingest", 1, {}))
         for seq in range(1, 11):
             a.record_event(*event("r", seq, "a"))
@@ -88,7 +88,7 @@ async def test_racing_appenders_leave_a_gapless_stream(redis_url: str) -> None:
 
         async def append(j: RedisJournal, who: str) -> None:
             refused: list[str] = []
-            j.on_lost = refused.append
+            j.cluster.on_lost = refused.append
             for _ in range(100):
                 last = await j.load_events("r", after=0)
                 seq = last[-1].seq + 1 if last else 1
@@ -121,7 +121,7 @@ async def test_two_survivors_end_an_orphaned_run_once(redis_url: str) -> None:
         ended: list[list[str]] = []
 
         async def reap(j: RedisJournal) -> None:
-            ended.append(await j.end_orphans())
+            ended.append(await j.cluster.end_orphans())
 
         async with anyio.create_task_group() as tg:
             tg.start_soon(reap, s1)
@@ -132,7 +132,7 @@ async def test_two_survivors_end_an_orphaned_run_once(redis_url: str) -> None:
         assert events[-1].data == {"status": "failed", "reason": "owner_lost"}
         record = await s2.load_run("r")
         assert record is not None and record.state == "finished" and record.last_seq == 4
-        assert await s1.end_orphans() == []
+        assert await s1.cluster.end_orphans() == []
 
 
 async def test_a_refused_batch_is_told_apart_from_the_runs_committed_with_it(
@@ -146,7 +146,7 @@ async def test_a_refused_batch_is_told_apart_from_the_runs_committed_with_it(
         await a.flush()
         lost: list[str] = []
         committed: list[dict[str, int]] = []
-        b.on_lost = lost.append
+        b.cluster.on_lost = lost.append
         b.on_commit = committed.append
         # B starts a run of its own, and sends a stale copy of A's seq 1, in one commit.
         b.record_run(new_record("x", "x", "ingest", 2, {}))

@@ -18,7 +18,7 @@ from loopgate.contracts.ports import CutOff, StartRun
 from loopgate.gateway.app import build_hub
 from loopgate.gateway.hub import Hub
 from loopgate.gateway.hub.run import RunSubscription
-from loopgate.gateway.journal import redis_follow, redis_streams
+from loopgate.gateway.journal import redis_follow, redis_link
 from loopgate.gateway.journal.redis_streams import RedisJournal
 from loopgate.gateway.settings import Settings
 
@@ -38,7 +38,7 @@ def delta(text: str) -> LoopEvent:
 def instance_of(h: Hub) -> str:
     journal = h.journal
     assert isinstance(journal, RedisJournal)
-    return f"{journal.prefix}:{journal.instance}"
+    return f"{journal.link.prefix}:{journal.link.instance}"
 
 
 async def connections(url: str, name_prefix: str) -> list[dict[str, Any]]:
@@ -117,11 +117,11 @@ async def test_socket_timeouts_outlast_the_blocking_commands(redis_url: str) -> 
     journal = RedisJournal(redis_url)
     await journal.open()
     try:
-        main = journal._redis().connection_pool.connection_kwargs["socket_timeout"]
-        reader = journal._reader.connection_pool.connection_kwargs["socket_timeout"]
+        main = journal.link.client().connection_pool.connection_kwargs["socket_timeout"]
+        reader = journal.link.reader.connection_pool.connection_kwargs["socket_timeout"]
     finally:
         await journal.aclose()
-    assert main > redis_streams.COMMAND_TIMEOUT_S
+    assert main > redis_link.COMMAND_TIMEOUT_S
     assert reader > redis_follow.BLOCK_MS / 1000
 
 

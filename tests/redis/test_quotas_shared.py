@@ -160,19 +160,19 @@ async def test_a_slow_redis_refuses_a_start_within_the_bound(redis_url: str) -> 
     journal = RedisJournal(redis_url)
     await journal.open()
     try:
-        ledger = RedisLedger(journal, timeout_s=0.5)
+        ledger = RedisLedger(journal.link, timeout_s=0.5)
         limits = Limits(concurrent_runs=1)
         assert await ledger.admit(_hold(limits)) is None
         refusal = await ledger.admit(_hold(limits))
         assert refusal is not None and refusal.quota == "concurrent_runs"
         # Every write paused for 5 s: the check waits its bound, then refuses (fail closed).
-        await journal.client().execute_command("CLIENT", "PAUSE", "5000", "WRITE")
+        await journal.link.client().execute_command("CLIENT", "PAUSE", "5000", "WRITE")
         began = time.monotonic()
         with pytest.raises(Unavailable):
             await ledger.admit(_hold(Limits(concurrent_runs=3)))
         took = time.monotonic() - began
         print(f"a paused Redis refused the start in {took:.2f} s (bound 0.5 s)")
         assert took < 3
-        await journal.client().execute_command("CLIENT", "UNPAUSE")
+        await journal.link.client().execute_command("CLIENT", "UNPAUSE")
     finally:
         await journal.aclose()

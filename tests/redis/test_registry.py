@@ -73,7 +73,7 @@ async def test_a_sweep_reads_no_run_while_every_instance_lives(redis_url: str) -
         journal = b.journal
         assert isinstance(journal, RedisJournal)
         before = await command_calls(redis_url, "sscan", "mget")
-        assert await journal.end_orphans() == []
+        assert await journal.cluster.end_orphans() == []
         # One look at the directory and the leases; not one run's keys.
         assert await command_calls(redis_url, "sscan", "mget") == before
 
@@ -87,11 +87,11 @@ async def test_a_lost_instance_leaves_the_directory_once_its_runs_are_ended(
         assert isinstance(lost, RedisJournal) and isinstance(survivor, RedisJournal)
         client = aioredis.Redis.from_url(redis_url.split("?")[0])
         try:
-            await client.delete(lost._lease_key(lost.instance))  # as if A had died
-            assert set(await survivor.end_orphans()) == ids
-            directory = await client.zrange(survivor._key("instances"), 0, -1)
+            await client.delete(lost.link.lease_key(lost.link.instance))  # as if A had died
+            assert set(await survivor.cluster.end_orphans()) == ids
+            directory = await client.zrange(survivor.link.key("instances"), 0, -1)
         finally:
             await client.aclose()
-        assert {m.decode() for m in directory} == {survivor.instance}
+        assert {m.decode() for m in directory} == {survivor.link.instance}
         for run_id in ids:
             assert (await b.get(run_id)).status == "failed"

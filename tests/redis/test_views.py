@@ -67,12 +67,12 @@ async def test_an_owner_whose_run_was_ended_elsewhere_refuses_further_pushes(
         async with a.subscribe(info.id) as sub:
             assert [e.seq for e in await sub.next_batch()] == [1]
             # A's lease lapses (a long pause) and a survivor ends the run.
-            client = aioredis.Redis.from_url(journal.url)
-            await client.delete(journal._lease_key(journal.instance))
+            client = aioredis.Redis.from_url(journal.link.url)
+            await client.delete(journal.link.lease_key(journal.link.instance))
             await client.aclose()
             survivor = RedisJournal(redis_url)
             await survivor.open()
-            assert await survivor.end_orphans() == [info.id]
+            assert await survivor.cluster.end_orphans() == [info.id]
             await survivor.aclose()
             with pytest.raises(RunFinished):
                 await a.push(info.id, delta(2, 10))
