@@ -14,7 +14,7 @@ from tests.gateway.harness import running_gateway
 
 DRIVER = "apidocs-drive.mjs"
 TOKEN = "docs-s3cret-012345"
-OPEN = {"GET /healthz", "GET /openapi.json", "GET /docs"}
+OPEN = {"GET /healthz", "GET /readyz", "GET /openapi.json", "GET /docs"}
 
 
 def described(document: dict[str, Any]) -> list[str]:

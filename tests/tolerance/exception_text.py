@@ -69,6 +69,8 @@ ALLOWED: dict[tuple[str, str], str] = {
     ("gateway/loop/arithmetic.py", "find_arithmetic"): "_Unreadable is the reader's own, its "
     "words written here for the scripted model's answer",
     ("gateway/settings.py", "*"): "settings at startup: the operator's terminal",
+    ("gateway/journal/redis_streams.py", "_commit_failed"): "NotReplicated.wanted is the count of "
+    "replicas the journal asked Redis for (an int of ours, not a message): /readyz's reason",
     ("gateway/journal/redis_connect.py", "ping"): "--journal's Redis not answering, said by a "
     "command at startup: the operator's terminal",
     ("gateway/commands/*", "*"): "the command line's own stderr: the operator's terminal",
