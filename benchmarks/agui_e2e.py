@@ -89,10 +89,15 @@ def scripted_rounds(prompt: str = PROMPT) -> list[list[dict[str, Any]]]:
     import anyio
 
     from loopgate.contracts.messages import Message
-    from loopgate.gateway.loop.core import CoreLoop
-    from loopgate.gateway.loop.scripted import ScriptedProvider
-    from loopgate.gateway.loop.tools import DemoTools
-    from loopgate.gateway.loop.types import ModelChunk, ReasoningChunk, TextChunk, ToolCallChunk
+    from loopgate.gateway.reference.core import CoreLoop
+    from loopgate.gateway.reference.scripted import ScriptedProvider
+    from loopgate.gateway.reference.tools import DemoTools
+    from loopgate.gateway.reference.types import (
+        ModelChunk,
+        ReasoningChunk,
+        TextChunk,
+        ToolCallChunk,
+    )
 
     rounds: list[list[ModelChunk]] = []
 
@@ -157,7 +162,7 @@ def anchor_app(script: list[list[dict[str, Any]]], delay_s: float) -> Any:
     from starlette.responses import PlainTextResponse, Response
     from starlette.routing import Route
 
-    from loopgate.gateway.loop.tools import (
+    from loopgate.gateway.reference.tools import (
         calculate as evaluate,  # the same arithmetic as loopgate's
     )
 

@@ -35,10 +35,10 @@ import msgspec  # noqa: E402
 from benchmarks._common import fmt_range, median_range, table  # noqa: E402
 from loopgate.contracts.envelope import Envelope, encode_envelope  # noqa: E402
 from loopgate.contracts.messages import Message  # noqa: E402
-from loopgate.gateway.loop.core import CoreLoop  # noqa: E402
-from loopgate.gateway.loop.scripted import ScriptedProvider  # noqa: E402
-from loopgate.gateway.loop.tools import DemoTools  # noqa: E402
-from loopgate.gateway.loop.types import ModelRequest  # noqa: E402
+from loopgate.gateway.reference.core import CoreLoop  # noqa: E402
+from loopgate.gateway.reference.scripted import ScriptedProvider  # noqa: E402
+from loopgate.gateway.reference.tools import DemoTools  # noqa: E402
+from loopgate.gateway.reference.types import ModelRequest  # noqa: E402
 
 PROMPTS = {
     "default (2 rounds, 2 tools)": "What time is it, and what is 12 times 34?",

@@ -73,7 +73,7 @@ from benchmarks._common import (  # noqa: E402
 from loopgate.contracts.ports import StartRun  # noqa: E402
 from loopgate.gateway.app import build_hub  # noqa: E402
 from loopgate.gateway.hub import Hub  # noqa: E402
-from loopgate.gateway.loop.types import FinishChunk, ModelChunk, ModelRequest, TextChunk  # noqa: E402
+from loopgate.gateway.reference.types import FinishChunk, ModelChunk, ModelRequest, TextChunk  # noqa: E402
 from loopgate.gateway.settings import Settings  # noqa: E402
 
 PLUGS = ("reference", "python", "python-thread", "http", "stdio")

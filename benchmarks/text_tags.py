@@ -41,9 +41,9 @@ if str(ROOT) not in sys.path:
 
 from benchmarks._common import fmt_range, interleaved_rounds, median_range, table  # noqa: E402
 from benchmarks.agui_encode import paired  # noqa: E402
-from loopgate.gateway.loop.openai_wire import Delta, delta_chunks  # noqa: E402
-from loopgate.gateway.loop.text_tags import TextTagParser  # noqa: E402
-from loopgate.gateway.loop.types import (  # noqa: E402
+from loopgate.gateway.reference.openai_wire import Delta, delta_chunks  # noqa: E402
+from loopgate.gateway.reference.text_tags import TextTagParser  # noqa: E402
+from loopgate.gateway.reference.types import (  # noqa: E402
     ModelChunk,
     ReasoningChunk,
     TextChunk,

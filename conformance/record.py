@@ -25,11 +25,11 @@ import anyio
 from loopgate.contracts.envelope import Envelope, encode_envelope
 from loopgate.contracts.messages import Message, ToolSpec
 from loopgate.gateway.commands.run import NdjsonPrinter
-from loopgate.gateway.loop.control import TurnControl
-from loopgate.gateway.loop.core import CoreLoop
-from loopgate.gateway.loop.hooks import Continue, Fail, Narrate, NoHooks, Proceed, Retry
-from loopgate.gateway.loop.scripted import ScriptedProvider
-from loopgate.gateway.loop.tools import DemoTools
+from loopgate.gateway.reference.control import TurnControl
+from loopgate.gateway.reference.core import CoreLoop
+from loopgate.gateway.reference.hooks import Continue, Fail, Narrate, NoHooks, Proceed, Retry
+from loopgate.gateway.reference.scripted import ScriptedProvider
+from loopgate.gateway.reference.tools import DemoTools
 
 STREAMS = Path(__file__).resolve().parent / "streams"
 DELAY = "0.004"

@@ -1,7 +1,7 @@
 """loopgate's vocabulary: the runtime contract, LoopEvent payloads, the envelope and the ports."""
 
-from loopgate.contracts.contract import RuntimeContract, is_terminal_completion, load_contract
-from loopgate.contracts.envelope import (
+from .contract import RuntimeContract, is_terminal_completion, load_contract
+from .envelope import (
     Envelope,
     EnvelopeError,
     LoopEvent,
@@ -10,7 +10,7 @@ from loopgate.contracts.envelope import (
     encode_envelope,
     validate_event,
 )
-from loopgate.contracts.events import PAYLOAD_TYPES, PayloadError, payload_view
+from .events import PAYLOAD_TYPES, PayloadError, payload_view
 
 __all__ = [
     "PAYLOAD_TYPES",

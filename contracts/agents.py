@@ -12,7 +12,7 @@ import re
 
 import msgspec
 
-from loopgate.contracts.client_errors import ClientError
+from .client_errors import ClientError
 
 # Agent names go into URL paths, model ids and tool names: a conservative alphabet.
 AGENT_NAME = re.compile(r"[A-Za-z0-9][A-Za-z0-9._-]{0,63}")

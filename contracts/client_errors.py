@@ -43,7 +43,7 @@ def client_message(exc: BaseException) -> str | None:
     error) is None: the caller answers with its generic message and logs the exception."""
     if isinstance(exc, ClientError):
         return bounded(exc.message)
-    from loopgate.contracts import ports  # ports import the envelope, which imports this module
+    from . import ports  # ports import the envelope, which imports this module
 
     if isinstance(exc, ports.LimitReached | ports.Forbidden):
         return bounded(exc.detail)

@@ -15,8 +15,8 @@ from typing import Protocol, runtime_checkable
 
 import msgspec
 
-from loopgate.contracts.envelope import Envelope
-from loopgate.contracts.ports import Subscription
+from .envelope import Envelope
+from .ports import Subscription
 
 _decode_list = msgspec.json.Decoder(list[Envelope]).decode
 

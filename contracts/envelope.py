@@ -7,9 +7,9 @@ from typing import Any
 
 import msgspec
 
-from loopgate.contracts import json_input
-from loopgate.contracts.client_errors import ClientError, describe_input_error
-from loopgate.contracts.events import PAYLOAD_TYPES
+from . import json_input
+from .client_errors import ClientError, describe_input_error
+from .events import PAYLOAD_TYPES
 
 
 class LoopEvent(msgspec.Struct, frozen=True):

@@ -16,7 +16,7 @@ from typing import Any, Literal, NamedTuple, TypeVar, get_args, get_origin
 
 import msgspec
 
-from loopgate.contracts.client_errors import ClientError, describe_input_error
+from .client_errors import ClientError, describe_input_error
 
 CompletionStatus = Literal[
     "executing", "completed", "failed", "budget_exhausted", "cancelled", "waiting_user"

@@ -11,8 +11,8 @@ from __future__ import annotations
 from collections.abc import Iterable, Sequence
 from typing import Any, NamedTuple
 
-from loopgate.contracts.envelope import Envelope
-from loopgate.contracts.messages import Message, ToolCall
+from .envelope import Envelope
+from .messages import Message, ToolCall
 
 # Said for a tool call that never got its result (cancelled, truncated, a client tool): chat
 # models reject an assistant tool call without a matching tool message.

@@ -6,8 +6,8 @@ import re
 
 import msgspec
 
-from loopgate.contracts.json_input import DEFAULT_MAX_DEPTH
-from loopgate.contracts.outbound import OutboundPolicy
+from .json_input import DEFAULT_MAX_DEPTH
+from .outbound import OutboundPolicy
 
 # A page served from this machine, as a browser serialises its origin: scheme, loopback name,
 # optional port, nothing else. The one rule of the Origin guard, the WebSockets and CORS (whose

@@ -15,8 +15,8 @@ from typing import Any, Literal, Protocol, runtime_checkable
 
 import msgspec
 
-from loopgate.contracts.messages import Message, ToolSpec
-from loopgate.contracts.principal import DEFAULT_TENANT, GRANTS, LOCAL, Principal, Scope
+from .messages import Message, ToolSpec
+from .principal import DEFAULT_TENANT, GRANTS, LOCAL, Principal, Scope
 
 Approval = Literal["auto", "always", "never"]
 

@@ -16,8 +16,8 @@ from typing import Any, NamedTuple
 
 import msgspec
 
-from loopgate.contracts.client_errors import describe_input_error
-from loopgate.contracts.events import PAYLOAD_TYPES, budget_kind
+from .client_errors import describe_input_error
+from .events import PAYLOAD_TYPES, budget_kind
 
 # Kept per run while the run is remembered: enough to say what a loop does wrong, bounded.
 MAX_ODDITIES_PER_RUN = 16

@@ -11,10 +11,10 @@ from typing import Any, Literal, Protocol
 
 import msgspec
 
-from loopgate.contracts.agents import AgentInfo
-from loopgate.contracts.envelope import Envelope, LoopEvent
-from loopgate.contracts.messages import Message, ToolSpec
-from loopgate.contracts.principal import Owner, Principal
+from .agents import AgentInfo
+from .envelope import Envelope, LoopEvent
+from .messages import Message, ToolSpec
+from .principal import Owner, Principal
 
 # A tracestate (W3C trace-context: at most 32 list members) longer than this is dropped, not
 # cut, by the hub and by telemetry alike.

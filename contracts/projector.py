@@ -13,10 +13,10 @@ from typing import Any, Protocol, TypeGuard, TypeVar
 
 import msgspec
 
-from loopgate.contracts.contract import is_terminal_completion
-from loopgate.contracts.envelope import Envelope
-from loopgate.contracts.limits import EndpointLimits
-from loopgate.contracts.ports import RunService
+from .contract import is_terminal_completion
+from .envelope import Envelope
+from .limits import EndpointLimits
+from .ports import RunService
 
 # Invariant: a projector's lists are the caller's to extend.
 W = TypeVar("W")

@@ -14,7 +14,7 @@ from typing import Any, Literal, Protocol, TypeGuard
 
 import msgspec
 
-from loopgate.contracts.projector import Adapter
+from .projector import Adapter
 
 # What was wrong, for an adapter that words each case its own way (OpenAI's invalid_api_key).
 Reason = Literal[

@@ -13,29 +13,29 @@ from starlette.exceptions import HTTPException
 from starlette.requests import Request
 from starlette.responses import Response
 
-from loopgate.contracts.limits import EndpointLimits
-from loopgate.contracts.refusals import Reason, Refusal
-from loopgate.gateway import health
-from loopgate.gateway.agents.build import build_agents
-from loopgate.gateway.apidocs import routes as apidocs
-from loopgate.gateway.auth import HostGuard, OriginGuard, is_open_path
-from loopgate.gateway.console import routes as console
-from loopgate.gateway.cors import BrowserAccess
-from loopgate.gateway.hub import Hub, Source
-from loopgate.gateway.identity.audit import AccessAudit
-from loopgate.gateway.identity.middleware import Authenticate
-from loopgate.gateway.identity.quotas import build_quotas
-from loopgate.gateway.identity.sources import credential_sources
-from loopgate.gateway.journal import open_journal
-from loopgate.gateway.loop.types import ModelProvider
-from loopgate.gateway.outbound import outbound_policy
-from loopgate.gateway.refusals import Refusals
-from loopgate.gateway.registry import load_adapters
-from loopgate.gateway.settings import Settings
-from loopgate.gateway.sources.ingest import IngestSource
-from loopgate.gateway.sources.replay import ReplaySource
-from loopgate.gateway.stall_watchdog import StallWatchdog
-from loopgate.gateway.telemetry import Telemetry, build_telemetry
+from ..contracts.limits import EndpointLimits
+from ..contracts.refusals import Reason, Refusal
+from . import health
+from .agents.build import build_agents
+from .apidocs import routes as apidocs
+from .auth import HostGuard, OriginGuard, is_open_path
+from .console import routes as console
+from .cors import BrowserAccess
+from .hub import Hub, Source
+from .identity.audit import AccessAudit
+from .identity.middleware import Authenticate
+from .identity.quotas import build_quotas
+from .identity.sources import credential_sources
+from .journal import open_journal
+from .outbound import outbound_policy
+from .reference.types import ModelProvider
+from .refusals import Refusals
+from .registry import load_adapters
+from .settings import Settings
+from .sources.ingest import IngestSource
+from .sources.replay import ReplaySource
+from .stall_watchdog import StallWatchdog
+from .telemetry import Telemetry, build_telemetry
 
 
 def build_hub(

@@ -10,13 +10,13 @@ from collections.abc import Iterable
 
 from starlette.types import ASGIApp, Receive, Scope, Send
 
-from loopgate.adapters.shared.problem import problem_body
-from loopgate.contracts.limits import EndpointLimits
-from loopgate.contracts.refusals import Refusal
-from loopgate.gateway import health
-from loopgate.gateway.apidocs.routes import SPEC_PATH, is_docs_path
-from loopgate.gateway.console.routes import is_console_path
-from loopgate.gateway.refusals import PROBLEMS, Refusals
+from ..adapters.shared.problem import problem_body
+from ..contracts.limits import EndpointLimits
+from ..contracts.refusals import Refusal
+from . import health
+from .apidocs.routes import SPEC_PATH, is_docs_path
+from .console.routes import is_console_path
+from .refusals import PROBLEMS, Refusals
 
 # The API's description is open as /healthz is: it holds no run, thread or setting (docs/api.md).
 OPEN_PATHS = frozenset({health.PATH, health.READY_PATH, SPEC_PATH})

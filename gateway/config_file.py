@@ -18,11 +18,11 @@ from typing import Any, Literal, get_args, get_origin
 
 import msgspec
 
-from loopgate.contracts.agents import check_agent_name
-from loopgate.contracts.client_errors import ClientError
-from loopgate.gateway.agents.spec import AgentSpec
-from loopgate.gateway.loop.config import LoopConfig
-from loopgate.gateway.settings import (
+from ..contracts.agents import check_agent_name
+from ..contracts.client_errors import ClientError
+from .agents.spec import AgentSpec
+from .reference.config import LoopConfig
+from .settings import (
     ENV_PREFIX,
     EXCLUSIVE,
     OPENAI_CHOICES,

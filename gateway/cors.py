@@ -14,8 +14,8 @@ from starlette.datastructures import Headers
 from starlette.middleware.cors import CORSMiddleware
 from starlette.types import ASGIApp, Receive, Scope, Send
 
-from loopgate.adapters.shared.problem import problem_response
-from loopgate.contracts.limits import LOOPBACK_ORIGIN
+from ..adapters.shared.problem import problem_response
+from ..contracts.limits import LOOPBACK_ORIGIN
 
 # DELETE: forgetting a thread. Everything else a page does is GET or POST.
 METHODS = ("GET", "POST", "DELETE")

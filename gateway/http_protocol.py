@@ -28,9 +28,9 @@ from typing import Any, cast
 import h11
 from uvicorn.protocols.http.h11_impl import H11Protocol, RequestResponseCycle
 
-from loopgate.adapters.shared.connection import ABORT, STREAM_BODY
-from loopgate.gateway.listener import LINGER_S, problem_bytes
-from loopgate.gateway.log_limits import RateLimitedLog
+from ..adapters.shared.connection import ABORT, STREAM_BODY
+from .listener import LINGER_S, problem_bytes
+from .log_limits import RateLimitedLog
 
 log = logging.getLogger("loopgate.http")
 # What uvicorn logs (WARNING) for every request h11 cannot parse, and for every upgrade to

@@ -36,9 +36,9 @@ from typing import Any, cast
 import anyio
 import h11
 
-from loopgate.adapters.shared.problem import problem_body
-from loopgate.gateway import health
-from loopgate.gateway.log_limits import RateLimitedLog
+from ..adapters.shared.problem import problem_body
+from . import health
+from .log_limits import RateLimitedLog
 
 log = logging.getLogger("loopgate.server")
 

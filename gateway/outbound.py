@@ -9,7 +9,7 @@ from __future__ import annotations
 
 from typing import Protocol
 
-from loopgate.contracts.outbound import OutboundPolicy
+from ..contracts.outbound import OutboundPolicy
 
 
 class OutboundSettings(Protocol):

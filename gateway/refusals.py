@@ -9,9 +9,9 @@ from starlette.responses import Response
 from starlette.routing import BaseRoute, Match
 from starlette.types import Scope
 
-from loopgate.adapters.shared.problem import problem_response
-from loopgate.contracts.projector import Adapter
-from loopgate.contracts.refusals import (
+from ..adapters.shared.problem import problem_response
+from ..contracts.projector import Adapter
+from ..contracts.refusals import (
     Refusal,
     ShapesRefusals,
     claims_paths,

@@ -5,7 +5,7 @@ from __future__ import annotations
 import logging
 from importlib.metadata import entry_points
 
-from loopgate.contracts.projector import Adapter, StdioAdapter, serves_stdio
+from ..contracts.projector import Adapter, StdioAdapter, serves_stdio
 
 log = logging.getLogger("loopgate.registry")
 GROUP = "loopgate.adapters"

@@ -32,16 +32,16 @@ from typing import Any
 import uvicorn
 from uvicorn.config import STARTUP_FAILURE
 
-from loopgate.gateway.app import create_app
-from loopgate.gateway.http_protocol import GuardedH11Protocol
-from loopgate.gateway.hub import Hub
-from loopgate.gateway.identity.audit import route_audit
-from loopgate.gateway.listener import Listener, raise_fd_limit
-from loopgate.gateway.log_limits import RateLimitedLog
-from loopgate.gateway.redaction import install_redaction
-from loopgate.gateway.settings import Settings
-from loopgate.gateway.telemetry import Telemetry
-from loopgate.gateway.ws_protocol import GuardedWebSocketProtocol
+from .app import create_app
+from .http_protocol import GuardedH11Protocol
+from .hub import Hub
+from .identity.audit import route_audit
+from .listener import Listener, raise_fd_limit
+from .log_limits import RateLimitedLog
+from .redaction import install_redaction
+from .settings import Settings
+from .telemetry import Telemetry
+from .ws_protocol import GuardedWebSocketProtocol
 
 log = logging.getLogger("loopgate.server")
 

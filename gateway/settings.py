@@ -15,11 +15,11 @@ from urllib.parse import urlsplit
 
 import msgspec
 
-from loopgate.contracts.agents import check_agent_name
-from loopgate.contracts.outbound import check_outbound_entry
-from loopgate.gateway.agents.spec import AgentSpec
-from loopgate.gateway.identity.single_token import check_token
-from loopgate.gateway.journal.base import REDIS_SCHEMES
+from ..contracts.agents import check_agent_name
+from ..contracts.outbound import check_outbound_entry
+from .agents.spec import AgentSpec
+from .identity.single_token import check_token
+from .journal.base import REDIS_SCHEMES
 
 ENV_PREFIX = "LOOPGATE_"
 # The recorded streams {"replay": NAME} serves: package data (conformance/streams in a checkout).
@@ -30,7 +30,7 @@ RECORDINGS = next(
     (p for p in (_HERE / "recordings", _HERE / "conformance" / "streams") if p.is_dir()),
     _HERE / "recordings",
 )
-# Where a --loop's generators run (gateway/loops/python.py).
+# Where a --loop's generators run (gateway/plugs/python.py).
 LoopRunner = Literal["event_loop", "thread"]
 
 
@@ -102,7 +102,7 @@ class Settings(msgspec.Struct, kw_only=True, forbid_unknown_fields=True):
     openai_api_key: str | None = None  # else OPENAI_API_KEY
     # <think> / <tool_call> written as text by models served without a reasoning or tool
     # parser: "auto" where a reply uses them, "on" also for replies that open inside a think
-    # block (DeepSeek-R1 distills, QwQ), "off" never (gateway/loop/text_tags.py).
+    # block (DeepSeek-R1 distills, QwQ), "off" never (gateway/reference/text_tags.py).
     openai_text_tools: Literal["auto", "on", "off"] = "auto"
     # Where read_file reads and write_note writes: never the directory the server started in.
     workspace: str = msgspec.field(default_factory=lambda: default_workspace(os.environ))

@@ -19,7 +19,7 @@ from types import FrameType
 
 import anyio
 
-from loopgate.gateway.loops.python import stepping_run
+from .plugs.python import stepping_run
 
 log = logging.getLogger("loopgate.stall")
 

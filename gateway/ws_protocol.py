@@ -21,7 +21,7 @@ from uvicorn._types import ASGISendEvent
 from uvicorn.protocols.utils import ClientDisconnected
 from uvicorn.protocols.websockets.websockets_sansio_impl import WebSocketsSansIOProtocol
 
-from loopgate.gateway.log_limits import RateLimitedLog
+from .log_limits import RateLimitedLog
 
 INVALID_UTF8 = 1007
 

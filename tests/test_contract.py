@@ -10,8 +10,8 @@ from loopgate.contracts import PAYLOAD_TYPES, load_contract
 from loopgate.contracts.contract import contract_dict
 from loopgate.contracts.envelope import envelope_schema
 from loopgate.contracts.events import CompletionStatus
-from loopgate.gateway.loop.config import LoopConfig
-from loopgate.gateway.loop.hooks import HOOK_NAMES, LoopHooks, NoHooks
+from loopgate.gateway.reference.config import LoopConfig
+from loopgate.gateway.reference.hooks import HOOK_NAMES, LoopHooks, NoHooks
 
 SCHEMA = Path(__file__).resolve().parent.parent / "contracts" / "schema" / "envelope.schema.json"
 

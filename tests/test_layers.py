@@ -17,13 +17,29 @@ FORBIDDEN = {
 OURS = {"contracts", "adapters", "gateway"}
 
 
+def package_of(path: Path) -> list[str]:
+    """The package a file's relative imports start from, as loopgate installs it."""
+    parts = list(path.relative_to(ROOT).parts[:-1])
+    return ["loopgate", *parts] if parts and parts[0] in OURS else parts
+
+
+def absolute(path: Path, node: ast.ImportFrom) -> str:
+    """The module a ``from`` import names, a relative one resolved from the file's package."""
+    if not node.level:
+        return node.module or ""
+    package = package_of(path)
+    assert node.level <= len(package), f"{path}: a relative import climbs above loopgate"
+    base = package[: len(package) - node.level + 1]
+    return ".".join([*base, node.module] if node.module else base)
+
+
 def imported_modules(path: Path) -> list[str]:
     names: list[str] = []
     for node in ast.walk(ast.parse(path.read_text(), str(path))):
         if isinstance(node, ast.Import):
             names.extend(alias.name for alias in node.names)
-        elif isinstance(node, ast.ImportFrom) and node.module and not node.level:
-            names.append(node.module)
+        elif isinstance(node, ast.ImportFrom):
+            names.append(absolute(path, node))
     return names
 
 
@@ -55,6 +71,33 @@ def test_our_packages_are_imported_only_under_the_loopgate_namespace() -> None:
         for path in python_files()
     }
     assert {k: v for k, v in bare.items() if v} == {}
+
+
+@pytest.mark.parametrize("layer", sorted(OURS))
+def test_our_folders_import_one_another_relatively(layer: str) -> None:
+    """Inside the three folders ``from ..contracts.events import`` and never
+    ``from loopgate.contracts.events import``: a relative import is read by the real folders,
+    so pyright, an editor and a structure tool see one module per file, not a second copy under
+    loopgate/'s symlinks. (``from loopgate import __version__`` stays: the top package is not
+    one of the folders.)"""
+    absolute_imports = {
+        str(path.relative_to(ROOT)): sorted(
+            n for n in imported_modules_absolute(path) if n.startswith("loopgate.")
+        )
+        for path in sorted((ROOT / layer).rglob("*.py"))
+    }
+    assert {k: v for k, v in absolute_imports.items() if v} == {}
+
+
+def imported_modules_absolute(path: Path) -> list[str]:
+    """The modules a file names absolutely (``import x`` and ``from x import``)."""
+    names: list[str] = []
+    for node in ast.walk(ast.parse(path.read_text(), str(path))):
+        if isinstance(node, ast.Import):
+            names.extend(alias.name for alias in node.names)
+        elif isinstance(node, ast.ImportFrom) and not node.level and node.module:
+            names.append(node.module)
+    return names
 
 
 @pytest.mark.parametrize("layer", sorted(FORBIDDEN))

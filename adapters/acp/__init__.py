@@ -1,5 +1,5 @@
 """ACP (Agent Client Protocol): loopgate as an agent for IDEs, over stdio and WebSocket."""
 
-from loopgate.adapters.acp.adapter import ADAPTER, AcpAdapter
+from .adapter import ADAPTER, AcpAdapter
 
 __all__ = ["ADAPTER", "AcpAdapter"]

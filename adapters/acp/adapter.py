@@ -8,10 +8,10 @@ from typing import Any
 import msgspec
 from starlette.routing import BaseRoute
 
-from loopgate.adapters.acp.projector import AcpItem, AcpProjector, to_wire
-from loopgate.contracts.limits import EndpointLimits
-from loopgate.contracts.ports import RunService
-from loopgate.contracts.projector import ProjectorContext, ReadBytes, StdioOptions, WriteBytes
+from ...contracts.limits import EndpointLimits
+from ...contracts.ports import RunService
+from ...contracts.projector import ProjectorContext, ReadBytes, StdioOptions, WriteBytes
+from .projector import AcpItem, AcpProjector, to_wire
 
 _encode = msgspec.json.Encoder().encode
 
@@ -31,7 +31,7 @@ class AcpAdapter:
         return b"".join(_encode(to_wire(m)) + b"\n" for m in messages)
 
     def routes(self, service: RunService, limits: EndpointLimits) -> list[BaseRoute]:
-        from loopgate.adapters.acp.websocket import routes
+        from .websocket import routes
 
         return routes(service, limits)
 
@@ -41,10 +41,10 @@ class AcpAdapter:
         """One IDE on stdin/stdout. ``options.options`` are :class:`AgentOptions` fields
         (``context_size``, ``tool_kinds``, ``mcp_transports``…); a line is at most
         ``limits.max_line_bytes``."""
-        from loopgate.adapters.acp.agent import AcpAgent
-        from loopgate.adapters.acp.options import AgentOptions
-        from loopgate.adapters.acp.rpc import NdjsonTransport
-        from loopgate.adapters.acp.server import serve_connection
+        from .agent import AcpAgent
+        from .options import AgentOptions
+        from .rpc import NdjsonTransport
+        from .server import serve_connection
 
         agent_options = msgspec.convert(
             {"version": options.version, "default_cwd": options.cwd, **options.options},

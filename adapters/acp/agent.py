@@ -18,24 +18,24 @@ from typing import Any
 import anyio
 from anyio.abc import TaskGroup
 
-from loopgate.adapters.acp.choices import (
+from ...contracts.history import Conversation
+from ...contracts.ports import RunService
+from ..shared.rpc_errors import INVALID_PARAMS, INVALID_REQUEST
+from .choices import (
     AGENT_OPTION,
     APPROVAL_CHOICES,
     APPROVAL_OPTION,
     chosen_agent,
 )
-from loopgate.adapters.acp.errors import AgentError
-from loopgate.adapters.acp.options import (
+from .errors import AgentError
+from .options import (
     PROTOCOL_VERSION,
     SUPPORTED_VERSIONS,
     AgentOptions,
     Peer,
 )
-from loopgate.adapters.acp.prompts import Prompts
-from loopgate.adapters.acp.sessions import Session, Sessions
-from loopgate.adapters.shared.rpc_errors import INVALID_PARAMS, INVALID_REQUEST
-from loopgate.contracts.history import Conversation
-from loopgate.contracts.ports import RunService
+from .prompts import Prompts
+from .sessions import Session, Sessions
 
 log = logging.getLogger("loopgate.acp")
 

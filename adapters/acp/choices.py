@@ -9,10 +9,10 @@ from __future__ import annotations
 
 from typing import Any
 
-from loopgate.adapters.acp.errors import AgentError
-from loopgate.adapters.shared.rpc_errors import INVALID_PARAMS
-from loopgate.contracts.agents import AgentInfo, UnknownAgent
-from loopgate.contracts.ports import RunInfo
+from ...contracts.agents import AgentInfo, UnknownAgent
+from ...contracts.ports import RunInfo
+from ..shared.rpc_errors import INVALID_PARAMS
+from .errors import AgentError
 
 APPROVAL_OPTION = "approval"
 AGENT_OPTION = "agent"

@@ -5,7 +5,7 @@ from __future__ import annotations
 
 from typing import Any
 
-from loopgate.adapters.shared.rpc_errors import INVALID_REQUEST, RESOURCE_NOT_FOUND
+from ..shared.rpc_errors import INVALID_REQUEST, RESOURCE_NOT_FOUND
 
 
 class AgentError(Exception):

@@ -7,7 +7,7 @@ from typing import Any, Protocol
 
 import msgspec
 
-from loopgate.contracts.outbound import OutboundPolicy
+from ...contracts.outbound import OutboundPolicy
 
 PROTOCOL_VERSION = 1
 SUPPORTED_VERSIONS = frozenset({1})

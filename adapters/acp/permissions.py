@@ -8,10 +8,10 @@ from typing import Any
 
 import anyio
 
-from loopgate.adapters.acp.options import Peer
-from loopgate.adapters.acp.projector import REQUEST_PERMISSION, PermissionAsk
-from loopgate.adapters.acp.sessions import ActivePrompt
-from loopgate.contracts.ports import RunFinished, RunNotFound, RunService
+from ...contracts.ports import RunFinished, RunNotFound, RunService
+from .options import Peer
+from .projector import REQUEST_PERMISSION, PermissionAsk
+from .sessions import ActivePrompt
 
 log = logging.getLogger("loopgate.acp")
 

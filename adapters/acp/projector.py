@@ -12,9 +12,8 @@ from typing import Any, cast
 
 import msgspec
 
-from loopgate.adapters.shared.projector import TEXT, Call, RunProjector, Segment
-from loopgate.contracts.envelope import Envelope
-from loopgate.contracts.events import (
+from ...contracts.envelope import Envelope
+from ...contracts.events import (
     CompletionView,
     LlmResponseView,
     PermissionRequestView,
@@ -23,7 +22,8 @@ from loopgate.contracts.events import (
     ToolResultView,
     view_of,
 )
-from loopgate.contracts.projector import ProjectorContext
+from ...contracts.projector import ProjectorContext
+from ..shared.projector import TEXT, Call, RunProjector, Segment
 
 TOOL_KINDS = frozenset(
     {

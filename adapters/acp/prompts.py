@@ -11,10 +11,28 @@ from typing import Any
 import anyio
 from anyio.abc import TaskGroup
 
-from loopgate.adapters.acp import permissions
-from loopgate.adapters.acp.errors import AgentError, busy
-from loopgate.adapters.acp.options import PROTOCOL_VERSION, AgentOptions, Peer
-from loopgate.adapters.acp.projector import (
+from ...contracts.agents import UnknownAgent
+from ...contracts.client_errors import ClientError
+from ...contracts.envelope import Envelope
+from ...contracts.history import Conversation, asked_text, continued, conversation_after
+from ...contracts.messages import Message
+from ...contracts.ports import (
+    LimitReached,
+    QuotaExceeded,
+    RunInfo,
+    RunNotFound,
+    RunService,
+    StartRun,
+)
+from ...contracts.projector import ProjectorContext
+from ..shared.follow import RESUMING, EventStream
+from ..shared.projector import SEEN_CALLS, SeenCall, seen_calls
+from ..shared.rpc_errors import INTERNAL_ERROR, INVALID_PARAMS
+from ..shared.threads import ThreadBusy, conversation_after_run, latest_run
+from . import permissions
+from .errors import AgentError, busy
+from .options import PROTOCOL_VERSION, AgentOptions, Peer
+from .projector import (
     SESSION_UPDATE,
     AcpItem,
     AcpProjector,
@@ -24,25 +42,7 @@ from loopgate.adapters.acp.projector import (
     SessionUpdate,
     user_message,
 )
-from loopgate.adapters.acp.sessions import ActivePrompt, Session
-from loopgate.adapters.shared.follow import RESUMING, EventStream
-from loopgate.adapters.shared.projector import SEEN_CALLS, SeenCall, seen_calls
-from loopgate.adapters.shared.rpc_errors import INTERNAL_ERROR, INVALID_PARAMS
-from loopgate.adapters.shared.threads import ThreadBusy, conversation_after_run, latest_run
-from loopgate.contracts.agents import UnknownAgent
-from loopgate.contracts.client_errors import ClientError
-from loopgate.contracts.envelope import Envelope
-from loopgate.contracts.history import Conversation, asked_text, continued, conversation_after
-from loopgate.contracts.messages import Message
-from loopgate.contracts.ports import (
-    LimitReached,
-    QuotaExceeded,
-    RunInfo,
-    RunNotFound,
-    RunService,
-    StartRun,
-)
-from loopgate.contracts.projector import ProjectorContext
+from .sessions import ActivePrompt, Session
 
 log = logging.getLogger("loopgate.acp")
 

@@ -17,13 +17,13 @@ from typing import Any
 import anyio
 import msgspec
 
-from loopgate.adapters.shared.jsonrpc import ACP, Invalid, ParseFailure, batch_items, parse
-from loopgate.adapters.shared.jsonrpc import classify as check_item
-from loopgate.adapters.shared.lines import LineTooLong, read_lines
-from loopgate.adapters.shared.rpc_errors import INVALID_REQUEST, PARSE_ERROR, codes
-from loopgate.adapters.shared.ws import CLOSE_TIMEOUT_S, report_cut_off
-from loopgate.contracts import json_input
-from loopgate.contracts.projector import ReadBytes, WriteBytes
+from ...contracts import json_input
+from ...contracts.projector import ReadBytes, WriteBytes
+from ..shared.jsonrpc import ACP, Invalid, ParseFailure, batch_items, parse
+from ..shared.jsonrpc import classify as check_item
+from ..shared.lines import LineTooLong, read_lines
+from ..shared.rpc_errors import INVALID_REQUEST, PARSE_ERROR, codes
+from ..shared.ws import CLOSE_TIMEOUT_S, report_cut_off
 
 log = logging.getLogger("loopgate.acp")
 

@@ -21,18 +21,18 @@ from acp.connection import Connection
 from acp.exceptions import RequestError
 from pydantic import ValidationError
 
-from loopgate.adapters.acp.agent import AcpAgent
-from loopgate.adapters.acp.errors import AgentError
-from loopgate.adapters.acp.rpc import PeerGone, error_response
-from loopgate.adapters.shared.rpc_errors import (
+from ...contracts.client_errors import client_message
+from ...contracts.ports import Forbidden, RunNotFound, ServiceUnavailable
+from ..shared.rpc_errors import (
     FORBIDDEN,
     INTERNAL_ERROR,
     INVALID_PARAMS,
     METHOD_NOT_FOUND,
     RESOURCE_NOT_FOUND,
 )
-from loopgate.contracts.client_errors import client_message
-from loopgate.contracts.ports import Forbidden, RunNotFound, ServiceUnavailable
+from .agent import AcpAgent
+from .errors import AgentError
+from .rpc import PeerGone, error_response
 
 log = logging.getLogger("loopgate.acp")
 MAX_REPORTED_ERRORS = 10

@@ -9,12 +9,12 @@ from collections import OrderedDict
 from collections.abc import Iterator
 from typing import Any, Literal
 
-from loopgate.adapters.acp.choices import AgentMenu, approval_option
-from loopgate.adapters.acp.errors import AgentError, not_found
-from loopgate.adapters.acp.options import AgentOptions
-from loopgate.adapters.shared.rpc_errors import INVALID_PARAMS
-from loopgate.contracts.history import Conversation
-from loopgate.contracts.ports import RunInfo, RunService
+from ...contracts.history import Conversation
+from ...contracts.ports import RunInfo, RunService
+from ..shared.rpc_errors import INVALID_PARAMS
+from .choices import AgentMenu, approval_option
+from .errors import AgentError, not_found
+from .options import AgentOptions
 
 Approval = Literal["auto", "always"]
 

@@ -9,13 +9,13 @@ from typing import Any
 from starlette.routing import WebSocketRoute
 from starlette.websockets import WebSocket
 
-from loopgate.adapters.acp.agent import AcpAgent
-from loopgate.adapters.acp.options import AgentOptions
-from loopgate.adapters.acp.rpc import WebSocketTransport
-from loopgate.adapters.shared.lazy import LazyModule
-from loopgate.adapters.shared.ws import origin_allowed, refuse
-from loopgate.contracts.limits import EndpointLimits
-from loopgate.contracts.ports import RunService
+from ...contracts.limits import EndpointLimits
+from ...contracts.ports import RunService
+from ..shared.lazy import LazyModule
+from ..shared.ws import origin_allowed, refuse
+from .agent import AcpAgent
+from .options import AgentOptions
+from .rpc import WebSocketTransport
 
 PATH = "/acp"
 

@@ -1,7 +1,7 @@
 """AG-UI 1.0: a sans-IO projector from LoopEvents to AG-UI events, and their SSE encoding."""
 
-from loopgate.adapters.agui.adapter import ADAPTER, MEDIA_TYPE, AguiAdapter
-from loopgate.adapters.agui.projector import PROTOCOL_VERSION, AguiProjector
+from .adapter import ADAPTER, MEDIA_TYPE, AguiAdapter
+from .projector import PROTOCOL_VERSION, AguiProjector
 
 __all__ = [
     "ADAPTER",

@@ -7,11 +7,11 @@ from typing import Any
 import msgspec
 from starlette.routing import BaseRoute
 
-from loopgate.adapters.agui.projector import AguiProjector
-from loopgate.adapters.shared import sse
-from loopgate.contracts.limits import EndpointLimits
-from loopgate.contracts.ports import RunService
-from loopgate.contracts.projector import ProjectorContext
+from ...contracts.limits import EndpointLimits
+from ...contracts.ports import RunService
+from ...contracts.projector import ProjectorContext
+from ..shared import sse
+from .projector import AguiProjector
 
 # AG-UI over SSE is ``data: <json>`` events (adapters.shared.sse frames them).
 MEDIA_TYPE = "text/event-stream"

@@ -14,30 +14,30 @@ from starlette.responses import Response
 from starlette.routing import BaseRoute, Route, WebSocketRoute
 from starlette.websockets import WebSocket, WebSocketDisconnect
 
-from loopgate.adapters.agui.events import Custom, RunError
-from loopgate.adapters.agui.input import ResumeFrame, RunAgentInput, detached
-from loopgate.adapters.agui.runs import RunPlan, plan_run
-from loopgate.adapters.shared.agents import AGENT_PREFIX, served_agent
-from loopgate.adapters.shared.body import decode_json, read_body
-from loopgate.adapters.shared.endpoint import guarded
-from loopgate.adapters.shared.follow import CONNECTION, stream_policy
-from loopgate.adapters.shared.problem import HttpProblem, problem_for
-from loopgate.adapters.shared.ws import (
+from ...contracts import json_input
+from ...contracts.agents import UnknownAgent
+from ...contracts.client_errors import describe_input_error
+from ...contracts.limits import EndpointLimits
+from ...contracts.ports import RunService
+from ..shared.agents import AGENT_PREFIX, served_agent
+from ..shared.body import decode_json, read_body
+from ..shared.endpoint import guarded
+from ..shared.follow import CONNECTION, stream_policy
+from ..shared.problem import HttpProblem, problem_for
+from ..shared.ws import (
     close_stopped_reader,
     deny,
     origin_allowed,
     refuse,
     report_cut_off,
 )
-from loopgate.contracts import json_input
-from loopgate.contracts.agents import UnknownAgent
-from loopgate.contracts.client_errors import describe_input_error
-from loopgate.contracts.limits import EndpointLimits
-from loopgate.contracts.ports import RunService
 
 # Relative, as is adapter.py's import of this module: a file opened at its own path, as editors
 # open it, then meets its own class here, not a copy under loopgate.… (docs/plugins.md).
 from .adapter import AguiAdapter
+from .events import Custom, RunError
+from .input import ResumeFrame, RunAgentInput, detached
+from .runs import RunPlan, plan_run
 from .stream import AguiResponse, AguiStream
 
 log = logging.getLogger("loopgate.agui")

@@ -10,10 +10,10 @@ from typing import Annotated, Any, Literal
 
 import msgspec
 
-from loopgate.adapters.shared.chat import AssistantToolCall, to_tool_calls
-from loopgate.adapters.shared.chat import parse_arguments as parse_arguments  # its old home
-from loopgate.contracts.client_errors import ClientError
-from loopgate.contracts.messages import Message, ToolSpec
+from ...contracts.client_errors import ClientError
+from ...contracts.messages import Message, ToolSpec
+from ..shared.chat import AssistantToolCall, to_tool_calls
+from ..shared.chat import parse_arguments as parse_arguments  # its old home
 
 # A seq: what every 64-bit integer and the SQLite journal hold.
 MAX_CURSOR = (1 << 63) - 1

@@ -23,7 +23,19 @@ from typing import Any, cast
 
 import msgspec
 
-from loopgate.adapters.agui.events import (
+from ...contracts.contract import load_contract
+from ...contracts.envelope import Envelope
+from ...contracts.events import (
+    CompletionView,
+    PermissionRequestView,
+    QuestionView,
+    ToolCallView,
+    view_of,
+)
+from ...contracts.gateway_events import DECISIONS
+from ...contracts.projector import ProjectorContext
+from ..shared.projector import TEXT, Call, RunProjector, Segment
+from .events import (
     UNSET,
     AguiEvent,
     CancelledOutcome,
@@ -50,19 +62,7 @@ from loopgate.adapters.agui.events import (
     ToolCallResult,
     ToolCallStart,
 )
-from loopgate.adapters.agui.interrupts import interrupt_id
-from loopgate.adapters.shared.projector import TEXT, Call, RunProjector, Segment
-from loopgate.contracts.contract import load_contract
-from loopgate.contracts.envelope import Envelope
-from loopgate.contracts.events import (
-    CompletionView,
-    PermissionRequestView,
-    QuestionView,
-    ToolCallView,
-    view_of,
-)
-from loopgate.contracts.gateway_events import DECISIONS
-from loopgate.contracts.projector import ProjectorContext
+from .interrupts import interrupt_id
 
 # The version loopgate speaks. Declared in RUN_STARTED instead of echoing the request: the client
 # accepts only "major.minor" ("1.0.0" draws an "uninterpretable" warning), and echoing a newer

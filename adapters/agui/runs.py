@@ -6,7 +6,15 @@ from __future__ import annotations
 import json
 from typing import Any, NamedTuple, cast
 
-from loopgate.adapters.agui.input import (
+from ...contracts.client_errors import ClientError
+from ...contracts.gateway_events import DECISIONS
+from ...contracts.history import answer_call, suspended_call
+from ...contracts.messages import Message, ToolCall
+from ...contracts.ports import RunInfo, RunNotFound, RunService, StartRun
+from ...contracts.projector import ProjectorContext
+from ..shared.problem import HttpProblem
+from ..shared.projector import SEEN_CALLS, SeenCall, seen_calls
+from .input import (
     ResumeEntry,
     RunAgentInput,
     attach_cursor,
@@ -14,15 +22,7 @@ from loopgate.adapters.agui.input import (
     received_count,
     to_history,
 )
-from loopgate.adapters.agui.interrupts import InterruptRef, parse_interrupt_id
-from loopgate.adapters.shared.problem import HttpProblem
-from loopgate.adapters.shared.projector import SEEN_CALLS, SeenCall, seen_calls
-from loopgate.contracts.client_errors import ClientError
-from loopgate.contracts.gateway_events import DECISIONS
-from loopgate.contracts.history import answer_call, suspended_call
-from loopgate.contracts.messages import Message, ToolCall
-from loopgate.contracts.ports import RunInfo, RunNotFound, RunService, StartRun
-from loopgate.contracts.projector import ProjectorContext
+from .interrupts import InterruptRef, parse_interrupt_id
 
 ASKABLE = DECISIONS[:4]
 

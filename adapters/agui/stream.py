@@ -8,17 +8,17 @@ from typing import Any, Generic, TypeVar
 
 import msgspec
 
-from loopgate.adapters.agui.events import RunError
-from loopgate.adapters.agui.runs import RunPlan
-from loopgate.adapters.shared.follow import CUT_OFF_REASON, EventStream, FollowPolicy
-from loopgate.adapters.shared.stream import ResponseStream
-from loopgate.contracts.envelope import Envelope
-from loopgate.contracts.ports import RunService
-from loopgate.contracts.projector import Projector
+from ...contracts.envelope import Envelope
+from ...contracts.ports import RunService
+from ...contracts.projector import Projector
+from ..shared.follow import CUT_OFF_REASON, EventStream, FollowPolicy
+from ..shared.stream import ResponseStream
 
 # Relative, as is adapter.py's import of endpoints.py: a file opened at its own path, as
 # editors open it, then meets its own class here, not a copy under loopgate.… (docs/plugins.md).
 from .adapter import AguiAdapter
+from .events import RunError
+from .runs import RunPlan
 
 W = TypeVar("W")
 # The hub's consumer name for these subscriptions (telemetry).

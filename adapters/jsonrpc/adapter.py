@@ -7,11 +7,11 @@ from typing import Any
 import msgspec
 from starlette.routing import BaseRoute
 
-from loopgate.adapters.jsonrpc.projector import JsonRpcProjector
-from loopgate.adapters.jsonrpc.protocol import Notification
-from loopgate.contracts.limits import EndpointLimits
-from loopgate.contracts.ports import RunService
-from loopgate.contracts.projector import ProjectorContext, ReadBytes, StdioOptions, WriteBytes
+from ...contracts.limits import EndpointLimits
+from ...contracts.ports import RunService
+from ...contracts.projector import ProjectorContext, ReadBytes, StdioOptions, WriteBytes
+from .projector import JsonRpcProjector
+from .protocol import Notification
 
 _encode = msgspec.json.Encoder().encode
 
@@ -42,9 +42,9 @@ class JsonRpcAdapter:
         return b"".join(_encode(m) + b"\n" for m in messages)
 
     def routes(self, service: RunService, limits: EndpointLimits) -> list[BaseRoute]:
-        from loopgate.adapters.jsonrpc.dispatch import Dispatcher
-        from loopgate.adapters.jsonrpc.http import routes
-        from loopgate.adapters.jsonrpc.limits import RpcLimits
+        from .dispatch import Dispatcher
+        from .http import routes
+        from .limits import RpcLimits
 
         rpc_limits = RpcLimits.from_endpoint(limits, **self.limit_overrides)
         return routes(Dispatcher(service, rpc_limits), limits)
@@ -54,9 +54,9 @@ class JsonRpcAdapter:
     ) -> None:
         """One connection on stdin/stdout: a message is a line of at most
         ``limits.max_line_bytes``."""
-        from loopgate.adapters.jsonrpc.dispatch import Dispatcher
-        from loopgate.adapters.jsonrpc.limits import RpcLimits
-        from loopgate.adapters.jsonrpc.stdio import serve_lines
+        from .dispatch import Dispatcher
+        from .limits import RpcLimits
+        from .stdio import serve_lines
 
         rpc_limits = RpcLimits.from_stdio(
             options.limits, **{**self.limit_overrides, **options.options}

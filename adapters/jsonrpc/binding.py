@@ -8,9 +8,9 @@ from typing import Any
 
 import msgspec
 
-from loopgate.adapters.jsonrpc.errors import RpcError, invalid_params
-from loopgate.adapters.jsonrpc.methods import Method, Trace
-from loopgate.contracts.client_errors import describe_input_error
+from ...contracts.client_errors import describe_input_error
+from .errors import RpcError, invalid_params
+from .methods import Method, Trace
 
 TRACEPARENT = re.compile(r"[0-9a-f]{2}-[0-9a-f]{32}-[0-9a-f]{16}-[0-9a-f]{2}")
 # After normalising: "… - at `runId`" names the param; "at `params`" is the whole object.

@@ -11,20 +11,18 @@ import logging
 from collections.abc import Awaitable, Callable, Mapping
 from typing import Any
 
-from loopgate.adapters.jsonrpc.binding import bind
-from loopgate.adapters.jsonrpc.errors import RpcError, error_object
-from loopgate.adapters.jsonrpc.limits import RpcLimits
-from loopgate.adapters.jsonrpc.methods import (
-    METHODS,
-    NO_TRACE,
-    CallContext,
-    Method,
-    Streams,
-    Trace,
+from ...contracts.client_errors import ClientError, client_message
+from ...contracts.ports import (
+    Forbidden,
+    LimitReached,
+    RunExists,
+    RunFinished,
+    RunGone,
+    RunNotFound,
+    RunService,
+    ThreadNotFound,
 )
-from loopgate.adapters.jsonrpc.openrpc import with_discover
-from loopgate.adapters.jsonrpc.protocol import Failure, Success, encode, invalid, parse_error
-from loopgate.adapters.shared.jsonrpc import (
+from ..shared.jsonrpc import (
     Call,
     Invalid,
     ParseFailure,
@@ -33,7 +31,7 @@ from loopgate.adapters.shared.jsonrpc import (
     classify,
     parse,
 )
-from loopgate.adapters.shared.rpc_errors import (
+from ..shared.rpc_errors import (
     FORBIDDEN,
     INTERNAL_ERROR,
     INVALID_PARAMS,
@@ -46,17 +44,19 @@ from loopgate.adapters.shared.rpc_errors import (
     RUN_NOT_FOUND,
     TOO_LARGE,
 )
-from loopgate.contracts.client_errors import ClientError, client_message
-from loopgate.contracts.ports import (
-    Forbidden,
-    LimitReached,
-    RunExists,
-    RunFinished,
-    RunGone,
-    RunNotFound,
-    RunService,
-    ThreadNotFound,
+from .binding import bind
+from .errors import RpcError, error_object
+from .limits import RpcLimits
+from .methods import (
+    METHODS,
+    NO_TRACE,
+    CallContext,
+    Method,
+    Streams,
+    Trace,
 )
+from .openrpc import with_discover
+from .protocol import Failure, Success, encode, invalid, parse_error
 
 log = logging.getLogger("loopgate.jsonrpc")
 

@@ -9,7 +9,7 @@ from __future__ import annotations
 
 from typing import Any
 
-from loopgate.adapters.shared.rpc_errors import INVALID_PARAMS, codes, is_server_code
+from ..shared.rpc_errors import INVALID_PARAMS, codes, is_server_code
 
 _CODES = codes("jsonrpc")
 MESSAGES: dict[int, str] = {code: entry.message for code, entry in _CODES.items()}

@@ -14,14 +14,14 @@ from starlette.responses import Response
 from starlette.routing import BaseRoute, Route, WebSocketRoute
 from starlette.websockets import WebSocket
 
-from loopgate.adapters.jsonrpc.dispatch import Dispatcher, TooLarge, too_large
-from loopgate.adapters.jsonrpc.errors import error_object
-from loopgate.adapters.jsonrpc.methods import Trace
-from loopgate.adapters.jsonrpc.protocol import Failure, encode
-from loopgate.adapters.shared.body import read_body
-from loopgate.adapters.shared.problem import HttpProblem
-from loopgate.adapters.shared.rpc_errors import INVALID_REQUEST
-from loopgate.contracts.limits import EndpointLimits
+from ...contracts.limits import EndpointLimits
+from ..shared.body import read_body
+from ..shared.problem import HttpProblem
+from ..shared.rpc_errors import INVALID_REQUEST
+from .dispatch import Dispatcher, TooLarge, too_large
+from .errors import error_object
+from .methods import Trace
+from .protocol import Failure, encode
 
 JSON = "application/json"
 
@@ -51,7 +51,7 @@ def routes(dispatcher: Dispatcher, limits: EndpointLimits) -> list[BaseRoute]:
         return json_reply(reply, 413 if isinstance(reply, TooLarge) else 200)
 
     async def rpc_socket(websocket: WebSocket) -> None:
-        from loopgate.adapters.jsonrpc.ws import serve_socket
+        from .ws import serve_socket
 
         await serve_socket(websocket, dispatcher, limits)
 

@@ -6,8 +6,8 @@ from typing import Any
 
 import msgspec
 
-from loopgate.contracts.json_input import DEFAULT_MAX_DEPTH
-from loopgate.contracts.limits import EndpointLimits
+from ...contracts.json_input import DEFAULT_MAX_DEPTH
+from ...contracts.limits import EndpointLimits
 
 
 class RpcLimits(msgspec.Struct, frozen=True, kw_only=True):

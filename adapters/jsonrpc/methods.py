@@ -14,8 +14,15 @@ from typing import Annotated, Any, Literal, NamedTuple, Protocol
 
 import msgspec
 
-from loopgate.adapters.jsonrpc.errors import RpcError, invalid_params
-from loopgate.adapters.shared.rpc_errors import (
+from ...contracts.agents import AgentInfo, UnknownAgent
+from ...contracts.client_errors import ClientError
+from ...contracts.contract import contract_bytes
+from ...contracts.envelope import Envelope, encode_envelope
+from ...contracts.gateway_events import Decision
+from ...contracts.messages import Message
+from ...contracts.ports import CommandResult, RunInfo, RunService, StartRun
+from ...contracts.principal import Owner
+from ..shared.rpc_errors import (
     INVALID_PARAMS,
     LIMIT_REACHED,
     NOT_ACCEPTED,
@@ -25,15 +32,8 @@ from loopgate.adapters.shared.rpc_errors import (
     STREAMING_REQUIRED,
     SUBSCRIPTION_NOT_FOUND,
 )
-from loopgate.adapters.shared.threads import ThreadBusy, thread_start
-from loopgate.contracts.agents import AgentInfo, UnknownAgent
-from loopgate.contracts.client_errors import ClientError
-from loopgate.contracts.contract import contract_bytes
-from loopgate.contracts.envelope import Envelope, encode_envelope
-from loopgate.contracts.gateway_events import Decision
-from loopgate.contracts.messages import Message
-from loopgate.contracts.ports import CommandResult, RunInfo, RunService, StartRun
-from loopgate.contracts.principal import Owner
+from ..shared.threads import ThreadBusy, thread_start
+from .errors import RpcError, invalid_params
 
 RunId = Annotated[str, msgspec.Meta(pattern=r"^[A-Za-z0-9_.:-]{1,128}$")]
 PageSize = Annotated[int, msgspec.Meta(ge=1, le=1000)]

@@ -12,9 +12,10 @@ from typing import Any
 import msgspec
 
 from loopgate import __version__
-from loopgate.adapters.jsonrpc.errors import MESSAGES, SERVER_CODES
-from loopgate.adapters.jsonrpc.methods import CallContext, Method, NoParams
-from loopgate.adapters.shared.rpc_errors import INVALID_PARAMS
+
+from ..shared.rpc_errors import INVALID_PARAMS
+from .errors import MESSAGES, SERVER_CODES
+from .methods import CallContext, Method, NoParams
 
 OPENRPC_VERSION = "1.2.6"
 REF = "#/components/schemas/{name}"

@@ -10,10 +10,10 @@ from __future__ import annotations
 
 from typing import Any
 
-from loopgate.adapters.jsonrpc.protocol import Notification, encode
-from loopgate.adapters.shared.projector import RunProjector
-from loopgate.contracts.envelope import Envelope, encode_envelope
-from loopgate.contracts.projector import ProjectorContext
+from ...contracts.envelope import Envelope, encode_envelope
+from ...contracts.projector import ProjectorContext
+from ..shared.projector import RunProjector
+from .protocol import Notification, encode
 
 RUN_EVENT = "run.event"
 RUN_END = "run.end"

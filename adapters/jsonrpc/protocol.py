@@ -8,9 +8,9 @@ from typing import Any, Literal
 
 import msgspec
 
-from loopgate.adapters.jsonrpc.errors import error_object
-from loopgate.adapters.shared.jsonrpc import JSONRPC, Id, Invalid
-from loopgate.adapters.shared.rpc_errors import PARSE_ERROR
+from ..shared.jsonrpc import JSONRPC, Id, Invalid
+from ..shared.rpc_errors import PARSE_ERROR
+from .errors import error_object
 
 
 class Success(msgspec.Struct, kw_only=True):

@@ -21,17 +21,17 @@ from typing import Any
 import anyio
 from anyio.abc import TaskGroup, TaskStatus
 
-from loopgate.adapters.jsonrpc.dispatch import Dispatcher
-from loopgate.adapters.jsonrpc.errors import RpcError
-from loopgate.adapters.jsonrpc.projector import JsonRpcProjector, run_end
-from loopgate.adapters.jsonrpc.protocol import Request, encode
-from loopgate.adapters.shared.follow import CONNECTION, EventStream
-from loopgate.adapters.shared.jsonrpc import Reply
-from loopgate.adapters.shared.rpc_errors import LIMIT_REACHED
-from loopgate.contracts.contract import is_terminal_completion
-from loopgate.contracts.envelope import Envelope
-from loopgate.contracts.gateway_events import DECISIONS, PERMISSION_REQUEST, PERMISSION_RESULT
-from loopgate.contracts.projector import ProjectorContext
+from ...contracts.contract import is_terminal_completion
+from ...contracts.envelope import Envelope
+from ...contracts.gateway_events import DECISIONS, PERMISSION_REQUEST, PERMISSION_RESULT
+from ...contracts.projector import ProjectorContext
+from ..shared.follow import CONNECTION, EventStream
+from ..shared.jsonrpc import Reply
+from ..shared.rpc_errors import LIMIT_REACHED
+from .dispatch import Dispatcher
+from .errors import RpcError
+from .projector import JsonRpcProjector, run_end
+from .protocol import Request, encode
 
 log = logging.getLogger("loopgate.jsonrpc")
 

@@ -8,10 +8,10 @@ from __future__ import annotations
 
 import anyio
 
-from loopgate.adapters.jsonrpc.dispatch import Dispatcher, too_large
-from loopgate.adapters.jsonrpc.session import Session
-from loopgate.adapters.shared.lines import LineTooLong, read_lines
-from loopgate.contracts.projector import ReadBytes, WriteBytes
+from ...contracts.projector import ReadBytes, WriteBytes
+from ..shared.lines import LineTooLong, read_lines
+from .dispatch import Dispatcher, too_large
+from .session import Session
 
 __all__ = ["LineTooLong", "read_lines", "serve_lines"]
 

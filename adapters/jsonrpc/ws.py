@@ -10,10 +10,10 @@ from __future__ import annotations
 import anyio
 from starlette.websockets import WebSocket
 
-from loopgate.adapters.jsonrpc.dispatch import Dispatcher
-from loopgate.adapters.jsonrpc.session import Session
-from loopgate.adapters.shared.ws import client_of, close_stopped_reader, origin_allowed, refuse
-from loopgate.contracts.limits import EndpointLimits
+from ...contracts.limits import EndpointLimits
+from ..shared.ws import client_of, close_stopped_reader, origin_allowed, refuse
+from .dispatch import Dispatcher
+from .session import Session
 
 
 async def serve_socket(

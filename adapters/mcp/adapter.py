@@ -9,10 +9,11 @@ import msgspec
 from starlette.routing import BaseRoute
 
 from loopgate import __version__
-from loopgate.adapters.mcp.projector import McpItem, McpProjector, to_wire
-from loopgate.contracts.limits import EndpointLimits
-from loopgate.contracts.ports import RunService
-from loopgate.contracts.projector import ProjectorContext, ReadBytes, StdioOptions, WriteBytes
+
+from ...contracts.limits import EndpointLimits
+from ...contracts.ports import RunService
+from ...contracts.projector import ProjectorContext, ReadBytes, StdioOptions, WriteBytes
+from .projector import McpItem, McpProjector, to_wire
 
 _encode = msgspec.json.Encoder().encode
 
@@ -34,10 +35,10 @@ class McpAdapter:
         return b"".join(_encode(to_wire(m)) + b"\n" for m in messages)
 
     def routes(self, service: RunService, limits: EndpointLimits) -> list[BaseRoute]:
-        from loopgate.adapters.mcp.http import routes
+        from .http import routes
 
         def build() -> Any:
-            from loopgate.adapters.mcp.server import build_server
+            from .server import build_server
 
             return build_server(service, __version__)
 
@@ -48,8 +49,8 @@ class McpAdapter:
     ) -> None:
         """One client on stdin/stdout until its input ends and its calls are answered; a line
         is at most ``limits.max_line_bytes``."""
-        from loopgate.adapters.mcp.server import build_server
-        from loopgate.adapters.mcp.stdio import serve_lines
+        from .server import build_server
+        from .stdio import serve_lines
 
         await serve_lines(build_server(service, options.version), read, write, options.limits)
 

@@ -18,8 +18,8 @@ from typing import Annotated, Any
 
 import msgspec
 
-from loopgate.adapters.mcp.tools import RUN, TOOLS, RunArgs
-from loopgate.contracts.agents import AgentInfo
+from ...contracts.agents import AgentInfo
+from .tools import RUN, TOOLS, RunArgs
 
 _RUN_TOOL = TOOLS[0]
 # The tools an agent's name may not take: theirs is fixed.

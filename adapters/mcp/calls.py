@@ -18,21 +18,21 @@ from typing import Any
 import anyio
 import msgspec
 
-from loopgate.adapters.mcp.projector import Answer, McpItem, McpProjector, Progress, result_body
-from loopgate.adapters.mcp.resources import events_uri
-from loopgate.adapters.mcp.tools import ListArgs, RunArgs, RunIdArgs
-from loopgate.adapters.shared.follow import RESUMING, EventStream
-from loopgate.adapters.shared.threads import ThreadBusy, thread_start
-from loopgate.contracts.client_errors import client_message
-from loopgate.contracts.envelope import Envelope
-from loopgate.contracts.ports import (
+from ...contracts.client_errors import client_message
+from ...contracts.envelope import Envelope
+from ...contracts.ports import (
     RunExists,
     RunInfo,
     RunService,
     ServiceUnavailable,
     StartRun,
 )
-from loopgate.contracts.projector import ProjectorContext
+from ...contracts.projector import ProjectorContext
+from ..shared.follow import RESUMING, EventStream
+from ..shared.threads import ThreadBusy, thread_start
+from .projector import Answer, McpItem, McpProjector, Progress, result_body
+from .resources import events_uri
+from .tools import ListArgs, RunArgs, RunIdArgs
 
 log = logging.getLogger("loopgate.mcp")
 

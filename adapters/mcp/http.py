@@ -26,17 +26,17 @@ from starlette.responses import JSONResponse
 from starlette.routing import BaseRoute, Route
 from starlette.types import Message, Receive, Scope, Send
 
-from loopgate.adapters.mcp.sessions import (
+from ...contracts.limits import EndpointLimits
+from ...contracts.ports import Forbidden, RunNotFound, RunService
+from ...contracts.principal import Owner, current
+from ..shared.lazy import LazyModule
+from .sessions import (
     SESSION_HEADER,
     new_session_id,
     peek,
     run_id_for,
     session_of,
 )
-from loopgate.adapters.shared.lazy import LazyModule
-from loopgate.contracts.limits import EndpointLimits
-from loopgate.contracts.ports import Forbidden, RunNotFound, RunService
-from loopgate.contracts.principal import Owner, current
 
 if TYPE_CHECKING:
     from mcp.server.lowlevel import Server

@@ -14,7 +14,7 @@ from typing import Any, NamedTuple
 from mcp import types
 from pydantic import ValidationError
 
-from loopgate.adapters.shared.jsonrpc import (
+from ..shared.jsonrpc import (
     ACP,
     Call,
     Invalid,
@@ -23,7 +23,7 @@ from loopgate.adapters.shared.jsonrpc import (
     parse,
     valid_id,
 )
-from loopgate.adapters.shared.rpc_errors import INVALID_PARAMS, INVALID_REQUEST, PARSE_ERROR
+from ..shared.rpc_errors import INVALID_PARAMS, INVALID_REQUEST, PARSE_ERROR
 
 # ACP's rules are MCP's: no batches, integer or string ids, named params, non-empty methods.
 RULES = ACP

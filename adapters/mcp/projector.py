@@ -19,9 +19,8 @@ from typing import Any, cast
 
 import msgspec
 
-from loopgate.adapters.shared.projector import TEXT, Call, RunProjector, Segment
-from loopgate.contracts.envelope import Envelope
-from loopgate.contracts.events import (
+from ...contracts.envelope import Envelope
+from ...contracts.events import (
     CompletionView,
     PermissionRequestView,
     PermissionResultView,
@@ -30,7 +29,8 @@ from loopgate.contracts.events import (
     budget_kind,
     view_of,
 )
-from loopgate.contracts.projector import ProjectorContext
+from ...contracts.projector import ProjectorContext
+from ..shared.projector import TEXT, Call, RunProjector, Segment
 
 # A progress message is a status line: the newest this many characters of a growing text.
 TAIL_CHARS = 120

@@ -10,9 +10,9 @@ import re
 from typing import Any
 from urllib.parse import quote, unquote
 
-from loopgate.contracts.envelope import encode_envelope
-from loopgate.contracts.history import last_user_text
-from loopgate.contracts.ports import RunInfo, RunService
+from ...contracts.envelope import encode_envelope
+from ...contracts.history import last_user_text
+from ...contracts.ports import RunInfo, RunService
 
 SCHEME = "loopgate"
 TEMPLATE = "loopgate://runs/{run_id}/events"

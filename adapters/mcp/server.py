@@ -22,9 +22,10 @@ from mcp.server.context import ServerRequestContext
 from mcp.server.lowlevel import Server
 from mcp.shared.exceptions import MCPError
 
-from loopgate.adapters.mcp import resources
-from loopgate.adapters.mcp.agents import Menu
-from loopgate.adapters.mcp.calls import (
+from ...contracts.ports import RunNotFound, RunService
+from . import resources
+from .agents import Menu
+from .calls import (
     INTERNAL,
     Calls,
     Delivered,
@@ -34,9 +35,9 @@ from loopgate.adapters.mcp.calls import (
     text_result,
     trace_of,
 )
-from loopgate.adapters.mcp.projector import Progress, progress_params
-from loopgate.adapters.mcp.sessions import run_id_for, session_of
-from loopgate.adapters.mcp.tools import (
+from .projector import Progress, progress_params
+from .sessions import run_id_for, session_of
+from .tools import (
     CANCEL_RUN,
     GET_RUN,
     LIST_RUNS,
@@ -44,7 +45,6 @@ from loopgate.adapters.mcp.tools import (
     ArgumentError,
     parse_arguments,
 )
-from loopgate.contracts.ports import RunNotFound, RunService
 
 log = logging.getLogger("loopgate.mcp")
 

@@ -21,7 +21,7 @@ from typing import Any
 
 import msgspec
 
-from loopgate.adapters.mcp.tools import CANCEL_RUN, GET_RUN, LIST_RUNS
+from .tools import CANCEL_RUN, GET_RUN, LIST_RUNS
 
 SESSION_HEADER = "mcp-session-id"
 # The tools that start no run; every other name may (``run``, an agent's own tool).

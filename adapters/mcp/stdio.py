@@ -23,11 +23,11 @@ from mcp import types
 from mcp.server.lowlevel import Server
 from mcp.shared.message import SessionMessage
 
-from loopgate.adapters.mcp.messages import Refused, message_of
-from loopgate.adapters.mcp.sessions import CANCELLED
-from loopgate.adapters.shared.lines import LineTooLong, read_lines
-from loopgate.contracts.limits import EndpointLimits
-from loopgate.contracts.projector import ReadBytes, WriteBytes
+from ...contracts.limits import EndpointLimits
+from ...contracts.projector import ReadBytes, WriteBytes
+from ..shared.lines import LineTooLong, read_lines
+from .messages import Refused, message_of
+from .sessions import CANCELLED
 
 log = logging.getLogger("loopgate.mcp")
 

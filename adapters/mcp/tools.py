@@ -12,7 +12,7 @@ from typing import Annotated, Any
 
 import msgspec
 
-from loopgate.contracts.client_errors import describe_input_error
+from ...contracts.client_errors import describe_input_error
 
 MAX_LIST = 100
 DEFAULT_LIST = 20

@@ -13,7 +13,7 @@ from typing import Any
 
 import anyio
 
-from loopgate.contracts.ports import RunService
+from ...contracts.ports import RunService
 
 
 class CommitAcks:

@@ -7,11 +7,11 @@ from typing import Any
 import msgspec
 from starlette.routing import BaseRoute
 
-from loopgate.adapters.native.projector import NativeProjector, render_events
-from loopgate.contracts.envelope import Envelope
-from loopgate.contracts.limits import EndpointLimits
-from loopgate.contracts.ports import RunService
-from loopgate.contracts.projector import ProjectorContext
+from ...contracts.envelope import Envelope
+from ...contracts.limits import EndpointLimits
+from ...contracts.ports import RunService
+from ...contracts.projector import ProjectorContext
+from .projector import NativeProjector, render_events
 
 
 class NativeAdapter:
@@ -51,7 +51,7 @@ class NativeAdapter:
         ]
 
     def openapi(self) -> dict[str, Any]:
-        from loopgate.adapters.native.openapi import describe
+        from .openapi import describe
 
         return describe()
 

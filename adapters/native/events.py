@@ -11,20 +11,20 @@ from starlette.requests import Request
 from starlette.responses import Response
 from starlette.routing import BaseRoute, Route
 
-from loopgate.adapters.native.projector import NativeFrames, read_batch
-from loopgate.adapters.shared.follow import FollowPolicy, stream_policy
-from loopgate.adapters.shared.numbers import cursor_param
-from loopgate.adapters.shared.problem import HttpProblem, from_problem
-from loopgate.adapters.shared.stream import ResponseStream
-from loopgate.contracts.encoded import EncodedEnvelopes
-from loopgate.contracts.envelope import Envelope
-from loopgate.contracts.limits import EndpointLimits
-from loopgate.contracts.ports import RunNotFound, RunService, Subscription
-from loopgate.contracts.projector import ProjectorContext
+from ...contracts.encoded import EncodedEnvelopes
+from ...contracts.envelope import Envelope
+from ...contracts.limits import EndpointLimits
+from ...contracts.ports import RunNotFound, RunService, Subscription
+from ...contracts.projector import ProjectorContext
+from ..shared.follow import FollowPolicy, stream_policy
+from ..shared.numbers import cursor_param
+from ..shared.problem import HttpProblem, from_problem
+from ..shared.stream import ResponseStream
 
 # Relative, as is adapter.py's import of this module: a file opened at its own path, as editors
 # open it, then meets its own class here, not a copy under loopgate.… (docs/plugins.md).
 from .adapter import NativeAdapter
+from .projector import NativeFrames, read_batch
 
 # The hub's consumer name for these subscriptions (telemetry): the transport they read through.
 CONSUMER = "sse"

@@ -17,13 +17,17 @@ from starlette.responses import Response
 from starlette.routing import BaseRoute, Route, WebSocketRoute
 from starlette.websockets import WebSocket, WebSocketDisconnect
 
-from loopgate.adapters.native.acks import CommitAcks
-from loopgate.adapters.native.runs import RunView, json_response, run_json
-from loopgate.adapters.shared.body import iter_lines
-from loopgate.adapters.shared.connection import stream_body
-from loopgate.adapters.shared.endpoint import guarded
-from loopgate.adapters.shared.problem import HttpProblem, problem_for
-from loopgate.adapters.shared.ws import (
+from ...contracts.client_errors import client_message
+from ...contracts.contract import is_terminal_completion
+from ...contracts.envelope import EnvelopeError, decode_event
+from ...contracts.limits import EndpointLimits
+from ...contracts.oddities import OddityLog
+from ...contracts.ports import RunFinished, RunService, RunTooLarge
+from ..shared.body import iter_lines
+from ..shared.connection import stream_body
+from ..shared.endpoint import guarded
+from ..shared.problem import HttpProblem, problem_for
+from ..shared.ws import (
     CLOSE_TIMEOUT_S,
     close_stopped_reader,
     open_both_ways,
@@ -31,12 +35,8 @@ from loopgate.adapters.shared.ws import (
     refuse,
     report_cut_off,
 )
-from loopgate.contracts.client_errors import client_message
-from loopgate.contracts.contract import is_terminal_completion
-from loopgate.contracts.envelope import EnvelopeError, decode_event
-from loopgate.contracts.limits import EndpointLimits
-from loopgate.contracts.oddities import OddityLog
-from loopgate.contracts.ports import RunFinished, RunService, RunTooLarge
+from .acks import CommitAcks
+from .runs import RunView, json_response, run_json
 
 log = logging.getLogger("loopgate.ingest")
 

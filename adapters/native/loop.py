@@ -14,8 +14,8 @@ from starlette.requests import Request
 from starlette.responses import Response
 from starlette.routing import BaseRoute, Route
 
-from loopgate.contracts.agents import AgentInfo
-from loopgate.contracts.ports import RunService
+from ...contracts.agents import AgentInfo
+from ...contracts.ports import RunService
 
 
 class LoopView(msgspec.Struct, kw_only=True):

@@ -16,7 +16,7 @@ from starlette.requests import Request
 from starlette.responses import Response
 from starlette.routing import BaseRoute, Route
 
-from loopgate.contracts.principal import Principal, Scope, current
+from ...contracts.principal import Principal, Scope, current
 
 JSON = "application/json"
 

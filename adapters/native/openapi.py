@@ -15,10 +15,15 @@ from typing import Any
 
 import msgspec
 
-from loopgate.adapters.native.ingest import IngestResult
-from loopgate.adapters.native.loop import AgentList, LoopView
-from loopgate.adapters.native.me import MeView
-from loopgate.adapters.native.runs import (
+from ...contracts.contract import RuntimeContract
+from ...contracts.envelope import Envelope, LoopEvent
+from ...contracts.ports import CommandResult
+from ..shared.numbers import MAX_DIGITS
+from ..shared.problem import PROBLEM_TYPE, Problem
+from .ingest import IngestResult
+from .loop import AgentList, LoopView
+from .me import MeView
+from .runs import (
     LIMIT_DEFAULT,
     LIMIT_MAX,
     RespondBody,
@@ -27,12 +32,7 @@ from loopgate.adapters.native.runs import (
     StartBody,
     SteerBody,
 )
-from loopgate.adapters.native.threads import ThreadBody, ThreadList, ThreadView
-from loopgate.adapters.shared.numbers import MAX_DIGITS
-from loopgate.adapters.shared.problem import PROBLEM_TYPE, Problem
-from loopgate.contracts.contract import RuntimeContract
-from loopgate.contracts.envelope import Envelope, LoopEvent
-from loopgate.contracts.ports import CommandResult
+from .threads import ThreadBody, ThreadList, ThreadView
 
 REF = "#/components/schemas/{name}"
 JSON = "application/json"

@@ -2,11 +2,11 @@
 
 from __future__ import annotations
 
-from loopgate.adapters.shared import sse
-from loopgate.adapters.shared.projector import RunProjector
-from loopgate.contracts.encoded import EncodedEnvelopes, EncodedSubscription
-from loopgate.contracts.envelope import Envelope
-from loopgate.contracts.ports import Subscription
+from ...contracts.encoded import EncodedEnvelopes, EncodedSubscription
+from ...contracts.envelope import Envelope
+from ...contracts.ports import Subscription
+from ..shared import sse
+from ..shared.projector import RunProjector
 
 
 class NativeProjector(RunProjector[Envelope]):

@@ -15,16 +15,16 @@ from starlette.requests import Request
 from starlette.responses import Response
 from starlette.routing import BaseRoute, Route
 
-from loopgate.adapters.shared.body import decode_json, read_body
-from loopgate.adapters.shared.endpoint import guarded
-from loopgate.adapters.shared.numbers import int_param
-from loopgate.adapters.shared.problem import HttpProblem
-from loopgate.adapters.shared.threads import ThreadBusy, thread_start
-from loopgate.contracts.contract import contract_bytes
-from loopgate.contracts.gateway_events import Decision
-from loopgate.contracts.limits import EndpointLimits
-from loopgate.contracts.messages import Message
-from loopgate.contracts.ports import CommandResult, RunInfo, RunService, StartRun
+from ...contracts.contract import contract_bytes
+from ...contracts.gateway_events import Decision
+from ...contracts.limits import EndpointLimits
+from ...contracts.messages import Message
+from ...contracts.ports import CommandResult, RunInfo, RunService, StartRun
+from ..shared.body import decode_json, read_body
+from ..shared.endpoint import guarded
+from ..shared.numbers import int_param
+from ..shared.problem import HttpProblem
+from ..shared.threads import ThreadBusy, thread_start
 
 JSON = "application/json"
 _RUN_ID = re.compile(r"[A-Za-z0-9_.:-]{1,128}")

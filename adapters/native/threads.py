@@ -15,13 +15,13 @@ from starlette.requests import Request
 from starlette.responses import Response
 from starlette.routing import BaseRoute, Route
 
-from loopgate.adapters.native.runs import about, json_response, limit_param
-from loopgate.adapters.shared.body import decode_json, read_body
-from loopgate.adapters.shared.endpoint import guarded
-from loopgate.adapters.shared.numbers import shown
-from loopgate.adapters.shared.problem import HttpProblem
-from loopgate.contracts.limits import EndpointLimits
-from loopgate.contracts.ports import RunService, ThreadExists, ThreadInfo
+from ...contracts.limits import EndpointLimits
+from ...contracts.ports import RunService, ThreadExists, ThreadInfo
+from ..shared.body import decode_json, read_body
+from ..shared.endpoint import guarded
+from ..shared.numbers import shown
+from ..shared.problem import HttpProblem
+from .runs import about, json_response, limit_param
 
 # Ids go in URL paths: the characters a run id may have, and no others.
 _THREAD_ID = re.compile(r"[A-Za-z0-9_.:-]{1,128}")

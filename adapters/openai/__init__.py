@@ -1,7 +1,7 @@
 """OpenAI chat completions: a sans-IO projector from LoopEvents to ``chat.completion.chunk``s,
 ``POST /v1/chat/completions`` (streamed or not) and ``GET /v1/models``."""
 
-from loopgate.adapters.openai.adapter import ADAPTER, MEDIA_TYPE, OpenAIAdapter
-from loopgate.adapters.openai.projector import OpenAIProjector
+from .adapter import ADAPTER, MEDIA_TYPE, OpenAIAdapter
+from .projector import OpenAIProjector
 
 __all__ = ["ADAPTER", "MEDIA_TYPE", "OpenAIAdapter", "OpenAIProjector"]

@@ -8,13 +8,13 @@ import msgspec
 from starlette.responses import Response
 from starlette.routing import BaseRoute
 
-from loopgate.adapters.openai.projector import OpenAIProjector
-from loopgate.adapters.openai.wire import PIECE_TAIL, Carried, Done, Piece, WireMessage
-from loopgate.adapters.shared import sse
-from loopgate.contracts.limits import EndpointLimits
-from loopgate.contracts.ports import RunService
-from loopgate.contracts.projector import ProjectorContext
-from loopgate.contracts.refusals import Refusal
+from ...contracts.limits import EndpointLimits
+from ...contracts.ports import RunService
+from ...contracts.projector import ProjectorContext
+from ...contracts.refusals import Refusal
+from ..shared import sse
+from .projector import OpenAIProjector
+from .wire import PIECE_TAIL, Carried, Done, Piece, WireMessage
 
 MEDIA_TYPE = sse.MEDIA_TYPE
 # The stream's last line: the one data line that is not JSON.
@@ -85,7 +85,7 @@ class OpenAIAdapter:
         return routes(self, service, limits)
 
     def refusal_response(self, refusal: Refusal) -> Response:
-        from loopgate.adapters.openai.errors import refusal_response
+        from .errors import refusal_response
 
         return refusal_response(refusal)
 

@@ -9,7 +9,7 @@ from __future__ import annotations
 
 from typing import Any
 
-from loopgate.adapters.openai.wire import (
+from .wire import (
     UNSET,
     Carried,
     Chunk,

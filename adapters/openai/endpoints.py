@@ -15,8 +15,21 @@ from starlette.requests import Request
 from starlette.responses import Response
 from starlette.routing import BaseRoute, Route
 
-from loopgate.adapters.openai.completion import fold
-from loopgate.adapters.openai.errors import (
+from ...contracts import json_input
+from ...contracts.envelope import Envelope
+from ...contracts.limits import EndpointLimits
+from ...contracts.ports import RunInfo, RunService, StartRun
+from ...contracts.projector import ProjectorContext
+from ..shared.body import read_body
+from ..shared.follow import CONNECTION, EventStream, FollowPolicy, stream_policy
+from ..shared.projector import CLIENT_TOOLS
+from ..shared.stream import ResponseStream
+
+# Relative, as is adapter.py's import of this module: a file opened at its own path, as editors
+# open it, then meets its own class here, not a copy under loopgate.… (docs/plugins.md).
+from .adapter import OpenAIAdapter
+from .completion import fold
+from .errors import (
     INVALID_REQUEST,
     JSON,
     SERVER_ERROR,
@@ -26,9 +39,9 @@ from loopgate.adapters.openai.errors import (
     invalid_body,
     refused,
 )
-from loopgate.adapters.openai.models import model_names, model_table
-from loopgate.adapters.openai.projector import CREATED, INCLUDE_USAGE, MODEL
-from loopgate.adapters.openai.request import (
+from .models import model_names, model_table
+from .projector import CREATED, INCLUDE_USAGE, MODEL
+from .request import (
     ChatRequest,
     check,
     client_tools,
@@ -36,20 +49,7 @@ from loopgate.adapters.openai.request import (
     run_config,
     to_history,
 )
-from loopgate.adapters.openai.wire import Completion, ErrorBody, Model, ModelList, WireMessage
-from loopgate.adapters.shared.body import read_body
-from loopgate.adapters.shared.follow import CONNECTION, EventStream, FollowPolicy, stream_policy
-from loopgate.adapters.shared.projector import CLIENT_TOOLS
-from loopgate.adapters.shared.stream import ResponseStream
-from loopgate.contracts import json_input
-from loopgate.contracts.envelope import Envelope
-from loopgate.contracts.limits import EndpointLimits
-from loopgate.contracts.ports import RunInfo, RunService, StartRun
-from loopgate.contracts.projector import ProjectorContext
-
-# Relative, as is adapter.py's import of this module: a file opened at its own path, as editors
-# open it, then meets its own class here, not a copy under loopgate.… (docs/plugins.md).
-from .adapter import OpenAIAdapter
+from .wire import Completion, ErrorBody, Model, ModelList, WireMessage
 
 CONSUMER = "openai"
 # The run's id, where the SDKs read a response's request id (``_request_id``).

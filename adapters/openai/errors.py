@@ -25,12 +25,12 @@ import msgspec
 from starlette.requests import Request
 from starlette.responses import Response
 
-from loopgate.adapters.openai.request import InvalidRequest
-from loopgate.adapters.openai.wire import ApiError, ErrorBody
-from loopgate.adapters.shared.problem import HttpProblem, problem_for
-from loopgate.contracts.client_errors import describe_input_error
-from loopgate.contracts.ports import Forbidden
-from loopgate.contracts.refusals import Reason, Refusal
+from ...contracts.client_errors import describe_input_error
+from ...contracts.ports import Forbidden
+from ...contracts.refusals import Reason, Refusal
+from ..shared.problem import HttpProblem, problem_for
+from .request import InvalidRequest
+from .wire import ApiError, ErrorBody
 
 log = logging.getLogger("loopgate.openai")
 JSON = "application/json"

@@ -10,8 +10,8 @@ embedded one, ``--openai-model`` for a real one) or a plugged loop's name
 
 from __future__ import annotations
 
-from loopgate.contracts.agents import DEFAULT_AGENT
-from loopgate.contracts.ports import RunService
+from ...contracts.agents import DEFAULT_AGENT
+from ...contracts.ports import RunService
 
 ALIAS = "loopgate"
 # The reference loop's own name says nothing its model does not.

@@ -28,7 +28,11 @@ from typing import Any, cast
 import msgspec
 from msgspec import UnsetType
 
-from loopgate.adapters.openai.wire import (
+from ...contracts.envelope import Envelope
+from ...contracts.events import CompletionView, view_of
+from ...contracts.projector import ProjectorContext
+from ..shared.projector import CLIENT_TOOLS, TEXT, Call, RunProjector, Segment
+from .wire import (
     DONE,
     PIECE_TAIL,
     UNSET,
@@ -45,10 +49,6 @@ from loopgate.adapters.openai.wire import (
     Usage,
     WireMessage,
 )
-from loopgate.adapters.shared.projector import CLIENT_TOOLS, TEXT, Call, RunProjector, Segment
-from loopgate.contracts.envelope import Envelope
-from loopgate.contracts.events import CompletionView, view_of
-from loopgate.contracts.projector import ProjectorContext
 
 # ProjectorContext.options keys, set by the endpoint from the request and the run.
 MODEL = "model"  # the model the request named: every chunk echoes it

@@ -12,8 +12,8 @@ from typing import Annotated, Any, Literal
 
 import msgspec
 
-from loopgate.adapters.shared.chat import AssistantToolCall, to_tool_calls
-from loopgate.contracts.messages import Message, ToolSpec
+from ...contracts.messages import Message, ToolSpec
+from ..shared.chat import AssistantToolCall, to_tool_calls
 
 # What OpenAI accepts as a function's name.
 ToolName = Annotated[str, msgspec.Meta(pattern=r"^[A-Za-z0-9_-]{1,64}$")]

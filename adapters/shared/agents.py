@@ -2,8 +2,8 @@
 
 from __future__ import annotations
 
-from loopgate.contracts.agents import UnknownAgent
-from loopgate.contracts.ports import RunService
+from ...contracts.agents import UnknownAgent
+from ...contracts.ports import RunService
 
 # Where a front end's routes for one agent live: ``/agents/{name}`` then the front end's own
 # path (``/agents/parrot/agui``), as the clients that address agents by URL expect.

@@ -8,10 +8,10 @@ from typing import TypeVar
 import msgspec
 from starlette.requests import ClientDisconnect, Request
 
-from loopgate.adapters.shared.numbers import ascii_int
-from loopgate.adapters.shared.problem import HttpProblem
-from loopgate.contracts import json_input
-from loopgate.contracts.client_errors import describe_input_error
+from ...contracts import json_input
+from ...contracts.client_errors import describe_input_error
+from .numbers import ascii_int
+from .problem import HttpProblem
 
 T = TypeVar("T")
 

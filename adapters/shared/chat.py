@@ -10,8 +10,8 @@ from typing import Any, Literal
 
 import msgspec
 
-from loopgate.contracts import json_input
-from loopgate.contracts.messages import ToolCall
+from ...contracts import json_input
+from ...contracts.messages import ToolCall
 
 
 class FunctionCall(msgspec.Struct):

@@ -9,7 +9,7 @@ from collections.abc import Awaitable, Callable
 from starlette.requests import Request
 from starlette.responses import Response
 
-from loopgate.adapters.shared.problem import from_problem, problem_for, problem_response
+from .problem import from_problem, problem_for, problem_response
 
 log = logging.getLogger("loopgate.http")
 

@@ -32,10 +32,10 @@ from typing import Generic, Literal, TypeVar, cast
 import anyio
 import msgspec
 
-from loopgate.contracts.envelope import Envelope
-from loopgate.contracts.limits import EndpointLimits
-from loopgate.contracts.ports import CutOff, RunService, Subscription
-from loopgate.contracts.projector import Projector
+from ...contracts.envelope import Envelope
+from ...contracts.limits import EndpointLimits
+from ...contracts.ports import CutOff, RunService, Subscription
+from ...contracts.projector import Projector
 
 W = TypeVar("W")
 # A batch as ``read`` hands it to ``project``: a list of envelopes unless ``read`` says else.

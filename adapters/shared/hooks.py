@@ -16,9 +16,8 @@ from __future__ import annotations
 
 from typing import Any, Generic, TypeVar, cast
 
-from loopgate.adapters.shared.parts import Call, Segment, Usage
-from loopgate.contracts.envelope import Envelope
-from loopgate.contracts.events import (
+from ...contracts.envelope import Envelope
+from ...contracts.events import (
     BudgetKind,
     CompletionView,
     PermissionRequestView,
@@ -26,7 +25,8 @@ from loopgate.contracts.events import (
     QuestionView,
     view_of,
 )
-from loopgate.contracts.projector import ProjectorContext
+from ...contracts.projector import ProjectorContext
+from .parts import Call, Segment, Usage
 
 W = TypeVar("W")
 

@@ -13,9 +13,9 @@ from typing import Any, Final, cast
 
 import msgspec
 
-from loopgate.adapters.shared.rpc_errors import INVALID_PARAMS, INVALID_REQUEST
-from loopgate.contracts import json_input
-from loopgate.contracts.client_errors import describe_input_error
+from ...contracts import json_input
+from ...contracts.client_errors import describe_input_error
+from .rpc_errors import INVALID_PARAMS, INVALID_REQUEST
 
 JSONRPC: Final = "2.0"
 Id = str | int | float | None

@@ -5,7 +5,7 @@ from __future__ import annotations
 
 from collections.abc import AsyncIterator
 
-from loopgate.contracts.projector import ReadBytes
+from ...contracts.projector import ReadBytes
 
 READ_CHUNK = 1 << 16
 

@@ -8,7 +8,7 @@ is parsed here only: ASCII digits, at most :data:`MAX_DIGITS`, no larger than :d
 
 from __future__ import annotations
 
-from loopgate.adapters.shared.problem import HttpProblem
+from .problem import HttpProblem
 
 MAX_INT = (1 << 63) - 1
 MAX_DIGITS = len(str(MAX_INT))

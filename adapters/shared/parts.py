@@ -12,7 +12,7 @@ from typing import Any, Literal, NamedTuple
 
 import msgspec
 
-from loopgate.contracts.envelope import Envelope
+from ...contracts.envelope import Envelope
 
 SegmentKind = Literal["content_delta", "reasoning_delta"]
 TEXT: SegmentKind = "content_delta"

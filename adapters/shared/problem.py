@@ -87,9 +87,9 @@ def problem_for(exc: Exception) -> HttpProblem | None:
 
     Its detail is our own words (contracts.client_errors): a bare ``ValueError`` is not ours,
     it may be Python's ``invalid literal for int()``."""
-    from loopgate.contracts.agents import UnknownAgent
-    from loopgate.contracts.client_errors import client_message
-    from loopgate.contracts.ports import (
+    from ...contracts.agents import UnknownAgent
+    from ...contracts.client_errors import client_message
+    from ...contracts.ports import (
         Forbidden,
         LimitReached,
         RunExists,

@@ -40,8 +40,20 @@ import traceback
 from collections.abc import Callable
 from typing import Any, ClassVar
 
-from loopgate.adapters.shared.hooks import ProjectorHooks, W
-from loopgate.adapters.shared.parts import (
+from ...contracts.contract import TERMINAL_EXCLUDED, load_contract
+from ...contracts.envelope import Envelope
+from ...contracts.events import (
+    PermissionRequestView,
+    PermissionResultView,
+    budget_kind,
+    completion_status,
+    tool_failed,
+    view_of,
+)
+from ...contracts.gateway_events import PERMISSION_REQUEST, PERMISSION_RESULT
+from ...contracts.projector import ProjectorContext
+from .hooks import ProjectorHooks, W
+from .parts import (
     CLIENT_TOOLS,
     REASONING,
     SEEN_CALLS,
@@ -54,18 +66,6 @@ from loopgate.adapters.shared.parts import (
     Usage,
     seen_calls,
 )
-from loopgate.contracts.contract import TERMINAL_EXCLUDED, load_contract
-from loopgate.contracts.envelope import Envelope
-from loopgate.contracts.events import (
-    PermissionRequestView,
-    PermissionResultView,
-    budget_kind,
-    completion_status,
-    tool_failed,
-    view_of,
-)
-from loopgate.contracts.gateway_events import PERMISSION_REQUEST, PERMISSION_RESULT
-from loopgate.contracts.projector import ProjectorContext
 
 __all__ = [
     "CLIENT_TOOLS",

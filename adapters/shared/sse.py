@@ -10,8 +10,8 @@ from __future__ import annotations
 from collections.abc import Callable, Sequence
 from typing import Any
 
-from loopgate.contracts.encoded import EncodedEnvelopes
-from loopgate.contracts.envelope import Envelope, encode_envelope
+from ...contracts.encoded import EncodedEnvelopes
+from ...contracts.envelope import Envelope, encode_envelope
 
 MEDIA_TYPE = "text/event-stream; charset=utf-8"
 HEADERS = {

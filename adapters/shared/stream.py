@@ -16,10 +16,10 @@ import anyio
 from starlette.responses import Response
 from starlette.types import Receive, Scope, Send
 
-from loopgate.adapters.shared import sse
-from loopgate.adapters.shared.connection import abort as abort_connection
-from loopgate.adapters.shared.follow import EventStream
-from loopgate.adapters.shared.problem import HttpProblem, from_problem, problem_for
+from . import sse
+from .connection import abort as abort_connection
+from .follow import EventStream
+from .problem import HttpProblem, from_problem, problem_for
 
 log = logging.getLogger("loopgate.http")
 Write = Callable[[bytes], Awaitable[None]]

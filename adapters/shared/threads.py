@@ -22,8 +22,8 @@ from __future__ import annotations
 
 import msgspec
 
-from loopgate.contracts.history import Conversation, continued, conversation_after
-from loopgate.contracts.ports import RunInfo, RunService, StartRun, ThreadBusy
+from ...contracts.history import Conversation, continued, conversation_after
+from ...contracts.ports import RunInfo, RunService, StartRun, ThreadBusy
 
 __all__ = ["ThreadBusy", "conversation_after_run", "latest_run", "thread_start"]
 

@@ -8,8 +8,8 @@ import logging
 import anyio
 from starlette.websockets import WebSocket, WebSocketState
 
-from loopgate.adapters.shared.problem import HttpProblem, from_problem
-from loopgate.contracts.limits import EndpointLimits
+from ...contracts.limits import EndpointLimits
+from .problem import HttpProblem, from_problem
 
 # How long a closing handshake may wait on a client that does not read.
 CLOSE_TIMEOUT_S = 1.0

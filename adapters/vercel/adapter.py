@@ -7,12 +7,12 @@ from typing import Any
 import msgspec
 from starlette.routing import BaseRoute
 
-from loopgate.adapters.shared import sse
-from loopgate.adapters.vercel.chunks import Chunk, Done
-from loopgate.adapters.vercel.projector import VercelProjector
-from loopgate.contracts.limits import EndpointLimits
-from loopgate.contracts.ports import RunService
-from loopgate.contracts.projector import ProjectorContext
+from ...contracts.limits import EndpointLimits
+from ...contracts.ports import RunService
+from ...contracts.projector import ProjectorContext
+from ..shared import sse
+from .chunks import Chunk, Done
+from .projector import VercelProjector
 
 MEDIA_TYPE = sse.MEDIA_TYPE
 # How the AI SDK's transports know a UI message stream (UI_MESSAGE_STREAM_HEADERS).

@@ -18,15 +18,23 @@ from starlette.requests import Request
 from starlette.responses import Response
 from starlette.routing import BaseRoute, Route
 
-from loopgate.adapters.shared.agents import AGENT_PREFIX, served_agent
-from loopgate.adapters.shared.body import decode_json, read_body
-from loopgate.adapters.shared.endpoint import guarded
-from loopgate.adapters.shared.follow import FollowPolicy, stream_policy
-from loopgate.adapters.shared.projector import CLIENT_TOOLS
-from loopgate.adapters.shared.stream import ResponseStream, StreamResponse
-from loopgate.adapters.vercel.chunks import Chunk
-from loopgate.adapters.vercel.projector import MESSAGE_ID
-from loopgate.adapters.vercel.request import (
+from ...contracts.envelope import Envelope
+from ...contracts.limits import EndpointLimits
+from ...contracts.ports import RunInfo, RunService, StartRun
+from ...contracts.projector import ProjectorContext
+from ..shared.agents import AGENT_PREFIX, served_agent
+from ..shared.body import decode_json, read_body
+from ..shared.endpoint import guarded
+from ..shared.follow import FollowPolicy, stream_policy
+from ..shared.projector import CLIENT_TOOLS
+from ..shared.stream import ResponseStream, StreamResponse
+
+# Relative, as is adapter.py's import of this module: a file opened at its own path, as editors
+# open it, then meets its own class here, not a copy under loopgate.… (docs/plugins.md).
+from .adapter import STREAM_HEADERS, VercelAdapter
+from .chunks import Chunk
+from .projector import MESSAGE_ID
+from .request import (
     ChatRequest,
     check,
     client_tools,
@@ -34,14 +42,6 @@ from loopgate.adapters.vercel.request import (
     run_config,
     to_history,
 )
-from loopgate.contracts.envelope import Envelope
-from loopgate.contracts.limits import EndpointLimits
-from loopgate.contracts.ports import RunInfo, RunService, StartRun
-from loopgate.contracts.projector import ProjectorContext
-
-# Relative, as is adapter.py's import of this module: a file opened at its own path, as editors
-# open it, then meets its own class here, not a copy under loopgate.… (docs/plugins.md).
-from .adapter import STREAM_HEADERS, VercelAdapter
 
 CONSUMER = "vercel"
 PROTOCOL = "vercel"

@@ -34,8 +34,14 @@ from typing import Any
 import msgspec
 from msgspec import UnsetType
 
-from loopgate.adapters.shared.projector import CLIENT_TOOLS, TEXT, Call, RunProjector, Segment
-from loopgate.adapters.vercel.chunks import (
+from ...contracts import json_input
+from ...contracts.contract import load_contract
+from ...contracts.envelope import Envelope
+from ...contracts.events import CompletionView, view_of
+from ...contracts.history import waiting_calls
+from ...contracts.projector import ProjectorContext
+from ..shared.projector import CLIENT_TOOLS, TEXT, Call, RunProjector, Segment
+from .chunks import (
     DONE,
     UNSET,
     Abort,
@@ -61,12 +67,6 @@ from loopgate.adapters.vercel.chunks import (
     ToolOutputAvailable,
     ToolOutputError,
 )
-from loopgate.contracts import json_input
-from loopgate.contracts.contract import load_contract
-from loopgate.contracts.envelope import Envelope
-from loopgate.contracts.events import CompletionView, view_of
-from loopgate.contracts.history import waiting_calls
-from loopgate.contracts.projector import ProjectorContext
 
 # ProjectorContext.options key: the assistant message's id (the endpoint's choice: the
 # continued message's own, or the run's id).

@@ -18,9 +18,9 @@ from typing import Annotated, Any, Literal
 
 import msgspec
 
-from loopgate.contracts.client_errors import ClientError
-from loopgate.contracts.history import NO_RESULT, Conversation, continued
-from loopgate.contracts.messages import Message, ToolCall, ToolSpec
+from ...contracts.client_errors import ClientError
+from ...contracts.history import NO_RESULT, Conversation, continued
+from ...contracts.messages import Message, ToolCall, ToolSpec
 
 # What OpenAI-compatible models accept as a function's name (client tools reach the model).
 ToolName = Annotated[str, msgspec.Meta(pattern=r"^[A-Za-z0-9_-]{1,64}$")]

@@ -6,14 +6,14 @@ from __future__ import annotations
 import copy
 from typing import Any
 
-from loopgate.contracts.agents import DEFAULT_AGENT
-from loopgate.gateway.agents.spec import INHERITED, AgentSpec
-from loopgate.gateway.agents.table import Agent, Agents
-from loopgate.gateway.loop.types import ModelProvider
-from loopgate.gateway.loops.build import build_loop, guards_from, loop_provider, loop_summary
-from loopgate.gateway.loops.reference import ReferenceLoop, RunScope
-from loopgate.gateway.loops.source import LoopSource
-from loopgate.gateway.settings import Settings
+from ...contracts.agents import DEFAULT_AGENT
+from ..plugs.build import build_loop, guards_from, loop_provider, loop_summary
+from ..plugs.reference import ReferenceLoop, RunScope
+from ..plugs.source import LoopSource
+from ..reference.types import ModelProvider
+from ..settings import Settings
+from .spec import INHERITED, AgentSpec
+from .table import Agent, Agents
 
 
 def build_agents(

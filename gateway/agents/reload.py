@@ -20,20 +20,20 @@ import anyio
 import anyio.abc
 from starlette.applications import Starlette
 
-from loopgate.contracts.loop import RunContext
-from loopgate.gateway.agents.build import build_agents
-from loopgate.gateway.agents.spec import AgentSpec
-from loopgate.gateway.agents.table import Agents
-from loopgate.gateway.agents.watch import Files, forget_modules, mark, marks, watched_files
-from loopgate.gateway.config_file import FIELDS, config_path, settings_for_command
-from loopgate.gateway.loops.python import python_loop
-from loopgate.gateway.loops.reference import RunScope
-from loopgate.gateway.loops.source import LoopProducer, LoopSource
-from loopgate.gateway.settings import Settings
-from loopgate.gateway.user_modules import relative_path
+from ...contracts.loop import RunContext
+from ..config_file import FIELDS, config_path, settings_for_command
+from ..plugs.python import python_loop
+from ..plugs.reference import RunScope
+from ..plugs.source import LoopProducer, LoopSource
+from ..settings import Settings
+from ..user_modules import relative_path
+from .build import build_agents
+from .spec import AgentSpec
+from .table import Agents
+from .watch import Files, forget_modules, mark, marks, watched_files
 
 if TYPE_CHECKING:
-    from loopgate.gateway.hub import Hub, Run
+    from ..hub import Hub, Run
 
 # How often the watched files are looked at: a save is picked up within this (and a rebuild).
 POLL_S = 0.25

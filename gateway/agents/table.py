@@ -5,9 +5,9 @@ from __future__ import annotations
 from collections.abc import Iterator
 from dataclasses import dataclass
 
-from loopgate.contracts.agents import AgentInfo, UnknownAgent
-from loopgate.contracts.loop import AgentLoop, ReleasesThreads
-from loopgate.gateway.loops.source import LoopSource
+from ...contracts.agents import AgentInfo, UnknownAgent
+from ...contracts.loop import AgentLoop, ReleasesThreads
+from ..plugs.source import LoopSource
 
 
 @dataclass(eq=False)

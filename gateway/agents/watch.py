@@ -14,8 +14,8 @@ import os
 import sys
 from collections.abc import Iterable, Mapping
 
-from loopgate.gateway.agents.spec import AgentSpec
-from loopgate.gateway.settings import Settings
+from ..settings import Settings
+from .spec import AgentSpec
 
 # (st_mtime_ns, st_size, st_ino) of a file; None while it does not exist.
 Mark = tuple[int, int, int] | None

@@ -11,11 +11,12 @@ from typing import Any
 import msgspec
 
 from loopgate import __version__
-from loopgate.adapters.shared.problem import PROBLEM_TYPE
-from loopgate.contracts.projector import Adapter, describes_http
-from loopgate.gateway import health
-from loopgate.gateway.health import READY_PATH, Health, Readiness
-from loopgate.gateway.query_token import event_stream
+
+from ...adapters.shared.problem import PROBLEM_TYPE
+from ...contracts.projector import Adapter, describes_http
+from .. import health
+from ..health import READY_PATH, Health, Readiness
+from ..query_token import event_stream
 
 log = logging.getLogger("loopgate.apidocs")
 

@@ -17,9 +17,9 @@ from starlette.responses import FileResponse, Response
 from starlette.routing import BaseRoute, Mount, Route
 from starlette.staticfiles import StaticFiles
 
-from loopgate.contracts.projector import Adapter
-from loopgate.gateway.apidocs.document import IsOpen, openapi_document
-from loopgate.gateway.console.routes import PAGE_HEADERS, with_headers
+from ...contracts.projector import Adapter
+from ..console.routes import PAGE_HEADERS, with_headers
+from .document import IsOpen, openapi_document
 
 STATIC = Path(__file__).parent / "static"
 SPEC_PATH = "/openapi.json"

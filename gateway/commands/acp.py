@@ -15,8 +15,12 @@ from pathlib import Path
 from typing import Any
 
 from loopgate import __version__
-from loopgate.contracts.projector import StdioOptions
-from loopgate.gateway.commands.flags import (
+
+from ...contracts.projector import StdioOptions
+from ..config_file import settings_for_command
+from ..journal import check_journal
+from ..settings import Settings
+from .flags import (
     LOOP_SETTINGS,
     add_client_token_flags,
     add_config_flag,
@@ -24,11 +28,8 @@ from loopgate.gateway.commands.flags import (
     add_loop_flags,
     client_token,
 )
-from loopgate.gateway.commands.startup import command_hub, run_async
-from loopgate.gateway.commands.stdio import reserve_stdout, stdio_streams
-from loopgate.gateway.config_file import settings_for_command
-from loopgate.gateway.journal import check_journal
-from loopgate.gateway.settings import Settings
+from .startup import command_hub, run_async
+from .stdio import reserve_stdout, stdio_streams
 
 SETTING_FLAGS = (*LOOP_SETTINGS, "journal", "workspace", "max_line_bytes")
 
@@ -87,8 +88,8 @@ async def _serve(
     args: argparse.Namespace, settings: Settings, protocol_fd: int, token: str | None
 ) -> None:
     # Here, not at the top: every command's module is imported to build the parser.
-    from loopgate.gateway.app import endpoint_limits
-    from loopgate.gateway.registry import stdio_adapter
+    from ..app import endpoint_limits
+    from ..registry import stdio_adapter
 
     adapter = stdio_adapter("acp")
     read, write = await stdio_streams(protocol_fd, settings.max_line_bytes + 1)
@@ -99,14 +100,14 @@ async def _serve(
         return StdioOptions(limits=limits, version=__version__, cwd=os.getcwd(), options=agent)
 
     if args.server:
-        from loopgate.gateway.remote import RemoteService
+        from ..client import RemoteService
 
         # The runs live in another gateway, which cannot start this machine's MCP servers.
         agent["mcp_transports"] = ()
         async with RemoteService(args.server, token=token) as service:
             await adapter.serve_stdio(service, options(), read, write)
         return
-    from loopgate.gateway.loop.tools import DemoTools
+    from ..reference.tools import DemoTools
 
     tools = DemoTools(Path(settings.workspace))
     agent["tool_kinds"] = {spec.name: tools.kind(spec.name) for spec in tools.specs()}

@@ -6,8 +6,7 @@ import argparse
 import os
 import sys
 
-from loopgate.gateway.commands.serve import add_setting_flags, setting_flags
-from loopgate.gateway.config_file import (
+from ..config_file import (
     CONFIG_ENV,
     ConfigError,
     read_config,
@@ -15,6 +14,7 @@ from loopgate.gateway.config_file import (
     settings_from,
     settings_toml,
 )
+from .serve import add_setting_flags, setting_flags
 
 
 def register(sub: argparse._SubParsersAction) -> None:  # type: ignore[type-arg]

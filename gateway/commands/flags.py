@@ -7,10 +7,10 @@ import argparse
 from collections.abc import Mapping
 from typing import get_args
 
-from loopgate.gateway.config_file import CONFIG_ENV
-from loopgate.gateway.loop.providers import PROVIDERS
-from loopgate.gateway.loop.text_tags import TEXT_TOOLS_MODES
-from loopgate.gateway.settings import LoopRunner
+from ..config_file import CONFIG_ENV
+from ..reference.providers import PROVIDERS
+from ..reference.text_tags import TEXT_TOOLS_MODES
+from ..settings import LoopRunner
 
 LOG_LEVELS = ["critical", "error", "warning", "info", "debug"]
 
@@ -177,7 +177,7 @@ def add_client_token_flags(p: argparse.ArgumentParser) -> None:
 
 def client_token(args: argparse.Namespace, env: Mapping[str, str]) -> str | None:
     """--token, else --token-file, else LOOPGATE_TOKEN (ValueError: an unreadable file)."""
-    from loopgate.gateway.settings import read_token_file
+    from ..settings import read_token_file
 
     if args.token:
         return str(args.token)

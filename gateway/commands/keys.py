@@ -19,8 +19,8 @@ from typing import Any
 
 import msgspec
 
-from loopgate.contracts.principal import SCOPES, Quota
-from loopgate.gateway.identity.keys import (
+from ...contracts.principal import SCOPES, Quota
+from ..identity.keys import (
     KeyEntry,
     editing,
     hash_secret,

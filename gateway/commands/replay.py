@@ -11,13 +11,13 @@ from urllib.parse import urlsplit
 import httpx
 import msgspec
 
-from loopgate.contracts.envelope import Envelope
-from loopgate.contracts.projector import as_served, project_run
-from loopgate.gateway.commands.flags import add_client_token_flags, client_token
-from loopgate.gateway.registry import ALIASES, find_adapter, load_adapters
-from loopgate.gateway.remote import unreachable
-from loopgate.gateway.settings import RECORDINGS
-from loopgate.gateway.sources.replay import read_recording
+from ...contracts.envelope import Envelope
+from ...contracts.projector import as_served, project_run
+from ..client import unreachable
+from ..registry import ALIASES, find_adapter, load_adapters
+from ..settings import RECORDINGS
+from ..sources.replay import read_recording
+from .flags import add_client_token_flags, client_token
 
 PUSH_TIMEOUT_S = 30.0
 

@@ -14,7 +14,7 @@ import os
 import sys
 from typing import Any
 
-from loopgate.gateway.commands.flags import (
+from .flags import (
     LOOP_SETTINGS,
     add_config_flag,
     add_log_level,
@@ -57,8 +57,8 @@ def register(sub: argparse._SubParsersAction) -> None:  # type: ignore[type-arg]
 
 
 def main(args: argparse.Namespace) -> int:
-    from loopgate.gateway.config_file import settings_for_command
-    from loopgate.gateway.journal import check_journal
+    from ..config_file import settings_for_command
+    from ..journal import check_journal
 
     try:
         flags = {k: getattr(args, k) for k in SETTING_FLAGS}
@@ -79,8 +79,8 @@ def main(args: argparse.Namespace) -> int:
         level=args.log_level.upper(),
         format="%(asctime)s %(levelname)s %(name)s: %(message)s",
     )
-    from loopgate.gateway.commands.startup import run_async
-    from loopgate.gateway.commands.stdio import reserve_stdout
+    from .startup import run_async
+    from .stdio import reserve_stdout
 
     return run_async("rpc", serve, settings, overrides, reserve_stdout())
 
@@ -88,11 +88,11 @@ def main(args: argparse.Namespace) -> int:
 async def serve(settings: Any, overrides: dict[str, Any], protocol_fd: int) -> None:
     import msgspec
 
-    from loopgate.contracts.projector import StdioOptions
-    from loopgate.gateway.app import endpoint_limits
-    from loopgate.gateway.commands.startup import command_hub
-    from loopgate.gateway.commands.stdio import stdio_streams
-    from loopgate.gateway.registry import stdio_adapter
+    from ...contracts.projector import StdioOptions
+    from ..app import endpoint_limits
+    from ..registry import stdio_adapter
+    from .startup import command_hub
+    from .stdio import stdio_streams
 
     adapter = stdio_adapter("jsonrpc")
     # A message is a line: --max-body-bytes bounds it.

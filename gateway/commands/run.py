@@ -19,17 +19,20 @@ from typing import IO, Any
 import anyio
 import anyio.abc
 
-from loopgate.adapters.native.projector import NativeProjector
-from loopgate.adapters.shared.follow import RESUMING, EventStream
-from loopgate.contracts.envelope import Envelope, encode_envelope
-from loopgate.contracts.gateway_events import PERMISSION_REQUEST
-from loopgate.contracts.history import continued, conversation_after
-from loopgate.contracts.messages import ToolCall
-from loopgate.contracts.ports import StartRun
-from loopgate.contracts.projector import ProjectorContext
-from loopgate.gateway.commands.flags import LOOP_SETTINGS, add_loop_flags
-from loopgate.gateway.commands.startup import StartupError, command_hub, run_async
-from loopgate.gateway.commands.terminal import (
+from ...adapters.native.projector import NativeProjector
+from ...adapters.shared.follow import RESUMING, EventStream
+from ...contracts.envelope import Envelope, encode_envelope
+from ...contracts.gateway_events import PERMISSION_REQUEST
+from ...contracts.history import continued, conversation_after
+from ...contracts.messages import ToolCall
+from ...contracts.ports import StartRun
+from ...contracts.projector import ProjectorContext
+from ..hub import Hub
+from ..reference.config import LoopConfig
+from ..settings import Settings, load_settings
+from .flags import LOOP_SETTINGS, add_loop_flags
+from .startup import StartupError, command_hub, run_async
+from .terminal import (
     MAX_ANSWERS,
     ApprovalPolicy,
     Terminal,
@@ -39,9 +42,6 @@ from loopgate.gateway.commands.terminal import (
     clip,
     question_prompt,
 )
-from loopgate.gateway.hub import Hub
-from loopgate.gateway.loop.config import LoopConfig
-from loopgate.gateway.settings import Settings, load_settings
 
 EXIT_CODES = {"completed": 0, "waiting_user": 0, "cancelled": 130}
 DIM, RESET = "\x1b[2m", "\x1b[0m"

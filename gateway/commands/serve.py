@@ -10,14 +10,14 @@ import socket
 import sys
 from typing import Any
 
-from loopgate.gateway.commands.flags import (
+from ..config_file import settings_for_command
+from ..journal import check_journal
+from .flags import (
     LOOP_SETTINGS,
     add_config_flag,
     add_log_level,
     add_loop_flags,
 )
-from loopgate.gateway.config_file import settings_for_command
-from loopgate.gateway.journal import check_journal
 
 ENDPOINTS = """endpoints (docs/api.md):
   GET  /                              the web console (docs/console.md)
@@ -384,7 +384,7 @@ def freeze_startup_heap() -> None:
 
 
 def main(args: argparse.Namespace) -> int:
-    from loopgate.gateway.server import bind, make_server
+    from ..server import bind, make_server
 
     try:
         # getattr: a Namespace built by a caller (tests) may predate -c.
@@ -393,7 +393,7 @@ def main(args: argparse.Namespace) -> int:
         check_journal(settings.journal)
         server = make_server(settings, log_level=args.log_level)
         if settings.reload:
-            from loopgate.gateway.agents.reload import reload_on_change
+            from ..agents.reload import reload_on_change
 
             app: Any = server.config.app
             reload_on_change(app, settings, config=config, flags=setting_flags(args))

@@ -15,8 +15,8 @@ from typing import TYPE_CHECKING, Any
 import anyio
 
 if TYPE_CHECKING:
-    from loopgate.gateway.hub import Hub
-    from loopgate.gateway.settings import Settings
+    from ..hub import Hub
+    from ..settings import Settings
 
 
 class StartupError(Exception):
@@ -28,7 +28,7 @@ async def command_hub(settings: Settings) -> AsyncIterator[Hub]:
     """The hub a command serves from, a ValueError of its startup a :class:`StartupError`
     (only its startup's: one raised while serving stays what it is)."""
     # Here, not at the top: every command's module is imported to build the parser.
-    from loopgate.gateway.app import traced_hub
+    from ..app import traced_hub
 
     async with AsyncExitStack() as stack:
         try:

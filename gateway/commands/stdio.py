@@ -13,7 +13,7 @@ import sys
 import threading
 from typing import Any, BinaryIO
 
-from loopgate.contracts.projector import ReadBytes, WriteBytes
+from ...contracts.projector import ReadBytes, WriteBytes
 
 
 def reserve_stdout() -> int:

@@ -18,8 +18,8 @@ from typing import IO, Any, Literal
 
 import anyio
 
-from loopgate.contracts.messages import Message, ToolCall
-from loopgate.gateway.loop.types import PermissionDecision
+from ...contracts.messages import Message, ToolCall
+from ..reference.types import PermissionDecision
 
 ApprovalPolicy = Literal["ask", "yes", "no"]
 

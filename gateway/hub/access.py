@@ -14,11 +14,11 @@ from typing import TYPE_CHECKING, Protocol
 
 import anyio
 
-from loopgate.contracts.ports import Forbidden, RunNotFound, ThreadNotFound
-from loopgate.contracts.principal import Owner, Principal, current
+from ...contracts.ports import Forbidden, RunNotFound, ThreadNotFound
+from ...contracts.principal import Owner, Principal, current
 
 if TYPE_CHECKING:
-    from loopgate.gateway.hub.run import Run
+    from .run import Run
 
 log = logging.getLogger("loopgate.hub")
 

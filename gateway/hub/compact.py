@@ -25,8 +25,8 @@ from collections.abc import Sequence
 
 import msgspec
 
-from loopgate.contracts.encoded import EncodedEnvelopes
-from loopgate.contracts.envelope import Envelope
+from ...contracts.encoded import EncodedEnvelopes
+from ...contracts.envelope import Envelope
 
 _encoder = msgspec.json.Encoder()
 _UINT32 = 1 << 32

@@ -15,12 +15,12 @@ import anyio
 import msgspec
 from anyio.abc import TaskGroup
 
-from loopgate.contracts.agents import AgentInfo, UnknownAgent
-from loopgate.contracts.client_errors import ClientError
-from loopgate.contracts.contract import is_terminal_completion
-from loopgate.contracts.envelope import Envelope, LoopEvent
-from loopgate.contracts.messages import Message
-from loopgate.contracts.ports import (
+from ...contracts.agents import AgentInfo, UnknownAgent
+from ...contracts.client_errors import ClientError
+from ...contracts.contract import is_terminal_completion
+from ...contracts.envelope import Envelope, LoopEvent
+from ...contracts.messages import Message
+from ...contracts.ports import (
     MAX_TRACESTATE_CHARS,
     CommandResult,
     CutOff,
@@ -38,16 +38,15 @@ from loopgate.contracts.ports import (
     ThreadInfo,
     Unavailable,
 )
-from loopgate.contracts.principal import Owner, current
-from loopgate.gateway.agents.table import Agent, Agents
-from loopgate.gateway.hub import access
-from loopgate.gateway.hub.run import Producer, Run, RunSubscription, new_record
-from loopgate.gateway.identity.audit import audit
-from loopgate.gateway.journal.base import EVENT_OVERHEAD_BYTES, Journal, RunRecord
-from loopgate.gateway.settings import Settings
-from loopgate.gateway.sources.ingest import IngestProducer
-
+from ...contracts.principal import Owner, current
+from ..agents.table import Agent, Agents
+from ..identity.audit import audit
+from ..journal.base import EVENT_OVERHEAD_BYTES, Journal, RunRecord
+from ..settings import Settings
+from ..sources.ingest import IngestProducer
+from . import access
 from .remote import Remote
+from .run import Producer, Run, RunSubscription, new_record
 
 log = logging.getLogger("loopgate.hub")
 

@@ -18,10 +18,10 @@ from typing import TYPE_CHECKING, Any
 
 import msgspec
 
-from loopgate.contracts.client_errors import ClientError, client_message
-from loopgate.contracts.contract import is_terminal_completion
-from loopgate.contracts.envelope import Envelope, LoopEvent
-from loopgate.contracts.ports import (
+from ...contracts.client_errors import ClientError, client_message
+from ...contracts.contract import is_terminal_completion
+from ...contracts.envelope import Envelope, LoopEvent
+from ...contracts.ports import (
     CommandResult,
     LimitReached,
     RunFinished,
@@ -29,8 +29,8 @@ from loopgate.contracts.ports import (
     RunTooLarge,
     Unavailable,
 )
-from loopgate.gateway.hub.run import Run
-from loopgate.gateway.journal.base import EVENT_OVERHEAD_BYTES, Cluster, RunRecord
+from ..journal.base import EVENT_OVERHEAD_BYTES, Cluster, RunRecord
+from .run import Run
 
 if TYPE_CHECKING:
     # Relative, as is hub.py's import of this module: a file opened at its own path, as editors

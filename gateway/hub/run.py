@@ -10,11 +10,11 @@ from typing import Any, Protocol
 import anyio
 import msgspec
 
-from loopgate.contracts.encoded import EncodedEnvelopes
-from loopgate.contracts.envelope import Envelope
-from loopgate.contracts.ports import CutOff, RunInfo, RunSource
-from loopgate.gateway.hub.compact import CompactEvents
-from loopgate.gateway.journal.base import RunRecord
+from ...contracts.encoded import EncodedEnvelopes
+from ...contracts.envelope import Envelope
+from ...contracts.ports import CutOff, RunInfo, RunSource
+from ..journal.base import RunRecord
+from .compact import CompactEvents
 
 
 class Producer(Protocol):

@@ -16,8 +16,8 @@ from typing import Any
 
 import msgspec
 
-from loopgate.contracts.principal import Principal
-from loopgate.gateway.identity.presented import Rejected
+from ...contracts.principal import Principal
+from .presented import Rejected
 
 log = logging.getLogger("loopgate.audit")
 _encode = msgspec.json.Encoder().encode

@@ -36,9 +36,9 @@ import jwt
 import msgspec
 from jwt.algorithms import ECAlgorithm, OKPAlgorithm, RSAAlgorithm
 
-from loopgate.contracts.principal import DEFAULT_TENANT, SCOPES, Principal, Scope
-from loopgate.gateway.identity.presented import Presented, Rejected, RejectReason
-from loopgate.gateway.settings import Settings
+from ...contracts.principal import DEFAULT_TENANT, SCOPES, Principal, Scope
+from ..settings import Settings
+from .presented import Presented, Rejected, RejectReason
 
 log = logging.getLogger("loopgate.identity")
 

@@ -28,9 +28,9 @@ from pathlib import Path
 import anyio
 import msgspec
 
-from loopgate.contracts.client_errors import describe_input_error
-from loopgate.contracts.principal import Principal, Quota, Scope
-from loopgate.gateway.identity.presented import Presented, Rejected
+from ...contracts.client_errors import describe_input_error
+from ...contracts.principal import Principal, Quota, Scope
+from .presented import Presented, Rejected
 
 log = logging.getLogger("loopgate.server")
 

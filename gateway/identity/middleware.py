@@ -16,11 +16,11 @@ from urllib.parse import parse_qs
 
 from starlette.types import ASGIApp, Receive, Scope, Send
 
-from loopgate.contracts.principal import LOCAL, Principal, acting_as
-from loopgate.contracts.refusals import Refusal
-from loopgate.gateway.identity.presented import CredentialSource, Presented, Rejected
-from loopgate.gateway.query_token import event_stream
-from loopgate.gateway.refusals import PROBLEMS, Refusals
+from ...contracts.principal import LOCAL, Principal, acting_as
+from ...contracts.refusals import Refusal
+from ..query_token import event_stream
+from ..refusals import PROBLEMS, Refusals
+from .presented import CredentialSource, Presented, Rejected
 
 NO_CREDENTIALS = Refusal(
     status=401,

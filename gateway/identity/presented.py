@@ -10,7 +10,7 @@ from __future__ import annotations
 
 from typing import Literal, NamedTuple, Protocol
 
-from loopgate.contracts.principal import Principal
+from ...contracts.principal import Principal
 
 # The reason classes a refusal names (never the token, never the library's words).
 RejectReason = Literal[

@@ -14,8 +14,8 @@ import ipaddress
 from collections.abc import Sequence
 from typing import Protocol
 
-from loopgate.contracts.principal import DEFAULT_TENANT, Principal, Scope
-from loopgate.gateway.identity.presented import Presented, Rejected
+from ...contracts.principal import DEFAULT_TENANT, Principal, Scope
+from .presented import Presented, Rejected
 
 MAX_IDENTITY_CHARS = 256
 MAX_GROUPS = 256

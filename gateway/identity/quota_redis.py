@@ -30,8 +30,8 @@ from urllib.parse import quote
 import anyio
 from redis.exceptions import RedisError
 
-from loopgate.contracts.ports import Unavailable
-from loopgate.gateway.journal.redis_link import COMMAND_TIMEOUT_S, RedisLink
+from ...contracts.ports import Unavailable
+from ..journal.redis_link import COMMAND_TIMEOUT_S, RedisLink
 
 # Relative: this module and quotas.py meet each other's classes under one name however either
 # was imported (a checker reading the file at its own path, or as loopgate.…).

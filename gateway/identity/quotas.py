@@ -31,15 +31,15 @@ from typing import TYPE_CHECKING, Any, Literal, NamedTuple, Protocol
 
 import msgspec
 
-from loopgate.contracts.envelope import Envelope
-from loopgate.contracts.ports import QuotaExceeded
-from loopgate.contracts.principal import Principal
-from loopgate.gateway.identity.audit import audit
+from ...contracts.envelope import Envelope
+from ...contracts.ports import QuotaExceeded
+from ...contracts.principal import Principal
+from .audit import audit
 
 if TYPE_CHECKING:
-    from loopgate.gateway.hub.run import Run
-    from loopgate.gateway.journal.base import Journal
-    from loopgate.gateway.settings import Settings
+    from ..hub.run import Run
+    from ..journal.base import Journal
+    from ..settings import Settings
 
 log = logging.getLogger("loopgate.quotas")
 
@@ -373,8 +373,7 @@ def build_quotas(settings: Settings, journal: Journal) -> Quotas:
     if journal.cluster is not None:
         # Imported only here: Redis is needed only when the journal is in it (the one
         # journal instances share).
-        from loopgate.gateway.journal.redis_membership import RedisMembership
-
+        from ..journal.redis_membership import RedisMembership
         from .quota_redis import RedisLedger
 
         assert isinstance(journal.cluster, RedisMembership)

@@ -5,8 +5,8 @@ from __future__ import annotations
 
 import hmac
 
-from loopgate.contracts.principal import Principal
-from loopgate.gateway.identity.presented import Presented
+from ...contracts.principal import Principal
+from .presented import Presented
 
 # Shorter than this is guessable; blank is a mistake (``LOOPGATE_TOKEN=' '``).
 MIN_TOKEN_CHARS = 16

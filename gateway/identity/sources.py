@@ -2,12 +2,12 @@
 
 from __future__ import annotations
 
-from loopgate.gateway.identity.jwt_source import JwtSource
-from loopgate.gateway.identity.keys import ApiKeys
-from loopgate.gateway.identity.presented import CredentialSource
-from loopgate.gateway.identity.proxy import TrustedProxy
-from loopgate.gateway.identity.single_token import SingleToken
-from loopgate.gateway.settings import Settings
+from ..settings import Settings
+from .jwt_source import JwtSource
+from .keys import ApiKeys
+from .presented import CredentialSource
+from .proxy import TrustedProxy
+from .single_token import SingleToken
 
 
 def credential_sources(settings: Settings) -> list[CredentialSource]:

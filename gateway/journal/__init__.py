@@ -1,14 +1,14 @@
 """Where runs are kept beyond the hub's memory."""
 
-from loopgate.gateway.journal.base import (
+from .base import (
     EVENT_OVERHEAD_BYTES,
     REDIS_SCHEMES,
     Cluster,
     Journal,
     RunRecord,
 )
-from loopgate.gateway.journal.memory import MemoryJournal
-from loopgate.gateway.journal.sqlite import SqliteJournal, Synchronous
+from .memory import MemoryJournal
+from .sqlite import SqliteJournal, Synchronous
 
 
 def open_journal(
@@ -26,7 +26,7 @@ def open_journal(
         return MemoryJournal()
     if spec.startswith(REDIS_SCHEMES):
         # Imported only when asked: Redis is an optional extra (loopgate-server[redis]).
-        from loopgate.gateway.journal.redis_streams import RedisJournal
+        from .redis_streams import RedisJournal
 
         return RedisJournal(spec, max_events=max_events, max_age_s=max_age_s)
     return SqliteJournal(spec.removeprefix("sqlite:"), synchronous=synchronous)
@@ -39,7 +39,7 @@ def check_journal(spec: str) -> None:
     if not spec.startswith(REDIS_SCHEMES):
         return
     try:
-        from loopgate.gateway.journal.redis_connect import RedisTarget
+        from .redis_connect import RedisTarget
     except ImportError:
         raise ValueError(
             "--journal redis://: the Redis client is not installed "

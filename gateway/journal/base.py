@@ -20,10 +20,10 @@ from typing import Any, Protocol
 
 import msgspec
 
-from loopgate.contracts.envelope import Envelope
-from loopgate.contracts.messages import Message
-from loopgate.contracts.ports import RunSource, RunState, ThreadInfo
-from loopgate.contracts.principal import Owner
+from ...contracts.envelope import Envelope
+from ...contracts.messages import Message
+from ...contracts.ports import RunSource, RunState, ThreadInfo
+from ...contracts.principal import Owner
 
 # What one event of a running run costs beyond its encoded payload: the Envelope, its data
 # dict, the ints and strings in them, the list slot and the byte-offset slot. Measured with

@@ -22,8 +22,8 @@ from typing import ClassVar, Generic, TypeVar
 import anyio
 import msgspec
 
-from loopgate.contracts.ports import ThreadInfo
-from loopgate.gateway.journal.base import CommitListener, RunRecord
+from ...contracts.ports import ThreadInfo
+from .base import CommitListener, RunRecord
 
 log = logging.getLogger("loopgate.journal")
 

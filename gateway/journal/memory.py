@@ -10,10 +10,10 @@ from __future__ import annotations
 from collections import OrderedDict
 from itertools import islice
 
-from loopgate.contracts.envelope import Envelope
-from loopgate.contracts.ports import ThreadInfo
-from loopgate.contracts.principal import Owner
-from loopgate.gateway.journal.base import CommitListener, RunRecord
+from ...contracts.envelope import Envelope
+from ...contracts.ports import ThreadInfo
+from ...contracts.principal import Owner
+from .base import CommitListener, RunRecord
 
 
 class MemoryJournal:

@@ -11,9 +11,9 @@ from typing import Any
 
 import msgspec
 
-from loopgate.contracts.envelope import Envelope
-from loopgate.contracts.ports import ThreadInfo
-from loopgate.gateway.journal.base import RunRecord
+from ...contracts.envelope import Envelope
+from ...contracts.ports import ThreadInfo
+from .base import RunRecord
 
 encode = msgspec.json.Encoder().encode
 decode_record = msgspec.json.Decoder(RunRecord).decode

@@ -20,8 +20,8 @@ from typing import Any
 import anyio
 from redis.exceptions import RedisError
 
-from loopgate.contracts.envelope import Envelope
-from loopgate.gateway.journal.base import Deliver
+from ...contracts.envelope import Envelope
+from .base import Deliver
 
 log = logging.getLogger("loopgate.journal")
 

@@ -17,9 +17,9 @@ from typing import Any, Protocol, TypeVar, cast
 from redis.exceptions import ConnectionError as RedisConnectionError
 from redis.exceptions import OutOfMemoryError, RedisError, ResponseError
 
-from loopgate.contracts.ports import Unavailable
-from loopgate.gateway.journal import redis_follow
-from loopgate.gateway.journal.redis_connect import RedisTarget
+from ...contracts.ports import Unavailable
+from . import redis_follow
+from .redis_connect import RedisTarget
 
 log = logging.getLogger("loopgate.journal")
 

@@ -26,16 +26,16 @@ import msgspec
 from anyio.abc import TaskGroup
 from redis.exceptions import RedisError
 
-from loopgate.gateway.journal import redis_threads
-from loopgate.gateway.journal.base import (
+from . import redis_threads
+from .base import (
     CommandHandler,
     Deliver,
     LostListener,
     RunRecord,
 )
-from loopgate.gateway.journal.redis_entries import decode_record, encode, sized_from_entry
-from loopgate.gateway.journal.redis_follow import StreamFollower
-from loopgate.gateway.journal.redis_link import (
+from .redis_entries import decode_record, encode, sized_from_entry
+from .redis_follow import StreamFollower
+from .redis_link import (
     COMMAND_TIMEOUT_S,
     FULL,
     RedisLink,
@@ -43,7 +43,7 @@ from loopgate.gateway.journal.redis_link import (
     reading,
     trouble,
 )
-from loopgate.gateway.journal.redis_threads import ThreadClaims
+from .redis_threads import ThreadClaims
 
 log = logging.getLogger("loopgate.journal")
 

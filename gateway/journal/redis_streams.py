@@ -27,12 +27,12 @@ from typing import Any
 import anyio
 from redis.exceptions import NoScriptError, OutOfMemoryError, RedisError, ResponseError
 
-from loopgate.contracts.envelope import Envelope
-from loopgate.contracts.ports import ThreadInfo
-from loopgate.contracts.principal import Owner
-from loopgate.gateway.journal.base import EVENT_OVERHEAD_BYTES, RunRecord
-from loopgate.gateway.journal.group_commit import Batch, GroupCommit
-from loopgate.gateway.journal.redis_entries import (
+from ...contracts.envelope import Envelope
+from ...contracts.ports import ThreadInfo
+from ...contracts.principal import Owner
+from .base import EVENT_OVERHEAD_BYTES, RunRecord
+from .group_commit import Batch, GroupCommit
+from .redis_entries import (
     Row,
     Rows,
     decode_record,
@@ -41,8 +41,8 @@ from loopgate.gateway.journal.redis_entries import (
     from_entry,
     pack_rows,
 )
-from loopgate.gateway.journal.redis_link import FULL, RedisLink, reaching, reading, trouble
-from loopgate.gateway.journal.redis_membership import RedisMembership
+from .redis_link import FULL, RedisLink, reaching, reading, trouble
+from .redis_membership import RedisMembership
 
 log = logging.getLogger("loopgate.journal")
 

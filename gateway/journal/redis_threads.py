@@ -14,7 +14,7 @@ import logging
 from collections.abc import Callable, Iterable
 from typing import Any
 
-from loopgate.gateway.journal.base import RunRecord
+from .base import RunRecord
 
 log = logging.getLogger("loopgate.journal")
 

@@ -31,11 +31,11 @@ from typing import Any, Literal
 import anyio
 import msgspec
 
-from loopgate.contracts.envelope import Envelope
-from loopgate.contracts.ports import ThreadInfo
-from loopgate.contracts.principal import Owner
-from loopgate.gateway.journal.base import EVENT_OVERHEAD_BYTES, RunRecord
-from loopgate.gateway.journal.group_commit import Batch, GroupCommit
+from ...contracts.envelope import Envelope
+from ...contracts.ports import ThreadInfo
+from ...contracts.principal import Owner
+from .base import EVENT_OVERHEAD_BYTES, RunRecord
+from .group_commit import Batch, GroupCommit
 
 log = logging.getLogger("loopgate.journal")
 

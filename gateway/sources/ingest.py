@@ -7,11 +7,11 @@ from typing import TYPE_CHECKING
 
 import anyio
 
-from loopgate.contracts.client_errors import ClientError
-from loopgate.contracts.ports import StartRun
+from ...contracts.client_errors import ClientError
+from ...contracts.ports import StartRun
 
 if TYPE_CHECKING:
-    from loopgate.gateway.hub import Hub, Run
+    from ..hub import Hub, Run
 
 CommandSink = Callable[[dict[str, str]], None]
 

@@ -8,12 +8,12 @@ from typing import TYPE_CHECKING
 import anyio
 import anyio.lowlevel
 
-from loopgate.contracts.client_errors import ClientError
-from loopgate.contracts.envelope import Envelope, EnvelopeError, decode_envelope
-from loopgate.contracts.ports import StartRun
+from ...contracts.client_errors import ClientError
+from ...contracts.envelope import Envelope, EnvelopeError, decode_envelope
+from ...contracts.ports import StartRun
 
 if TYPE_CHECKING:
-    from loopgate.gateway.hub import Hub, Run
+    from ..hub import Hub, Run
 
 MAX_NAME_CHARS = 128
 

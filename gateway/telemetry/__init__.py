@@ -1,9 +1,9 @@
 """OpenTelemetry traces of every run, whatever its source (docs/telemetry.md)."""
 
-from loopgate.gateway.telemetry.config import build_telemetry
-from loopgate.gateway.telemetry.projector import TraceProjector
-from loopgate.gateway.telemetry.records import SpanEnd, SpanEvent, SpanStart, TraceContext
-from loopgate.gateway.telemetry.telemetry import (
+from .config import build_telemetry
+from .projector import TraceProjector
+from .records import SpanEnd, SpanEvent, SpanStart, TraceContext
+from .telemetry import (
     TRACE_ID_KEY,
     TRACEPARENT_KEY,
     Telemetry,

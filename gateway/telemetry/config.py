@@ -15,8 +15,8 @@ from opentelemetry.sdk.resources import Resource
 from opentelemetry.sdk.trace import TracerProvider
 from opentelemetry.sdk.trace.export import BatchSpanProcessor, ConsoleSpanExporter, SpanExporter
 
-from loopgate.gateway.settings import Settings
-from loopgate.gateway.telemetry.telemetry import DEFAULT_SERVICE_NAME, Telemetry
+from ..settings import Settings
+from .telemetry import DEFAULT_SERVICE_NAME, Telemetry
 
 # What shutting down may take beyond one export's timeout before the last spans are given up.
 SHUTDOWN_MARGIN_S = 1.0

@@ -10,10 +10,10 @@ from typing import TYPE_CHECKING
 from opentelemetry.context import Context
 from opentelemetry.trace import Span, SpanKind, Status, StatusCode, Tracer
 
-from loopgate.gateway.telemetry.records import Attributes
+from .records import Attributes
 
 if TYPE_CHECKING:
-    from loopgate.gateway.hub import RunSubscription
+    from ..hub import RunSubscription
 
 # A consumer name becomes part of an attribute key; adapters name themselves, but be strict.
 _CONSUMER = re.compile(r"[^a-z0-9_]")

@@ -17,7 +17,7 @@ from opentelemetry.sdk.metrics.export import MetricReader
 from opentelemetry.sdk.resources import Resource
 
 if TYPE_CHECKING:
-    from loopgate.gateway.hub import Hub, HubStats
+    from ..hub import Hub, HubStats
 
 CONSUMER = "loopgate.delivery.consumer"
 

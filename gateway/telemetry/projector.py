@@ -18,12 +18,12 @@ from typing import Any
 
 import msgspec
 
-from loopgate.adapters.shared.projector import TEXT, TOOL_RESULTS, Call, RunProjector, Segment
-from loopgate.contracts.envelope import Envelope
-from loopgate.contracts.events import PermissionRequestView, PermissionResultView
-from loopgate.contracts.gateway_events import PERMISSION_REQUEST, PERMISSION_RESULT
-from loopgate.contracts.projector import ProjectorContext
-from loopgate.gateway.telemetry.records import (
+from ...adapters.shared.projector import TEXT, TOOL_RESULTS, Call, RunProjector, Segment
+from ...contracts.envelope import Envelope
+from ...contracts.events import PermissionRequestView, PermissionResultView
+from ...contracts.gateway_events import PERMISSION_REQUEST, PERMISSION_RESULT
+from ...contracts.projector import ProjectorContext
+from .records import (
     AGENT_NAME,
     APPROVAL,
     CONVERSATION,
@@ -56,7 +56,7 @@ from loopgate.gateway.telemetry.records import (
     SpanStart,
     TraceContext,
 )
-from loopgate.gateway.telemetry.values import (
+from .values import (
     INT64_MAX,
     copy_int,
     genai_messages,

@@ -10,7 +10,7 @@ from typing import Literal
 
 import msgspec
 
-from loopgate.contracts.messages import Message
+from ...contracts.messages import Message
 
 AttrValue = str | bool | int | float | list[str]
 Attributes = dict[str, AttrValue]

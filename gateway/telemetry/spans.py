@@ -25,8 +25,8 @@ from opentelemetry.trace import (
 )
 from opentelemetry.trace.propagation.tracecontext import TraceContextTextMapPropagator
 
-from loopgate.contracts.ports import MAX_TRACESTATE_CHARS
-from loopgate.gateway.telemetry.records import RUN, Record, SpanEnd, SpanEvent, SpanStart
+from ...contracts.ports import MAX_TRACESTATE_CHARS
+from .records import RUN, Record, SpanEnd, SpanEvent, SpanStart
 
 _KINDS = {"internal": SpanKind.INTERNAL, "client": SpanKind.CLIENT}
 _propagator = TraceContextTextMapPropagator()

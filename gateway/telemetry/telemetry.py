@@ -25,14 +25,14 @@ from opentelemetry.sdk.trace import SpanProcessor, TracerProvider
 from opentelemetry.sdk.trace.sampling import Sampler
 from opentelemetry.trace import set_span_in_context
 
-from loopgate.contracts.contract import is_terminal_completion
-from loopgate.contracts.envelope import Envelope
-from loopgate.contracts.principal import LOCAL, Owner
-from loopgate.gateway.telemetry.delivery import Deliveries, delivery_summary, served_now
-from loopgate.gateway.telemetry.metrics import hub_meters
-from loopgate.gateway.telemetry.projector import SPAN_KINDS, TRACED_KINDS, TraceProjector
-from loopgate.gateway.telemetry.records import TraceContext
-from loopgate.gateway.telemetry.spans import (
+from ...contracts.contract import is_terminal_completion
+from ...contracts.envelope import Envelope
+from ...contracts.principal import LOCAL, Owner
+from .delivery import Deliveries, delivery_summary, served_now
+from .metrics import hub_meters
+from .projector import SPAN_KINDS, TRACED_KINDS, TraceProjector
+from .records import TraceContext
+from .spans import (
     RunSpans,
     parent_context,
     parse_traceparent,
@@ -40,7 +40,7 @@ from loopgate.gateway.telemetry.spans import (
 )
 
 if TYPE_CHECKING:
-    from loopgate.gateway.hub import Hub, Run, RunSubscription
+    from ..hub import Hub, Run, RunSubscription
 
 log = logging.getLogger("loopgate.telemetry")
 

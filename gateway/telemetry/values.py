@@ -7,8 +7,8 @@ import re
 from collections.abc import Callable, Sequence
 from typing import Any, TypeGuard
 
-from loopgate.contracts.messages import Message
-from loopgate.gateway.telemetry.records import Attributes
+from ...contracts.messages import Message
+from .records import Attributes
 
 INT64_MAX = (1 << 63) - 1
 CAMEL = re.compile(r"(?<=[a-z0-9])(?=[A-Z])")

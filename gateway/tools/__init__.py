@@ -4,7 +4,7 @@
 not here, so a process with only function tools does not pay for the SDK.
 """
 
-from loopgate.gateway.tools.functions import FunctionTools, tool
-from loopgate.gateway.tools.toolbox import ToolBox
+from .functions import FunctionTools, tool
+from .toolbox import ToolBox
 
 __all__ = ["FunctionTools", "ToolBox", "tool"]

@@ -24,10 +24,10 @@ import msgspec
 import pydantic
 from pydantic_core import PydanticSerializationError, to_jsonable_python
 
-from loopgate.contracts.messages import ToolCall, ToolSpec
-from loopgate.gateway.loop.tools import ToolFailure, ToolKind, ToolMeta, ToolMetaLookup
-from loopgate.gateway.loop.types import LoopContext, ToolResult
-from loopgate.gateway.user_modules import import_user_module
+from ...contracts.messages import ToolCall, ToolSpec
+from ..reference.tools import ToolFailure, ToolKind, ToolMeta, ToolMetaLookup
+from ..reference.types import LoopContext, ToolResult
+from ..user_modules import import_user_module
 
 log = logging.getLogger("loopgate.tools")
 

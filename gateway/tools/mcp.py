@@ -25,10 +25,11 @@ from mcp.client.streamable_http import streamable_http_client
 from mcp.shared._httpx_utils import create_mcp_http_client
 
 from loopgate import __version__
-from loopgate.contracts.messages import ToolCall, ToolSpec
-from loopgate.gateway.loop.tools import ToolMeta, ToolMetaLookup
-from loopgate.gateway.loop.types import LoopContext, ToolResult
-from loopgate.gateway.tools.mcp_specs import McpOptions, McpServerSpec, ToolSourceError
+
+from ...contracts.messages import ToolCall, ToolSpec
+from ..reference.tools import ToolMeta, ToolMetaLookup
+from ..reference.types import LoopContext, ToolResult
+from .mcp_specs import McpOptions, McpServerSpec, ToolSourceError
 
 log = logging.getLogger("loopgate.tools")
 

@@ -16,7 +16,7 @@ from urllib.parse import urlsplit
 
 import msgspec
 
-from loopgate.contracts.client_errors import ClientError
+from ...contracts.client_errors import ClientError
 
 # Launchers whose first plain argument names the server better than the launcher does.
 _LAUNCHERS = frozenset(

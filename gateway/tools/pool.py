@@ -16,11 +16,11 @@ from typing import TYPE_CHECKING, TextIO
 import anyio
 from anyio.abc import TaskGroup
 
-from loopgate.contracts.client_errors import ClientError
-from loopgate.gateway.tools.mcp_specs import McpOptions, McpServerSpec, ToolSourceError
+from ...contracts.client_errors import ClientError
+from .mcp_specs import McpOptions, McpServerSpec, ToolSourceError
 
 if TYPE_CHECKING:
-    from loopgate.gateway.tools.mcp import McpTools
+    from .mcp import McpTools
 
 log = logging.getLogger("loopgate.tools")
 
@@ -151,7 +151,7 @@ class ThreadMcpPool:
 
     async def _open(self, tg: TaskGroup, specs: tuple[McpServerSpec, ...]) -> list[McpTools]:
         # The SDK is imported with the first connection: most gateways never make one.
-        from loopgate.gateway.tools.mcp import McpTools, start_all
+        from .mcp import McpTools, start_all
 
         tools = [McpTools(spec, self.options, stderr=self._stderr) for spec in specs]
         try:

@@ -19,11 +19,11 @@ from typing import TextIO
 import anyio
 from anyio.abc import TaskGroup
 
-from loopgate.contracts.client_errors import ClientError
-from loopgate.gateway.loop.types import ToolExecutor
-from loopgate.gateway.tools.mcp_specs import McpOptions, McpServerSpec, ToolSourceError
-from loopgate.gateway.tools.pool import ThreadMcpPool
-from loopgate.gateway.tools.toolbox import ToolBox
+from ...contracts.client_errors import ClientError
+from ..reference.types import ToolExecutor
+from .mcp_specs import McpOptions, McpServerSpec, ToolSourceError
+from .pool import ThreadMcpPool
+from .toolbox import ToolBox
 
 log = logging.getLogger("loopgate.tools")
 

@@ -5,10 +5,10 @@ from __future__ import annotations
 from collections.abc import Sequence
 from typing import Any
 
-from loopgate.contracts.client_errors import ClientError
-from loopgate.contracts.messages import ToolCall, ToolSpec
-from loopgate.gateway.loop.tools import ToolKind, ToolMeta
-from loopgate.gateway.loop.types import LoopContext, ToolExecutor, ToolResult
+from ...contracts.client_errors import ClientError
+from ...contracts.messages import ToolCall, ToolSpec
+from ..reference.tools import ToolKind, ToolMeta
+from ..reference.types import LoopContext, ToolExecutor, ToolResult
 
 
 def source_name(executor: Any) -> str:

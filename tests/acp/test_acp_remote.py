@@ -1,4 +1,4 @@
-"""gateway.remote.RemoteService against the real gateway, and ``loopgate acp --server``."""
+"""gateway.client.RemoteService against the real gateway, and ``loopgate acp --server``."""
 
 from __future__ import annotations
 
@@ -15,7 +15,7 @@ from acp import PROTOCOL_VERSION, RequestError, text_block
 from loopgate.contracts.envelope import LoopEvent
 from loopgate.contracts.messages import Message
 from loopgate.contracts.ports import RunFinished, RunNotFound, StartRun
-from loopgate.gateway.remote import RemoteService
+from loopgate.gateway.client import RemoteService
 from tests.acp.support import RecordingClient, open_session, spawned
 from tests.gateway.harness import running_gateway
 from tests.waiting import until

@@ -141,7 +141,7 @@ def test_the_console_says_what_each_run_waits_for_and_how_it_ended(
 def test_the_console_names_a_plugged_loop_and_an_openai_compatible_model(
     browser_artifacts: Path,
 ) -> None:
-    plugged = {"loop": "tests.loops.sample_loop:sample"}
+    plugged = {"loop": "tests.plugs.sample_loop:sample"}
     # Never asked: the console only reads which model the gateway is set up with.
     openai = {
         "provider": "openai",
@@ -152,12 +152,12 @@ def test_the_console_names_a_plugged_loop_and_an_openai_compatible_model(
         config = {"served": {"gateways": [loop_base, model_base], "prompt": "tool"}}
         report = run_browser(config, browser_artifacts, script=DRIVER)["served"]
         assert httpx.get(f"{loop_base}/v1/loop").json() == {
-            "name": "python:tests.loops.sample_loop:sample",
+            "name": "python:tests.plugs.sample_loop:sample",
             "model": None,
         }
 
     assert report["served"] == [
-        "loop python:tests.loops.sample_loop:sample",
+        "loop python:tests.plugs.sample_loop:sample",
         "the reference loop · model qwen2.5-7b-instruct",
     ]
     # A plugged loop names its model in its runs' stage_start: the run's view shows it.

@@ -33,7 +33,7 @@ TRANSCRIPTS = {"docs/acp.md": ["loopgate", "acp"]}
 NOT_RUN = {
     "docs/loops.md": (
         "what a stdio loop child reads and writes, not a program of loopgate's; "
-        "tests/loops/ drive real children"
+        "tests/plugs/ drive real children"
     ),
 }
 ANSWER_TIMEOUT_S = 60

@@ -58,7 +58,7 @@ def test_serve_says_on_start_where_runs_go(tmp_path: Path) -> None:
 
 
 def test_each_kind_of_loop_is_named() -> None:
-    from loopgate.gateway.loops.build import loop_summary
+    from loopgate.gateway.plugs.build import loop_summary
     from loopgate.gateway.settings import Settings
 
     assert loop_summary(Settings(loop="pkg.mod:agent")) == "the Python loop pkg.mod:agent"

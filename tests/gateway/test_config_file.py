@@ -104,11 +104,11 @@ def test_a_higher_layer_replaces_the_files_choice_in_either_form(tmp_path: Path)
     )
     settings = settings_from(
         {"LOOPGATE_SYSTEM_PROMPT_FILE": str(token_file)},
-        {"token_file": str(token_file), "loop": "tests.loops:echo"},
+        {"token_file": str(token_file), "loop": "tests.plugs:echo"},
         config,
     )
     assert settings.token == TOKEN + "-from-a-file"
-    assert (settings.loop, settings.loop_url) == ("tests.loops:echo", None)
+    assert (settings.loop, settings.loop_url) == ("tests.plugs:echo", None)
     assert settings.system_prompt is None
 
 

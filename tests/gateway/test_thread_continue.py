@@ -17,7 +17,7 @@ from loopgate.contracts.envelope import Envelope
 from loopgate.contracts.history import continued, conversation_after
 from loopgate.contracts.messages import Message
 from loopgate.contracts.ports import StartRun
-from loopgate.gateway.remote import RemoteService
+from loopgate.gateway.client import RemoteService
 
 pytestmark = pytest.mark.anyio
 

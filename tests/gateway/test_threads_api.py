@@ -6,7 +6,7 @@ import httpx
 import pytest
 
 from loopgate.contracts.ports import ThreadExists
-from loopgate.gateway.remote import RemoteService
+from loopgate.gateway.client import RemoteService
 
 pytestmark = pytest.mark.anyio
 

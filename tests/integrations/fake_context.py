@@ -18,7 +18,7 @@ import msgspec
 
 from loopgate.contracts import LoopEvent, is_terminal_completion, validate_event
 from loopgate.contracts.loop import Approval, LoopRequest
-from loopgate.gateway.loops.context import GatewayRunContext
+from loopgate.gateway.plugs.context import GatewayRunContext
 
 Loop = Callable[[Any], AsyncIterable[Any]]
 OnEvent = Callable[[LoopEvent], Awaitable[None] | None]

@@ -1,4 +1,4 @@
-"""loopgate's own OpenAI-compatible provider (gateway/loop/openai.py), a client written
+"""loopgate's own OpenAI-compatible provider (gateway/reference/openai.py), a client written
 without this adapter in mind, reads this adapter's streams: one gateway is the model of
 another."""
 

@@ -1,7 +1,7 @@
 """The official ``openai`` Python SDK against a live loopgate (uvicorn on 127.0.0.1).
 
 The embedded scripted model answers "What time is it?" with a ``clock`` call and text, and
-"client tool: …" by calling the first tool the request offers (gateway/loop/scripted.py).
+"client tool: …" by calling the first tool the request offers (gateway/reference/scripted.py).
 """
 
 from __future__ import annotations

@@ -51,7 +51,7 @@ def settled_rss(server: Server, threads_before: int) -> float:
 def test_an_event_past_a_limit_is_refused_and_not_held(runner: str, setting: str) -> None:
     reason, message, copy_mib = LIMITS[setting]
     env = {f"LOOPGATE_{setting}": str(LIMIT), "LOOPGATE_LOOP_RUNNER": runner}
-    with serve("--loop", "tests.loops.hostile_loops:hostile", env=env) as server:
+    with serve("--loop", "tests.plugs.hostile_loops:hostile", env=env) as server:
         before, threads_before = server.rss(), threads(server)
         server.reset_peak()
         first = huge_run(server.base)

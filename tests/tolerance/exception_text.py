@@ -51,7 +51,7 @@ ALLOWED: dict[tuple[str, str], str] = {
     "description of a client's input (it names the input's paths and types), normalised",
     ("contracts/client_errors.py", "client_message"): "reads the message of our own exception "
     "types only (ClientError, the ports' exceptions)",
-    ("gateway/loop/tools.py", "execute"): "a ToolFailure's message is the tool's result, "
+    ("gateway/reference/tools.py", "execute"): "a ToolFailure's message is the tool's result, "
     "written by the tool for the model",
     ("gateway/tools/functions.py", "call"): "a ToolFailure's message (and pydantic's account "
     "of the model's arguments) is the tool's result, for the model",
@@ -59,14 +59,14 @@ ALLOWED: dict[tuple[str, str], str] = {
     "described, at startup: the operator's terminal",
     ("gateway/tools/functions.py", "_first_line"): "used by _arguments_model only (startup)",
     ("gateway/tools/functions.py", "from_module"): "--tools at startup: the operator's terminal",
-    ("gateway/loops/build.py", "system_prompt"): "--system-prompt-file at startup: the "
+    ("gateway/plugs/build.py", "system_prompt"): "--system-prompt-file at startup: the "
     "operator's terminal",
     ("gateway/tools/mcp_specs.py", "from_command"): "an operator's --mcp command line, at startup",
-    ("gateway/loops/python.py", "load_object"): "--loop at startup: the operator's terminal",
+    ("gateway/plugs/python.py", "load_object"): "--loop at startup: the operator's terminal",
     ("gateway/user_modules.py", "import_user_module"): "a --loop/--tools module that fails to "
     "import, at startup: the operator's terminal (SyntaxError's msg, ImportError's names only)",
     ("gateway/user_modules.py", "_raised_at"): "used by import_user_module only (startup)",
-    ("gateway/loop/arithmetic.py", "find_arithmetic"): "_Unreadable is the reader's own, its "
+    ("gateway/reference/arithmetic.py", "find_arithmetic"): "_Unreadable is the reader's own, its "
     "words written here for the scripted model's answer",
     ("gateway/settings.py", "*"): "settings at startup: the operator's terminal",
     ("gateway/journal/redis_streams.py", "_commit_failed"): "NotReplicated.wanted is the count of "

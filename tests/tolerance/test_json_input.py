@@ -26,7 +26,7 @@ from loopgate.contracts.json_input import (
     decode,
     nesting_depth,
 )
-from loopgate.gateway.loops.wire import decode as wire_decode
+from loopgate.gateway.plugs.wire import decode as wire_decode
 
 # What the issue sent: about 2 KB, 1,000 levels.
 HOSTILE = b"[" * 1000 + b"]" * 1000

@@ -22,7 +22,7 @@ from loopgate.contracts.envelope import Envelope
 from loopgate.contracts.events import PAYLOAD_TYPES
 from loopgate.contracts.oddities import OddityLog, oddities
 from loopgate.contracts.projector import ProjectorContext
-from loopgate.gateway.loop.config import LoopConfig
+from loopgate.gateway.reference.config import LoopConfig
 from loopgate.gateway.telemetry.projector import TraceProjector
 from loopgate.gateway.telemetry.records import SpanEnd, TraceContext
 from tests.gateway.harness import REPO

@@ -13,7 +13,7 @@ from pathlib import Path
 
 import pytest
 
-from loopgate.gateway.loop.types import LoopContext
+from loopgate.gateway.reference.types import LoopContext
 from loopgate.gateway.tools.mcp_specs import McpServerSpec
 from tests.node_clients import NODE_DIR, node_clients
 

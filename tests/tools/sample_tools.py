@@ -8,8 +8,8 @@ import anyio.lowlevel
 from pydantic import BaseModel
 from typing_extensions import TypedDict
 
-from loopgate.gateway.loop.tools import ToolFailure
-from loopgate.gateway.loop.types import LoopContext, ToolResult
+from loopgate.gateway.reference.tools import ToolFailure
+from loopgate.gateway.reference.types import LoopContext, ToolResult
 from loopgate.gateway.tools import tool
 
 

@@ -15,7 +15,7 @@ import pytest
 from pydantic import Field
 
 from loopgate.contracts.messages import ToolCall
-from loopgate.gateway.loop.types import LoopContext, ToolResult
+from loopgate.gateway.reference.types import LoopContext, ToolResult
 from loopgate.gateway.tools import FunctionTools, tool
 from tests.tools.conftest import CTX
 

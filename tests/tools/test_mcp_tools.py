@@ -22,7 +22,7 @@ from starlette.responses import PlainTextResponse
 from starlette.routing import Route
 
 from loopgate.contracts.messages import ToolCall
-from loopgate.gateway.loop.types import ToolResult
+from loopgate.gateway.reference.types import ToolResult
 from loopgate.gateway.tools.mcp import McpTools
 from loopgate.gateway.tools.mcp_specs import McpOptions, McpServerSpec, ToolSourceError
 from tests.fakes.servers import serve_app

@@ -8,7 +8,7 @@ from pathlib import Path
 import pytest
 
 from loopgate.contracts.messages import ToolCall
-from loopgate.gateway.loop.tools import DemoTools
+from loopgate.gateway.reference.tools import DemoTools
 from loopgate.gateway.tools import FunctionTools
 from loopgate.gateway.tools.mcp_specs import McpOptions, McpServerSpec, ToolSourceError
 from loopgate.gateway.tools.sources import CONFIGURED, ToolSources

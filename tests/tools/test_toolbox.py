@@ -9,13 +9,13 @@ from typing import Any
 import pytest
 
 from loopgate.contracts.messages import Message, ToolCall
-from loopgate.gateway.loop.core import CoreLoop
-from loopgate.gateway.loop.tools import DemoTools
-from loopgate.gateway.loop.types import ToolResult
+from loopgate.gateway.reference.core import CoreLoop
+from loopgate.gateway.reference.tools import DemoTools
+from loopgate.gateway.reference.types import ToolResult
 from loopgate.gateway.tools import FunctionTools, ToolBox, tool
 from loopgate.gateway.tools.mcp import McpTools
 from loopgate.gateway.tools.mcp_specs import McpOptions, McpServerSpec
-from tests.loop.loop_support import FakeProvider, calls, text
+from tests.reference.loop_support import FakeProvider, calls, text
 from tests.tools.conftest import CTX
 
 pytestmark = pytest.mark.anyio

@@ -1,6 +1,6 @@
 """A pydantic-ai ``Agent`` served as a loopgate loop.
 
-    from loopgate.gateway.integrations.pydantic_ai import pydantic_ai_loop
+    from . import pydantic_ai_loop
 
     loop = pydantic_ai_loop(agent)  # loopgate serve --loop my_module:loop
 
@@ -37,11 +37,11 @@ from pydantic_ai import ModelSettings, UsageLimits
 from pydantic_ai.agent import AbstractAgent
 from pydantic_ai.models import Model
 
-from loopgate.contracts.envelope import LoopEvent
-from loopgate.contracts.loop import RunContext
-from loopgate.gateway.integrations.pydantic_ai.bridge import Options
-from loopgate.gateway.integrations.pydantic_ai.history import to_message_history
-from loopgate.gateway.integrations.pydantic_ai.turn import Turn
+from ....contracts.envelope import LoopEvent
+from ....contracts.loop import RunContext
+from .bridge import Options
+from .history import to_message_history
+from .turn import Turn
 
 __all__ = ["pydantic_ai_loop", "to_message_history"]
 

@@ -24,7 +24,7 @@ from pydantic_ai.capabilities import AbstractCapability
 from pydantic_ai.models import Model
 from pydantic_ai.tools import RunContext as AgentContext
 
-from loopgate.contracts.loop import RunContext
+from ....contracts.loop import RunContext
 
 ALLOWED = frozenset({"allow_once", "allow_always"})
 

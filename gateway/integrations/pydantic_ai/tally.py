@@ -5,7 +5,7 @@ from __future__ import annotations
 import time
 from typing import Any
 
-from loopgate.contracts.envelope import LoopEvent
+from ....contracts.envelope import LoopEvent
 
 
 class Tally:

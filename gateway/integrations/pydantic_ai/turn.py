@@ -38,12 +38,12 @@ from pydantic_ai.messages import ModelResponseStreamEvent
 from pydantic_ai.models import Model
 from pydantic_ai.run import AgentRun
 
-from loopgate.contracts.contract import is_terminal_completion
-from loopgate.contracts.envelope import LoopEvent
-from loopgate.contracts.loop import RunContext
-from loopgate.gateway.integrations.pydantic_ai.bridge import Bridge, Options
-from loopgate.gateway.integrations.pydantic_ai.history import to_message_history
-from loopgate.gateway.integrations.pydantic_ai.tally import Tally
+from ....contracts.contract import is_terminal_completion
+from ....contracts.envelope import LoopEvent
+from ....contracts.loop import RunContext
+from .bridge import Bridge, Options
+from .history import to_message_history
+from .tally import Tally
 
 log = logging.getLogger("loopgate.loop.pydantic_ai")
 
