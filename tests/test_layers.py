@@ -223,3 +223,17 @@ def test_integrations_need_their_extra() -> None:
         if bad:
             offenders[str(path.relative_to(ROOT))] = bad
     assert offenders == {}
+
+
+# Past this a module holds more than one thing: split it by what each part holds.
+MAX_MODULE_LINES = 500
+
+
+@pytest.mark.parametrize("layer", sorted(OURS))
+def test_no_module_is_over_500_lines(layer: str) -> None:
+    long = {
+        str(path.relative_to(ROOT)): lines
+        for path in sorted((ROOT / layer).rglob("*.py"))
+        if (lines := len(path.read_text().splitlines())) > MAX_MODULE_LINES
+    }
+    assert long == {}

@@ -52,16 +52,15 @@ class Remote:
 
     async def load(self, record: RunRecord) -> Run:
         hub = self.hub
-        events = await hub.journal.load_events(record.id)
-        sizes = [len(_encode(e.data)) + EVENT_OVERHEAD_BYTES for e in events]
-        run = hub._runs.get(record.id)  # loaded by someone else meanwhile
+        events, sizes = await hub.loader.events(record)
+        run = hub.table.get(record.id)  # loaded by someone else meanwhile
         if run is not None:
             return run
         needed = sum(sizes)
         s = hub.settings
-        if hub._retained + needed > s.max_retained_bytes:
+        if hub.table.retained + needed > s.max_retained_bytes:
             self.sweep()  # views nobody watches any more go first
-        if needed > s.max_run_retained_bytes or not hub._make_room(needed):
+        if needed > s.max_run_retained_bytes or not hub.budget.make_room(needed):
             raise LimitReached(
                 f"run {record.id} is too large to follow here right now; retry later",
                 retry_after=5,
@@ -69,7 +68,7 @@ class Remote:
         run = Run(record, events, sizes)
         run.remote = True
         run.loading = True
-        hub._admit(run)
+        hub.table.admit(run)
         if events and is_terminal_completion(events[-1].kind, events[-1].data):
             self._finish(run, events[-1])
         else:
@@ -82,11 +81,11 @@ class Remote:
                 raise
             finally:
                 run.loading = False
-        if hub._runs.get(run.id) is not run:
+        if not hub.table.holds(run):
             # Let go while the watch was set up, before anyone here could read it: a reader
             # handed it would follow a run nothing feeds (and read an emptied view).
             if run.finished:
-                return await hub._load(run.id)  # it made room for another: a cold run now
+                return await hub.load(run.id)  # it made room for another: a cold run now
             raise LimitReached(
                 f"run {record.id} cannot be followed here right now; retry later", retry_after=1
             )
@@ -96,16 +95,16 @@ class Remote:
         hub = self.hub
         shown = False
         for env, size in zip(batch, sizes, strict=True):
-            if hub._runs.get(run.id) is not run or run.finished:
+            if not hub.table.holds(run) or run.finished:
                 break
             if env.seq == run.last_seq + 1:
                 shown = self._append(run, env, size) or shown
-        if hub._runs.get(run.id) is not run or run.finished:
+        if not hub.table.holds(run) or run.finished:
             self.cluster.unwatch(run.id)
         elif shown:
             # At once, not with the delivery window: a read's batch is already coalesced by
             # the read's round trip, as a commit is on the owner, which shows it at once too.
-            run.notify()
+            hub.delivery.show(run, run.last_seq, True)
 
     def _append(self, run: Run, env: Envelope, size: int) -> bool:
         """Add one event to the view; False if it ended the view or is its last."""
@@ -113,12 +112,12 @@ class Remote:
         s = hub.settings
         size += EVENT_OVERHEAD_BYTES
         terminal = is_terminal_completion(env.kind, env.data)
-        if not terminal and hub._retained + size > s.max_retained_bytes:
+        if not terminal and hub.table.retained + size > s.max_retained_bytes:
             self.sweep()
-            if hub._runs.get(run.id) is not run:
+            if not hub.table.holds(run):
                 return False  # unwatched: it went with the others
         if not terminal and (
-            run.retained + size > s.max_run_retained_bytes or not hub._make_room(size)
+            run.retained + size > s.max_run_retained_bytes or not hub.budget.make_room(size)
         ):
             # Past this instance's bounds: its readers here are cut off with their cursors
             # (they resume later, or on another instance); the run itself goes on.
@@ -128,8 +127,7 @@ class Remote:
         run.hot.append(env)
         run.retained += size
         run.ends.append(run.retained)
-        hub._retained += size
-        run.committed = env.seq
+        hub.table.retained += size
         if terminal:
             self._finish(run, env)
             return False
@@ -144,26 +142,24 @@ class Remote:
         record.last_seq = env.seq
         self.cluster.unwatch(run.id)
         hub = self.hub
-        if hub._runs.get(run.id) is run:
-            hub._hot_finished[run.id] = run
+        hub.table.finished(run)
         run.ended.set()
-        hub._compact_later(run)
-        hub.wake(run, True)
+        hub.delivery.show(run, env.seq, True)
+        hub.budget.compact_later(run)
 
     def let_go(self, run: Run) -> None:
         """Drop a view: its subscribers are cut off (resumable), its reader stops."""
-        for sub in list(run.subscribers):
-            sub.cut()
+        self.hub.delivery.cut_all(run)
         self.cluster.unwatch(run.id)
-        self.hub._drop(run, None)
+        self.hub.table.drop(run, None)
 
     def sweep(self) -> None:
         """Views of running runs nobody here watches (or is loading for) go."""
         hub = self.hub
-        for run in [r for r in hub._runs.values() if r.remote and not r.finished]:
-            if not run.subscribers and not run.loading:
+        for run in hub.table.runs():
+            if run.remote and not run.finished and not run.subscribers and not run.loading:
                 self.cluster.unwatch(run.id)
-                hub._drop(run, None)
+                hub.table.drop(run, None)
 
     def check_room(self) -> None:
         """Unavailable (503) at once while the journal is full: a new run or a push would
@@ -218,7 +214,7 @@ class Remote:
     async def answer(self, command: dict[str, Any]) -> dict[str, Any] | None:
         """A command from another instance to a run owned here; None: not one of ours."""
         hub = self.hub
-        run = hub._runs.get(str(command.get("run_id")))
+        run = hub.table.get(str(command.get("run_id")))
         if run is None or run.remote:
             return None
         verb = command.get("verb")
@@ -259,18 +255,10 @@ class Remote:
         """Another instance appended to a run owned here (its lease lapsed and a survivor
         ended it): this instance's copy is stale. Its producer stops, its readers are cut off
         with their cursors and resume from the journal, which has the run's real end."""
-        hub = self.hub
-        run = hub._runs.get(run_id)
+        run = self.hub.table.get(run_id)
         if run is None or run.remote:
             return
-        if not run.finished:
-            run.record.state = "finished"
-            run.record.status = "failed"
-            hub._active -= 1
-            hub.release_thread_claim(run)
-            run.ended.set()
-        if run.producer is not None:
-            run.producer.cancel()
+        self.hub.forsake(run)
         self.let_go(run)
 
 

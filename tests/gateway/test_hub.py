@@ -253,7 +253,7 @@ async def test_retention_drops_oldest_finished_runs(tmp_path: Path) -> None:
         for _ in range(5):
             ids.append(await ingest_run(hub))
             await hub.push(ids[-1], DONE)
-        await hub._sweep()
+        await hub.sweep()
         kept = {i.id for i in await hub.list_runs()}
         assert kept == set(ids[2:])
 

@@ -16,7 +16,7 @@ from loopgate.contracts.envelope import Envelope, LoopEvent, encode_envelope
 from loopgate.contracts.ports import RunGone, StartRun
 from loopgate.gateway.app import build_hub
 from loopgate.gateway.hub import Hub, Run
-from loopgate.gateway.hub import hub as hub_module
+from loopgate.gateway.hub import budget as budget_module
 from loopgate.gateway.hub.compact import CompactEvents
 from loopgate.gateway.journal import EVENT_OVERHEAD_BYTES
 from loopgate.gateway.settings import Settings
@@ -130,7 +130,7 @@ async def test_a_reader_mid_way_goes_on_while_the_run_is_compacted_chunk_by_chun
     tmp_path: Path, monkeypatch: pytest.MonkeyPatch
 ) -> None:
     # Small chunks: the run is compacted in many steps, read between them.
-    monkeypatch.setattr(hub_module, "COMPACT_CHUNK_BYTES", 8 * (40 + EVENT_OVERHEAD_BYTES))
+    monkeypatch.setattr(budget_module, "COMPACT_CHUNK_BYTES", 8 * (40 + EVENT_OVERHEAD_BYTES))
     async with hub_for(tmp_path, max_batch=5, subscriber_max_lag=10_000) as hub:
         events = [delta(i) for i in range(300)] + [DONE]
         run_id = await ingest(hub, events)
@@ -153,7 +153,7 @@ async def test_a_reader_mid_way_goes_on_while_the_run_is_compacted_chunk_by_chun
 async def test_native_frames_of_every_chunk_match_the_envelopes(
     tmp_path: Path, monkeypatch: pytest.MonkeyPatch
 ) -> None:
-    monkeypatch.setattr(hub_module, "COMPACT_CHUNK_BYTES", 3 * EVENT_OVERHEAD_BYTES)
+    monkeypatch.setattr(budget_module, "COMPACT_CHUNK_BYTES", 3 * EVENT_OVERHEAD_BYTES)
     async with hub_for(tmp_path, max_batch=7) as hub:
         run_id = await ingest(hub, ODD * 6 + [DONE])
         run = await compacted(hub, run_id)
@@ -187,13 +187,13 @@ async def test_dropped_compacted_runs_still_answer_gone(tmp_path: Path) -> None:
 async def test_a_run_dropped_while_compacted_leaves_the_count_right(
     tmp_path: Path, monkeypatch: pytest.MonkeyPatch
 ) -> None:
-    monkeypatch.setattr(hub_module, "COMPACT_CHUNK_BYTES", 4 * (40 + EVENT_OVERHEAD_BYTES))
+    monkeypatch.setattr(budget_module, "COMPACT_CHUNK_BYTES", 4 * (40 + EVENT_OVERHEAD_BYTES))
     async with hub_for(tmp_path) as hub:
         first = await ingest(hub, [delta(i) for i in range(400)] + [DONE])
         run = hub.run(first)
         await until(lambda: run.hot_base > 0)
         assert run.hot  # part way
-        hub._drop(run, "max_runs (1)")
+        hub.table.drop(run, "max_runs (1)")
         second = await ingest(hub, [delta(1), DONE])
         await compacted(hub, second)
         assert run.compact is None and not run.hot and run.retained == 0

@@ -131,7 +131,7 @@ async def test_a_view_that_cannot_be_fed_is_let_go_and_the_others_go_on(
     async with hub(redis_url) as a, hub(redis_url) as b:
         broken = (await a.start(StartRun(source="ingest"))).id
         fine = (await a.start(StartRun(source="ingest"))).id
-        remote = b._remote
+        remote = b.remote
         assert remote is not None
         deliver = remote._deliver
 

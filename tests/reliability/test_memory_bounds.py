@@ -139,7 +139,7 @@ async def test_sqlite_serves_finished_runs_from_the_journal_page_by_page(tmp_pat
         for _ in range(4):
             runs.append(await ingest(hub, [blob(20 * KIB) for _ in range(6)] + [DONE]))
         # The oldest left memory but not the journal: same events, read back in pages.
-        assert runs[0] not in hub._hot_finished
+        assert runs[0] not in [r.id for r in hub.table.hot_finished()]
         assert hub.stats().retained_bytes <= 300 * KIB
         after = await read_all(hub, runs[0])
         assert [e for b in after for e in b] == [e for b in before for e in b]
