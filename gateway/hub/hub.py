@@ -202,8 +202,9 @@ class Hub:
         if run.finished:
             raise RunFinished(run.id, run.record.status)
         s, table = self.settings, self.table
-        # The next after the last, however many of them compaction has taken from ``hot``.
-        seq = run.last_seq + 1
+        # The next after the last, however many of them compaction has taken from ``hot``
+        # (``Run.last_seq``, inline: this is the hot path, and a running run has no pages).
+        seq = run.hot_base + len(run.hot) + 1
         terminal = kind == "completion" and is_terminal_completion(kind, data)
         if encoded is None:
             encoded = _encode(data)
@@ -228,8 +229,10 @@ class Hub:
             self.journal.record_event(env, encoded)
         else:
             # Committed as it is appended (the memory journal): visible now, its subscribers
-            # woken with the next window (the terminal event at once).
-            self.delivery.show(run, seq, terminal)
+            # woken with the next window (the terminal event at once). ``Delivery.show``,
+            # inline: the seq is always new here.
+            run.committed = seq
+            self.delivery.wake(run, terminal)
         if terminal:
             # Before the observers see the terminal event: they may want the run's end first.
             self._finish(run, data.get("status"))
