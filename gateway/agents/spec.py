@@ -35,6 +35,8 @@ class AgentSpec(msgspec.Struct, kw_only=True, forbid_unknown_fields=True, omit_d
     openai_model: str | None = None  # its model
     openai_api_key: str | None = None  # else the top level's, else OPENAI_API_KEY
     openai_text_tools: Literal["auto", "on", "off"] = "auto"  # tool calls written as text
+    openai_text_only: bool = False  # its model reads text only: attachments as placeholders
+    accepts: list[str] | None = None  # attachment kinds its plugged loop takes besides text
     system_prompt: str | None = None  # the system message of its runs
     system_prompt_file: str | None = None  # the same, from a file
     tools: list[str] = msgspec.field(default_factory=list)  # modules of Python functions

@@ -31,7 +31,7 @@ async def test_initialize_is_honest() -> None:
     assert answer.protocol_version == PROTOCOL_VERSION
     caps = raw["agentCapabilities"]
     assert caps["loadSession"] is True
-    assert caps["promptCapabilities"] == {"image": False, "audio": False, "embeddedContext": True}
+    assert caps["promptCapabilities"] == {"image": True, "audio": True, "embeddedContext": True}
     assert caps["sessionCapabilities"] == {"list": {}, "resume": {}, "close": {}}
     assert raw["agentInfo"]["name"] == "loopgate"
 
