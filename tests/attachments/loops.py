@@ -28,7 +28,8 @@ async def loop(ctx: Any) -> AsyncIterator[Event]:
         for p in m["content"]
         if p["type"] != "text"
     )
-    lines.append(f"text: {ctx.input.splitlines()[0] if ctx.input else ''}")
+    texts = [p["text"] for p in ctx.input_parts if p["type"] == "text"]
+    lines.append(f"text: {' '.join(texts) if ctx.input_parts else ctx.input}")
     lines.append(f"earlier attachments: {earlier}")
     yield {"kind": "content_delta", "data": {"delta": "\n".join(lines)}}
     yield {"kind": "completion", "data": {"status": "completed", "reason": "stop"}}
