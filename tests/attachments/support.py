@@ -4,6 +4,9 @@ from __future__ import annotations
 
 import base64
 import hashlib
+import json
+
+import httpx
 
 # A 1x1 PNG (a real one: its signature, IHDR, IDAT, IEND).
 PNG_B64 = (
@@ -25,3 +28,13 @@ def png_line() -> str:
 
 def notes_line() -> str:
     return f"file text/plain {sha(NOTES)}"
+
+
+def answer_text(gateway: str, run_id: str) -> str:
+    """The run's text, read from its native event stream, which ends with the run."""
+    events = httpx.get(f"{gateway}/v1/runs/{run_id}/events", timeout=60).text
+    return "".join(
+        json.loads(line[6:])["data"]["delta"]
+        for line in events.splitlines()
+        if line.startswith("data: ") and '"content_delta"' in line
+    )

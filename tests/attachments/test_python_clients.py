@@ -6,7 +6,6 @@ each protocol's own error."""
 from __future__ import annotations
 
 import base64
-import json
 from collections.abc import Iterator
 from typing import Any
 
@@ -34,6 +33,7 @@ from tests.attachments.support import (
     PDF_B64,
     PNG,
     PNG_B64,
+    answer_text,
     notes_line,
     png_line,
 )
@@ -156,29 +156,13 @@ def test_native_api_continued_thread_keeps_its_attachments(gateway: str) -> None
         f"{gateway}/v1/runs",
         json={"input": [{"role": "user", "content": [{"type": "text", "text": "see"}, image]}]},
     ).json()
-    wait_finished(gateway, first["id"])
+    answer_text(gateway, first["id"])  # read whole: the run is over
     kept = httpx.get(f"{gateway}/v1/runs/{first['id']}").json()["input"][0]["content"]
     assert kept[1] == image  # kept as sent: the thread's next run gets it again
     second = httpx.post(
         f"{gateway}/v1/runs", json={"input": "and now?", "thread_id": first["thread_id"]}
     ).json()
-    wait_finished(gateway, second["id"])
     assert "earlier attachments: 1" in answer_text(gateway, second["id"])
-
-
-def wait_finished(gateway: str, run_id: str) -> None:
-    # The event stream ends with the run: reading it whole is the wait.
-    httpx.get(f"{gateway}/v1/runs/{run_id}/events", timeout=30).raise_for_status()
-
-
-def answer_text(gateway: str, run_id: str) -> str:
-    text = httpx.get(f"{gateway}/v1/runs/{run_id}/events", timeout=30).text
-    deltas = [
-        json.loads(line[6:])["data"]["delta"]
-        for line in text.splitlines()
-        if line.startswith("data: ") and '"content_delta"' in line
-    ]
-    return "".join(deltas)
 
 
 @pytest.mark.anyio
