@@ -248,6 +248,10 @@ def _check_media(part: MediaPart, where: str, limits: AttachmentLimits) -> int:
         raw = base64.b64decode(part.data, validate=True)
     except (binascii.Error, ValueError):
         raise ClientError(f"{where}: the {kind} part's data is not valid base64") from None
+    if part.size is not None and part.size != len(raw):
+        raise ClientError(
+            f"{where}: the {kind} part's size says {part.size} bytes but its data is {len(raw)}"
+        )
     head = raw[:16]
     found = sniff(head)
     if media_type in _SIGNATURES:

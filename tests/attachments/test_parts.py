@@ -93,6 +93,10 @@ def test_well_labelled_parts_pass() -> None:
         (ImagePart(data=PNG_B64), "needs a media type"),
         (ImagePart(url="file:///etc/passwd"), "must be http(s) or inline data"),
         (ImagePart(), "needs data or a url"),
+        (
+            ImagePart(media_type="image/png", data=PNG_B64, size=1),
+            "size says 1 bytes but its data is 69",
+        ),
         (ImagePart(media_type="image/png", data=b64(PNG + b"\0" * 1024)), "over 1024 bytes"),
     ],
 )
