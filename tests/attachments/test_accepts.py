@@ -11,6 +11,7 @@ from typing import Any
 import pytest
 from openai import OpenAI
 
+from loopgate.gateway.config_file import ConfigError, parse_config, settings_from
 from loopgate.gateway.plugs.python import python_loop
 from tests.attachments.support import PNG_B64
 from tests.gateway.harness import running_gateway
@@ -50,3 +51,16 @@ def test_a_python_loop_declaring_an_unknown_kind_fails_to_plug() -> None:
         python_loop(loop, "typo")
     loop.accepts = ["image"]  # type: ignore[attr-defined]
     assert python_loop(loop, "fine").accepts == {"image"}  # type: ignore[attr-defined]
+
+
+@pytest.mark.parametrize(
+    "text",
+    [
+        'accepts = ["image", "smell"]\nloop_url = "http://127.0.0.1:9/"\n',
+        '[agents.eyes]\nloop_url = "http://127.0.0.1:9/"\naccepts = ["image", "smell"]\n',
+    ],
+)
+def test_a_config_with_an_unknown_kind_is_refused_naming_it(text: str) -> None:
+    with pytest.raises(ConfigError) as refused:
+        settings_from({}, None, parse_config(text, "loopgate.toml"))
+    assert any("unknown part kind 'smell'" in p for p in refused.value.problems)
