@@ -266,3 +266,24 @@ def test_a_text_only_model_gets_placeholders_and_the_client_is_told(
     assert NOTES.decode() in sent[2]["text"]
     events = httpx.get(f"{gateway}/v1/runs/{raw.headers['x-request-id']}/events").text
     assert f'"attachmentsAsText":["[image (image/png, {len(PNG)} bytes)]"]' in events
+
+
+def test_jsonrpc_run_start_takes_parts_and_refuses_a_kind_with_invalid_params(
+    gateway: str,
+) -> None:
+    image = {"type": "image", "media_type": "image/png", "data": PNG_B64}
+    messages = [{"role": "user", "content": [{"type": "text", "text": "see"}, image]}]
+
+    def start(agent: str) -> dict[str, Any]:
+        call = {"jsonrpc": "2.0", "id": 1, "method": "run.start"}
+        params = {"input": messages, "agent": agent}
+        answer: dict[str, Any] = httpx.post(
+            f"{gateway}/rpc", json={**call, "params": params}
+        ).json()
+        return answer
+
+    started = start("default")["result"]
+    assert answer_text(gateway, started["runId"]).splitlines()[0] == png_line()
+    refused = start("plain")["error"]
+    assert refused["code"] == -32602
+    assert "does not take image parts" in refused["data"]["detail"]
