@@ -24,6 +24,7 @@ import anyio
 
 from loopgate.contracts.envelope import Envelope, encode_envelope
 from loopgate.contracts.messages import Message, ToolSpec
+from loopgate.contracts.parts import Part, TextPart, media
 from loopgate.gateway.commands.run import NdjsonPrinter
 from loopgate.gateway.reference.control import TurnControl
 from loopgate.gateway.reference.core import CoreLoop
@@ -104,6 +105,26 @@ async def _turn(
                     await maybe
 
         await loop.run_turn([Message(role="user", content=prompt)], emit, control)
+
+
+# A 1x1 PNG and a short text file: a screenshot and notes pasted into a chat.
+_PNG = (
+    "iVBORw0KGgoAAAANSUhEUgAAAAEAAAABCAIAAACQd1PeAAAADElEQVR4nGP4z8AAAAMBAQDJ/pLvAAAAAElFTkSuQmCC"
+)
+
+
+async def attachments(path: Path, workspace: Path) -> None:
+    """A prompt with an image and a text file to the scripted model, which reads text only:
+    its ``llm_request`` names them (``attachmentsAsText``)."""
+    content: list[Part] = [
+        TextPart(text="plain: describe the screenshot and the notes"),
+        media("image", media_type="image/png", data=_PNG, name="shot.png"),
+        media("file", media_type="text/plain", data="bGluZSBvbmUK", name="notes.txt"),
+    ]
+    loop = CoreLoop(ScriptedProvider(delay_s=float(DELAY)), DemoTools(workspace))
+    with path.open("wb") as out:
+        printer = NdjsonPrinter(path.stem, out)
+        await loop.run_turn([Message(role="user", content=content)], printer, TurnControl())
 
 
 async def cancel_mid_text(path: Path, workspace: Path) -> None:
@@ -207,6 +228,7 @@ API_STREAMS: dict[str, Scenario] = {
     "provider-error-retry": provider_error_retry,
     "client-tool": client_tool,
     "truncated": truncated,
+    "attachments": attachments,
 }
 
 

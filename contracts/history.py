@@ -13,6 +13,7 @@ from typing import Any, NamedTuple
 
 from .envelope import Envelope
 from .messages import Message, ToolCall
+from .parts import Content, text_of
 
 # Said for a tool call that never got its result (cancelled, truncated, a client tool): chat
 # models reject an assistant tool call without a matching tool message.
@@ -124,7 +125,7 @@ def last_user_text(messages: Iterable[Message]) -> str | None:
     text = None
     for message in messages:
         if message.role == "user":
-            text = message.content
+            text = text_of(message.content)
     return text
 
 
@@ -200,16 +201,18 @@ def answer_call(
     history.append(Message(role="tool", content=answer, tool_call_id=call_id, name=name))
 
 
-def continued(conversation: Conversation, text: str) -> list[Message]:
-    """The messages a run that continues ``conversation`` with ``text`` starts from: ``text``
-    answers the calls it waits on (each gets it as its result), else it is a new user message."""
+def continued(conversation: Conversation, content: Content) -> list[Message]:
+    """The messages a run that continues ``conversation`` with ``content`` starts from: its
+    text answers the calls it waits on (each gets it as its result), else it is a new user
+    message (with its attachments)."""
     messages = list(conversation.messages)
     # Only calls the conversation carries: an answer with no call to pair it with is one no
     # chat model takes (a foreign loop may name a call it never announced).
     made = {call.id for m in messages for call in m.tool_calls}
     answered = [call_id for call_id in conversation.waiting if call_id in made]
     if not answered:
-        return [*messages, Message(role="user", content=text)]
+        return [*messages, Message(role="user", content=content)]
+    text = text_of(content)
     for call_id in answered:
         answer_call(messages, call_id, text)
     return messages
@@ -219,5 +222,5 @@ def asked_text(messages: Sequence[Message]) -> str | None:
     """What the user said to start a run: its closing user message, or the answer that closes
     its input (a run that continued a thread waiting on an ``ask_user``)."""
     if messages and messages[-1].role == "tool":
-        return messages[-1].content
+        return text_of(messages[-1].content)
     return last_user_text(messages)

@@ -16,6 +16,7 @@ from typing import Any, Literal, Protocol, runtime_checkable
 import msgspec
 
 from .messages import Message, ToolSpec
+from .parts import Part
 from .principal import DEFAULT_TENANT, GRANTS, LOCAL, Principal, Scope
 
 Approval = Literal["auto", "always", "never"]
@@ -63,11 +64,14 @@ class LoopRequest(msgspec.Struct, kw_only=True):
 
     ``messages`` is the thread so far; ``input`` is the new user message, split off the end of
     the conversation (empty when the turn continues something else, e.g. a tool result).
+    When that message carries attachments, ``input`` is its text (each attachment named) and
+    ``input_parts`` the message's parts, in order (contracts/parts.py); else it is empty.
     """
 
     run_id: str
     thread_id: str
     input: str = ""
+    input_parts: list[Part] = msgspec.field(default_factory=list)
     messages: list[Message] = msgspec.field(default_factory=list)
     # Tools the client declared and executes itself (AG-UI frontend tools): the loop emits the
     # call and ends the turn waiting for the client (completion waiting_user, client_tool).
@@ -116,6 +120,12 @@ class RunContext(Protocol):
 
     @property
     def input(self) -> str: ...
+
+    @property
+    def input_parts(self) -> list[dict[str, Any]]:
+        """The new message's parts, as plain dicts, when it carries attachments (else empty);
+        a loop gets only the kinds it declared it takes (:class:`TakesParts`)."""
+        ...
 
     @property
     def messages(self) -> list[dict[str, Any]]:
@@ -208,6 +218,15 @@ class ChecksRequests(Protocol):
     config): ValueError, in the client's terms, refuses it as the client's mistake."""
 
     def check(self, request: LoopRequest) -> None: ...
+
+
+@runtime_checkable
+class TakesParts(Protocol):
+    """A loop that declares the attachments it takes: the part kinds besides text (``image``,
+    ``audio``, ``file``, ``resource``), or None for every kind. A loop without it takes text
+    only; a run whose messages carry another kind is refused, naming it."""
+
+    accepts: frozenset[str] | None
 
 
 @runtime_checkable

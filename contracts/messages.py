@@ -6,6 +6,8 @@ from typing import Any, Literal
 
 import msgspec
 
+from .parts import Content
+
 Role = Literal["system", "user", "assistant", "tool"]
 
 
@@ -17,7 +19,8 @@ class ToolCall(msgspec.Struct, frozen=True, kw_only=True):
 
 class Message(msgspec.Struct, kw_only=True, omit_defaults=True):
     role: Role
-    content: str = ""
+    # Text, or a list of parts when the message carries attachments (contracts/parts.py).
+    content: Content = ""
     tool_calls: list[ToolCall] = msgspec.field(default_factory=list)
     tool_call_id: str | None = None
     name: str | None = None

@@ -14,6 +14,7 @@ import msgspec
 
 from ..contracts.agents import check_agent_name
 from ..contracts.outbound import check_outbound_entry
+from ..contracts.parts import parse_kinds
 from .agents.spec import AgentSpec
 from .identity.single_token import check_token
 from .journal.base import REDIS_SCHEMES
@@ -108,6 +109,8 @@ class Settings(msgspec.Struct, kw_only=True, forbid_unknown_fields=True):
     # parser: "auto" where a reply uses them, "on" also for replies that open inside a think
     # block (DeepSeek-R1 distills, QwQ), "off" never (gateway/reference/text_tags.py).
     openai_text_tools: Literal["auto", "on", "off"] = "auto"
+    # The model reads text only: attachments reach it as named placeholders (docs/attachments.md).
+    openai_text_only: bool = False
     # Where read_file reads and write_note writes: never the directory the server started in.
     workspace: str = msgspec.field(default_factory=lambda: default_workspace(os.environ))
     # The limits of a turn every run of the reference loop starts with (LoopConfig: max_rounds,
@@ -122,6 +125,9 @@ class Settings(msgspec.Struct, kw_only=True, forbid_unknown_fields=True):
     # by every front end. The loop settings above define one more, named "default", when no
     # agent is declared or when they name a loop or a real model.
     agents: dict[str, AgentSpec] = msgspec.field(default_factory=dict)
+    # The attachment kinds the plugged loop takes besides text (image, audio, file, resource);
+    # unset: what the loop declares (a Python loop's ``accepts``), else text only.
+    accepts: list[str] | None = None
     loop_token: str | None = None  # bearer token sent to an HTTP loop
     loop_connect_timeout_s: float = 10.0  # reaching the loop; writing to it
     loop_first_event_timeout_s: float = 60.0  # a plugged loop's first event of a run
@@ -162,6 +168,8 @@ class Settings(msgspec.Struct, kw_only=True, forbid_unknown_fields=True):
     replay_dir: str = str(RECORDINGS)  # where {"replay": NAME} finds recorded streams
 
     max_body_bytes: int = 1 << 20  # a request body; 413 beyond
+    max_attachment_bytes: int = 5 << 20  # one inline attachment, decoded
+    max_message_attachment_bytes: int = 10 << 20  # a message's inline attachments, decoded
     max_line_bytes: int = 2 << 20  # one ingested event (a big tool result fits)
     max_frame_bytes: int = 2 << 20  # one WebSocket message
     # permessage-deflate on WebSockets: what clients offer by default, and what makes an idle
@@ -246,6 +254,8 @@ class Settings(msgspec.Struct, kw_only=True, forbid_unknown_fields=True):
         for entry in self.allowed_outbound:
             check_outbound_entry(entry)
         check_jwt_settings(self)
+        if self.accepts is not None:
+            self.accepts = sorted(parse_kinds(self.accepts))
         for name in self.agents:
             check_agent_name(name)
         defaults = [name for name, spec in self.agents.items() if spec.default]
@@ -320,6 +330,7 @@ def read_token_file(path: str) -> str:
 
 # Settings given in one LOOPGATE_* variable as a comma-separated list.
 LIST_FIELDS = (
+    "accepts",
     "allowed_origins",
     "allowed_hosts",
     "tools",

@@ -89,7 +89,9 @@ class AcpAgent:
             "protocolVersion": version,
             "agentCapabilities": {
                 "loadSession": True,
-                "promptCapabilities": {"image": False, "audio": False, "embeddedContext": True},
+                # Images, audio and binary resources are mapped (docs/attachments.md); an
+                # agent whose loop takes none refuses them naming the kind.
+                "promptCapabilities": {"image": True, "audio": True, "embeddedContext": True},
                 "mcpCapabilities": {
                     "http": "http" in self.options.mcp_transports,
                     "sse": False,

@@ -12,6 +12,7 @@ from typing import Any, cast
 
 import msgspec
 
+from ...contracts import parts
 from ...contracts.envelope import Envelope
 from ...contracts.events import (
     CompletionView,
@@ -136,6 +137,28 @@ def text_update(session_id: str, kind: str, text: str) -> SessionUpdate:
 
 def user_message(session_id: str, text: str) -> SessionUpdate:
     return text_update(session_id, "user_message_chunk", text)
+
+
+def user_blocks(session_id: str, content: list[parts.Part]) -> list[SessionUpdate]:
+    """A prompt with attachments as it was sent: a ``user_message_chunk`` per block (text,
+    image, audio; a file as an embedded binary resource)."""
+    updates = []
+    for part in content:
+        block: dict[str, Any]
+        if isinstance(part, parts.TextPart):
+            block = {"type": "text", "text": part.text}
+        elif isinstance(part, parts.ImagePart | parts.AudioPart) and part.data is not None:
+            block = {"type": parts.kind_of(part), "data": part.data, "mimeType": part.media_type}
+        elif isinstance(part, parts.FilePart) and part.data is not None:
+            resource = {"uri": f"attachment:{part.name or 'file'}", "blob": part.data}
+            if part.media_type:
+                resource["mimeType"] = part.media_type
+            block = {"type": "resource", "resource": resource}
+        else:
+            block = {"type": "text", "text": parts.describe(part)}
+        update = {"sessionUpdate": "user_message_chunk", "content": block}
+        updates.append(SessionUpdate({"sessionId": session_id, "update": update}))
+    return updates
 
 
 def _text_content(text: str) -> list[dict[str, Any]]:

@@ -11,6 +11,7 @@ from typing import Any
 import anyio
 from anyio.abc import TaskGroup
 
+from ...contracts import parts
 from ...contracts.agents import UnknownAgent
 from ...contracts.client_errors import ClientError
 from ...contracts.envelope import Envelope
@@ -40,6 +41,7 @@ from .projector import (
     PromptAnswer,
     PromptFailure,
     SessionUpdate,
+    user_blocks,
     user_message,
 )
 from .sessions import ActivePrompt, Session
@@ -47,44 +49,47 @@ from .sessions import ActivePrompt, Session
 log = logging.getLogger("loopgate.acp")
 
 
-def prompt_text(blocks: list[Any], max_chars: int) -> str:
-    """The text of a ``session/prompt``'s content blocks; -32602 for a block this agent does
-    not take, an empty prompt or one longer than ``max_chars``."""
-    parts: list[str] = []
+def prompt_content(blocks: list[Any], max_chars: int) -> parts.Content:
+    """The content of a ``session/prompt``'s blocks: text (resource links and embedded text
+    resources as text), and images, audio and binary resources as parts; -32602 for a block
+    this agent does not take, an empty prompt or text longer than ``max_chars``."""
+    out: list[parts.Part] = []
     for i, block in enumerate(blocks):
         kind = getattr(block, "type", None)
         if kind == "text":
-            parts.append(block.text)
+            out.append(parts.TextPart(text=block.text))
         elif kind == "resource_link":
             label = block.title or block.name
             line = f"[{label}]({block.uri})"
             if block.description:
                 line += f" — {block.description}"
-            parts.append(line)
+            out.append(parts.TextPart(text=line))
         elif kind == "resource" and hasattr(block.resource, "text"):
             res = block.resource
-            parts.append(f'<resource uri="{res.uri}">\n{res.text}\n</resource>')
+            out.append(parts.TextPart(text=f'<resource uri="{res.uri}">\n{res.text}\n</resource>'))
+        elif kind == "resource" and hasattr(block.resource, "blob"):
+            res = block.resource
+            name = res.uri.rsplit("/", 1)[-1] or None
+            out.append(parts.media("file", media_type=res.mime_type, data=res.blob, name=name))
+        elif kind in ("image", "audio"):
+            out.append(parts.media(kind, media_type=block.mime_type, data=block.data))
         else:
-            what = (
-                "binary embedded resources are not supported"
-                if kind == "resource"
-                else f"content block type {kind!r} is not supported "
-                f"(promptCapabilities.{kind} is false)"
-            )
             raise AgentError(
                 INVALID_PARAMS,
-                f"Invalid params: prompt[{i}]: {what}",
+                f"Invalid params: prompt[{i}]: content block type {kind!r} is not supported",
                 {"field": f"prompt[{i}].type", "type": kind},
             )
-    text = "\n\n".join(p for p in parts if p)
-    if not text.strip():
+    text = "\n\n".join(p.text for p in out if isinstance(p, parts.TextPart) and p.text)
+    if not text.strip() and len(out) == sum(isinstance(p, parts.TextPart) for p in out):
         raise AgentError(INVALID_PARAMS, "Invalid params: prompt: the prompt has no text")
     if len(text) > max_chars:
         raise AgentError(
             INVALID_PARAMS,
             f"Invalid params: prompt: longer than {max_chars} characters",
         )
-    return text
+    if all(isinstance(p, parts.TextPart) for p in out):
+        return text  # text only: one string, as before parts
+    return out
 
 
 class Prompts:
@@ -128,11 +133,11 @@ class Prompts:
         """session/prompt: the run of the prompt on the session's thread, to its answer."""
         if session.active is not None:
             raise busy(session.id)
-        text = prompt_text(prompt, self.options.max_prompt_chars)
+        content = prompt_content(prompt, self.options.max_prompt_chars)
         active = session.active = ActivePrompt()
         try:
             # After an ask_user, the prompt is its answer: the waiting call's result.
-            messages = continued(await self.history(session), text)
+            messages = continued(await self.history(session), content)
             info = await self.start(session, messages, meta)
             active.run_id = info.id
             if active.cancelled:
@@ -285,8 +290,11 @@ class Prompts:
         session_id = session.id
         live: tuple[RunInfo, int, AcpProjector] | None = None
         for run in runs:
-            text = asked_text(run.input)
-            if text:
+            asked = run.input[-1].content if run.input and run.input[-1].role == "user" else ""
+            if not isinstance(asked, str):  # a prompt with attachments: its blocks again
+                for update in user_blocks(session_id, asked):
+                    await self.notify(update.params)
+            elif text := asked_text(run.input):
                 await self.notify(user_message(session_id, text).params)
             projector = self.projector(run.id, session_id)
             events = await self.service.history(run.id)

@@ -10,6 +10,7 @@ from collections.abc import Iterator
 from typing import Any, Literal
 
 from ...contracts.history import Conversation
+from ...contracts.parts import text_of
 from ...contracts.ports import RunInfo, RunService
 from ..shared.rpc_errors import INVALID_PARAMS
 from .choices import AgentMenu, approval_option
@@ -135,7 +136,7 @@ class Sessions:
                 continue
             info: dict[str, Any] = {"sessionId": run.thread_id, "cwd": self.cwd_of(run.metadata)}
             if run.input and run.input[0].role == "user" and run.input[0].content:
-                info["title"] = " ".join(run.input[0].content.split())[:80]
+                info["title"] = " ".join(text_of(run.input[0].content).split())[:80]
             info["updatedAt"] = iso(run.created_at)
             newest[run.thread_id] = (run.created_at, info)
         for thread in await self.service.list_threads(limit=self.options.list_scan_runs):

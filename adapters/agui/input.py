@@ -10,6 +10,7 @@ from typing import Annotated, Any, Literal
 
 import msgspec
 
+from ...contracts import parts
 from ...contracts.client_errors import ClientError
 from ...contracts.messages import Message, ToolSpec
 from ..shared.chat import AssistantToolCall, to_tool_calls
@@ -24,10 +25,26 @@ class _Base(msgspec.Struct, rename="camel", kw_only=True, tag_field="role"):
     id: str | None = None
 
 
+class Source(msgspec.Struct, kw_only=True):
+    """Where a media part's bytes are: ``data`` (base64 ``value``), a ``url``, or a ``file``
+    the client's service knows by id."""
+
+    type: Literal["data", "url", "file"]
+    value: str
+    mime_type: str | None = msgspec.field(default=None, name="mimeType")
+
+
 class ContentPart(msgspec.Struct, kw_only=True):
+    """``text``; ``image``, ``audio``, ``video``, ``document`` with a ``source``; or the pre-1.0
+    ``binary`` (``mimeType`` with ``data`` or ``url``)."""
+
     type: str
     text: str | None = None
     mime_type: str | None = msgspec.field(default=None, name="mimeType")
+    source: Source | None = None
+    data: str | None = None
+    url: str | None = None
+    filename: str | None = None
 
 
 Content = str | list[ContentPart]
@@ -111,17 +128,55 @@ class RunAgentInput(msgspec.Struct, rename="camel", kw_only=True):
 
 def text_of(content: Content) -> str:
     """Text parts joined; other media are named so the model knows something was attached."""
+    return parts.text_of(to_content(content))
+
+
+# AG-UI's media part types as the loop's part kinds (a video goes as a file).
+_KINDS: dict[str, Literal["image", "audio", "file"]] = {
+    "image": "image",
+    "audio": "audio",
+    "video": "file",
+    "document": "file",
+}
+
+
+def to_content(content: Content) -> parts.Content:
+    """The client's content as the loop's: a string, or parts when it carries media."""
     if isinstance(content, str):
         return content
-    pieces = []
-    for part in content:
+    out: list[parts.Part] = []
+    for index, part in enumerate(content):
         if part.type == "text":
-            pieces.append(part.text or "")
-        else:
-            pieces.append(
-                f"[{part.type} attachment{f' ({part.mime_type})' if part.mime_type else ''}]"
+            out.append(parts.TextPart(text=part.text or ""))
+        elif part.type == "binary":
+            kind: Literal["image", "file"] = (
+                "image" if (part.mime_type or "").startswith("image/") else "file"
             )
-    return "\n".join(pieces)
+            if part.data is None and part.url is None:
+                raise ClientError(f"content[{index}]: a binary part needs data or url")
+            out.append(
+                parts.media(
+                    kind,
+                    media_type=part.mime_type,
+                    data=part.data,
+                    url=part.url,
+                    name=part.filename,
+                )
+            )
+        elif part.type in _KINDS and part.source is not None:
+            source = part.source
+            inline = source.type == "data"
+            out.append(
+                parts.media(
+                    _KINDS[part.type],
+                    media_type=source.mime_type or part.mime_type,
+                    data=source.value if inline else None,
+                    url=None if inline else source.value,
+                )
+            )
+        else:
+            raise ClientError(f"content[{index}]: a {part.type[:40]} part is not one AG-UI defines")
+    return parts.content_of(out)
 
 
 def to_history(body: RunAgentInput) -> list[Message]:
@@ -132,7 +187,7 @@ def to_history(body: RunAgentInput) -> list[Message]:
         history.append(Message(role="system", content=f"Context from the application:\n{lines}"))
     for message in body.messages:
         if isinstance(message, UserMessage):
-            history.append(Message(role="user", content=text_of(message.content)))
+            history.append(Message(role="user", content=to_content(message.content)))
         elif isinstance(message, SystemMessage | DeveloperMessage):
             history.append(Message(role="system", content=message.content))
         elif isinstance(message, AssistantMessage):

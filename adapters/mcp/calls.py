@@ -32,7 +32,7 @@ from ..shared.follow import RESUMING, EventStream
 from ..shared.threads import ThreadBusy, thread_start
 from .projector import Answer, McpItem, McpProjector, Progress, result_body
 from .resources import events_uri
-from .tools import ListArgs, RunArgs, RunIdArgs
+from .tools import ListArgs, RunArgs, RunIdArgs, prompt_content
 
 log = logging.getLogger("loopgate.mcp")
 
@@ -149,7 +149,7 @@ class Calls:
             tracestate=trace.tracestate,
             agent=agent,
         )
-        request = await thread_start(self.service, request)
+        request = await thread_start(self.service, request, prompt_content(args))
         info = await self._start(request)
         projector = McpProjector(ProjectorContext(run_id=info.id, thread_id=info.thread_id))
         answer = await self._follow(info.id, projector, progress)

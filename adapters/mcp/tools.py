@@ -8,10 +8,11 @@ below say the same for clients that check before calling.
 
 from __future__ import annotations
 
-from typing import Annotated, Any
+from typing import Annotated, Any, Literal
 
 import msgspec
 
+from ...contracts import parts
 from ...contracts.client_errors import describe_input_error
 
 MAX_LIST = 100
@@ -24,9 +25,54 @@ CANCEL_RUN = "cancel_run"
 Id = Annotated[str, msgspec.Meta(min_length=1, max_length=128)]
 
 
+class Resource(msgspec.Struct, rename="camel"):
+    uri: str
+    text: str | None = None
+    blob: str | None = None
+    mime_type: str | None = None
+
+
+class Attachment(msgspec.Struct, rename="camel", kw_only=True):
+    """An MCP content block sent with a prompt: ``image`` or ``audio`` (``data``, base64, and
+    ``mimeType``), or an embedded ``resource`` (its ``text`` or ``blob``)."""
+
+    type: Literal["image", "audio", "resource"]
+    data: str | None = None
+    mime_type: str | None = None
+    resource: Resource | None = None
+
+
 class RunArgs(msgspec.Struct, forbid_unknown_fields=True):
     prompt: Annotated[str, msgspec.Meta(min_length=1)]
     thread_id: Id | None = None
+    attachments: list[Attachment] | None = None
+
+
+def prompt_content(args: RunArgs) -> parts.Content:
+    """The prompt with its attachments as the loop's content (the prompt alone: a string)."""
+    if not args.attachments:
+        return args.prompt
+    out: list[parts.Part] = [parts.TextPart(text=args.prompt)]
+    for index, block in enumerate(args.attachments):
+        if block.type == "resource":
+            res = block.resource
+            if res is None or (res.text is None) == (res.blob is None):
+                raise ArgumentError(
+                    f"invalid arguments for run: attachments[{index}]: a resource needs its "
+                    "uri and one of text or blob"
+                )
+            if res.text is not None:
+                out.append(parts.ResourcePart(uri=res.uri, text=res.text, media_type=res.mime_type))
+            else:
+                name = res.uri.rsplit("/", 1)[-1] or None
+                out.append(parts.media("file", media_type=res.mime_type, data=res.blob, name=name))
+        elif block.data is None:
+            raise ArgumentError(
+                f"invalid arguments for run: attachments[{index}]: an {block.type} needs data"
+            )
+        else:
+            out.append(parts.media(block.type, media_type=block.mime_type, data=block.data))
+    return out
 
 
 class RunIdArgs(msgspec.Struct, forbid_unknown_fields=True):
@@ -73,6 +119,22 @@ _THREAD_ID = {
     "description": "A thread: its runs form one conversation. Give the thread_id of an "
     "earlier run to continue it (the new run sees what was said before); leave it out "
     "to start a new thread.",
+}
+_ATTACHMENTS = {
+    "type": "array",
+    "description": "Images, audio and files for the agent, as MCP content blocks: "
+    '{"type": "image", "data": BASE64, "mimeType": "image/png"}, audio alike, or '
+    '{"type": "resource", "resource": {"uri", "text" or "blob", "mimeType"}}.',
+    "items": {
+        "type": "object",
+        "properties": {
+            "type": {"enum": ["image", "audio", "resource"]},
+            "data": {"type": "string"},
+            "mimeType": {"type": "string"},
+            "resource": {"type": "object"},
+        },
+        "required": ["type"],
+    },
 }
 _RUN_ID = {
     "type": "string",
@@ -126,6 +188,7 @@ TOOLS: list[dict[str, Any]] = [
                     "description": "What to ask the agent (or the answer to its question).",
                 },
                 "thread_id": _THREAD_ID,
+                "attachments": _ATTACHMENTS,
             },
             "required": ["prompt"],
             "additionalProperties": False,

@@ -12,6 +12,7 @@ from typing import Annotated, Any, Literal
 
 import msgspec
 
+from ...contracts import parts
 from ...contracts.messages import Message, ToolSpec
 from ..shared.chat import AssistantToolCall, to_tool_calls
 
@@ -19,12 +20,32 @@ from ..shared.chat import AssistantToolCall, to_tool_calls
 ToolName = Annotated[str, msgspec.Meta(pattern=r"^[A-Za-z0-9_-]{1,64}$")]
 
 
+class ImageUrl(msgspec.Struct, kw_only=True):
+    url: str
+    detail: str | None = None
+
+
+class InputAudio(msgspec.Struct, kw_only=True):
+    data: str
+    format: str
+
+
+class FileRef(msgspec.Struct, kw_only=True):
+    file_data: str | None = None  # a data URL or bare base64
+    file_id: str | None = None
+    filename: str | None = None
+
+
 class Part(msgspec.Struct, kw_only=True):
-    """A content part: ``{"type": "text", "text"}``, or an image, audio, file or refusal part."""
+    """A content part: ``{"type": "text", "text"}``, ``image_url``, ``input_audio``, ``file``
+    or ``refusal``."""
 
     type: str
     text: str | None = None
     refusal: str | None = None
+    image_url: ImageUrl | None = None
+    input_audio: InputAudio | None = None
+    file: FileRef | None = None
 
 
 Content = str | list[Part]
@@ -126,17 +147,47 @@ def check(body: ChatRequest) -> None:
 
 def text_of(content: Content | None) -> str:
     """Text parts joined; other parts are named, so that the model knows something was there."""
+    return parts.text_of(to_content(content))
+
+
+_AUDIO_TYPES = {"wav": "audio/wav", "mp3": "audio/mpeg"}
+
+
+def to_content(content: Content | None) -> parts.Content:
+    """The client's content as the loop's: a string, or parts when it carries attachments."""
     if content is None or isinstance(content, str):
         return content or ""
-    pieces = []
-    for part in content:
-        if part.type == "text":
-            pieces.append(part.text or "")
-        elif part.type == "refusal":
-            pieces.append(part.refusal or "")
+    out: list[parts.Part] = []
+    for index, part in enumerate(content):
+        where = f"content[{index}]"
+        if part.type == "text" or part.type == "refusal":
+            out.append(
+                parts.TextPart(text=(part.text if part.type == "text" else part.refusal) or "")
+            )
+        elif part.type == "image_url" and part.image_url is not None:
+            out.append(parts.media("image", url=part.image_url.url))
+        elif part.type == "input_audio" and part.input_audio is not None:
+            media_type = _AUDIO_TYPES.get(
+                part.input_audio.format, f"audio/{part.input_audio.format}"
+            )
+            out.append(parts.media("audio", media_type=media_type, data=part.input_audio.data))
+        elif part.type == "file" and part.file is not None:
+            out.append(_file(part.file))
         else:
-            pieces.append(f"[{part.type} attachment]")
-    return "\n".join(pieces)
+            raise InvalidRequest(
+                f"{where}: a {part.type} part needs its {part.type} field", "messages"
+            )
+    return parts.content_of(out)
+
+
+def _file(ref: FileRef) -> parts.MediaPart:
+    if ref.file_data is not None:
+        inline = parts.from_data_url(ref.file_data)
+        media_type, data = inline if inline is not None else (None, ref.file_data)
+        return parts.media("file", media_type=media_type, data=data, name=ref.filename)
+    if ref.file_id is not None:
+        return parts.media("file", url=ref.file_id, name=ref.filename)
+    raise InvalidRequest("a file part needs file_data or file_id", "messages")
 
 
 def to_history(body: ChatRequest) -> list[Message]:
@@ -145,7 +196,7 @@ def to_history(body: ChatRequest) -> list[Message]:
     history: list[Message] = []
     for message in body.messages:
         if isinstance(message, UserMessage):
-            history.append(Message(role="user", content=text_of(message.content)))
+            history.append(Message(role="user", content=to_content(message.content)))
         elif isinstance(message, SystemMessage | DeveloperMessage):
             history.append(Message(role="system", content=text_of(message.content)))
         elif isinstance(message, AssistantMessage):

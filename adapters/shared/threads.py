@@ -23,6 +23,8 @@ from __future__ import annotations
 import msgspec
 
 from ...contracts.history import Conversation, continued, conversation_after
+from ...contracts.messages import Message
+from ...contracts.parts import Content
 from ...contracts.ports import RunInfo, RunService, StartRun, ThreadBusy
 
 __all__ = ["ThreadBusy", "conversation_after_run", "latest_run", "thread_start"]
@@ -47,13 +49,18 @@ async def conversation_after_run(service: RunService, run: RunInfo) -> Conversat
     return conversation_after(run.input, await service.history(run.id))
 
 
-async def thread_start(service: RunService, request: StartRun) -> StartRun:
+async def thread_start(
+    service: RunService, request: StartRun, content: Content | None = None
+) -> StartRun:
     """``request`` as it is to be started: a prompt on a thread that has runs becomes the
     thread's conversation with that prompt (or answer) added; anything else is unchanged.
+    ``content``: the prompt with its attachments, in place of the prompt string.
 
     Raises ThreadBusy when the thread's latest run is still going.
     """
     prompt = request.input
+    if content is not None and not isinstance(content, str):
+        request = msgspec.structs.replace(request, input=[Message(role="user", content=content)])
     if (
         request.source != "loop"
         or request.thread_id is None
@@ -65,4 +72,5 @@ async def thread_start(service: RunService, request: StartRun) -> StartRun:
     if run is None:
         return msgspec.structs.replace(request, exclusive=True)
     conversation = await conversation_after_run(service, run)
-    return msgspec.structs.replace(request, input=continued(conversation, prompt), exclusive=True)
+    asked = prompt if content is None else content
+    return msgspec.structs.replace(request, input=continued(conversation, asked), exclusive=True)

@@ -18,6 +18,7 @@ from typing import Annotated, Any, Literal
 
 import msgspec
 
+from ...contracts import parts as parts_
 from ...contracts.client_errors import ClientError
 from ...contracts.history import NO_RESULT, Conversation, continued
 from ...contracts.messages import Message, ToolCall, ToolSpec
@@ -41,6 +42,7 @@ class Part(msgspec.Struct, kw_only=True, rename="camel"):
     error_text: str | None = None
     media_type: str | None = None
     filename: str | None = None
+    url: str | None = None  # a file part's: a data URL, or where the file is
     approval: Any = None
     parts: list[Part] | None = None  # a steering-message's
 
@@ -114,11 +116,12 @@ def to_history(body: ChatRequest) -> list[Message]:
             _assistant(message.parts, history)
             waiting = _waiting_on(message)
             continue
-        text = text_of(message.parts)
         if message.role == "user" and waiting:
-            history = continued(Conversation(history, waiting), text)
+            history = continued(Conversation(history, waiting), to_content(message.parts))
+        elif message.role == "user":
+            history.append(Message(role="user", content=to_content(message.parts)))
         else:
-            history.append(Message(role=message.role, content=text))
+            history.append(Message(role=message.role, content=text_of(message.parts)))
         waiting = ()
     return history
 
@@ -136,14 +139,31 @@ def _waiting_on(message: UIMessage) -> tuple[str, ...]:
 
 def text_of(parts: list[Part]) -> str:
     """Text parts joined; files are named, so that the model knows something was there."""
-    pieces = []
+    return parts_.text_of(to_content(parts))
+
+
+def to_content(parts: list[Part]) -> parts_.Content:
+    """A UI message's text and ``file`` parts as the loop's content (a string when it has no
+    files); other parts (sources, data, step marks) are the UI's."""
+    out: list[parts_.Part] = []
     for part in parts:
         if part.type == "text":
-            pieces.append(part.text or "")
+            out.append(parts_.TextPart(text=part.text or ""))
         elif part.type == "file":
-            named = " ".join(x for x in (part.media_type, part.filename) if x)
-            pieces.append(f"[file attachment{f' ({named})' if named else ''}]")
-    return "\n".join(pieces)
+            if not part.url:
+                raise ClientError("a file part needs its url (a data URL or where the file is)")
+            media_type = part.media_type or ""
+            kind: Literal["image", "audio", "file"] = (
+                "image"
+                if media_type.startswith("image/")
+                else "audio"
+                if media_type.startswith("audio/")
+                else "file"
+            )
+            out.append(
+                parts_.media(kind, media_type=part.media_type, url=part.url, name=part.filename)
+            )
+    return parts_.content_of(out)
 
 
 class _Step:

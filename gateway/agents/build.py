@@ -7,7 +7,7 @@ import copy
 from typing import Any
 
 from ...contracts.agents import DEFAULT_AGENT
-from ..plugs.build import build_loop, guards_from, loop_provider, loop_summary
+from ..plugs.build import attachment_limits, build_loop, guards_from, loop_provider, loop_summary
 from ..plugs.reference import ReferenceLoop, RunScope
 from ..plugs.source import LoopSource
 from ..reference.types import ModelProvider
@@ -90,7 +90,13 @@ def make_agent(
     return Agent(
         name=name,
         loop=built,
-        source=LoopSource(built, guards_from(settings), settings.loop_config),
+        source=LoopSource(
+            built,
+            guards_from(settings),
+            settings.loop_config,
+            accepts="loop" if settings.accepts is None else frozenset(settings.accepts),
+            attachment_limits=attachment_limits(settings),
+        ),
         description=spec.description if spec is not None else "",
         declared=declared,
         provider_name=loop_provider(settings),

@@ -13,6 +13,8 @@ from typing import Any, Literal
 
 import msgspec
 
+from ...contracts.parts import parse_kinds
+
 LoopRunner = Literal["event_loop", "thread"]
 Provider = Literal["scripted", "openai"]
 # The keys an agent shares with the top level unless it sets its own.
@@ -35,6 +37,8 @@ class AgentSpec(msgspec.Struct, kw_only=True, forbid_unknown_fields=True, omit_d
     openai_model: str | None = None  # its model
     openai_api_key: str | None = None  # else the top level's, else OPENAI_API_KEY
     openai_text_tools: Literal["auto", "on", "off"] = "auto"  # tool calls written as text
+    openai_text_only: bool = False  # its model reads text only: attachments as placeholders
+    accepts: list[str] | None = None  # attachment kinds its plugged loop takes besides text
     system_prompt: str | None = None  # the system message of its runs
     system_prompt_file: str | None = None  # the same, from a file
     tools: list[str] = msgspec.field(default_factory=list)  # modules of Python functions
@@ -49,6 +53,8 @@ class AgentSpec(msgspec.Struct, kw_only=True, forbid_unknown_fields=True, omit_d
             raise ValueError(f"give at most one of {', '.join(PLUGS)} (got {', '.join(plugs)})")
         if self.system_prompt and self.system_prompt_file:
             raise ValueError("give system_prompt or system_prompt_file, not both")
+        if self.accepts is not None:
+            self.accepts = sorted(parse_kinds(self.accepts))
         if self.scripted_delay_s is not None and self.scripted_delay_s < 0:
             raise ValueError(f"scripted_delay_s must not be negative, got {self.scripted_delay_s}")
         named = [n for n in ("openai_base_url", "openai_model") if getattr(self, n)]

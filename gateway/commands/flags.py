@@ -7,6 +7,7 @@ import argparse
 from collections.abc import Mapping
 from typing import get_args
 
+from ...contracts.parts import ATTACHMENT_KINDS
 from ..config_file import CONFIG_ENV
 from ..reference.providers import PROVIDERS
 from ..reference.text_tags import TEXT_TOOLS_MODES
@@ -21,6 +22,7 @@ MODEL_SETTINGS = (
     "openai_base_url",
     "openai_model",
     "openai_text_tools",
+    "openai_text_only",
     "scripted_delay_s",
 )
 # The settings add_loop_flags fills (each command passes them to load_settings).
@@ -31,6 +33,7 @@ LOOP_SETTINGS = (
     "loop_cmd",
     "loop_token",
     "loop_runner",
+    "accepts",
     "tools",
     "demo_tools",
     "system_prompt",
@@ -82,6 +85,14 @@ def add_loop_flags(p: argparse.ArgumentParser) -> None:
         help="where --loop's runs are driven: 'event_loop' (the gateway's; the default) or "
         "'thread' (one each, for a loop that blocks: time.sleep, synchronous I/O; "
         "LOOPGATE_LOOP_RUNNER)",
+    )
+    plug.add_argument(
+        "--accepts",
+        type=_kinds,
+        metavar="KINDS",
+        help="the attachments your loop takes besides text, e.g. image,file (of image, audio, "
+        "file, resource); default: what the loop declares, else text only (LOOPGATE_ACCEPTS; "
+        "docs/attachments.md)",
     )
     ref = p.add_argument_group("the reference loop")
     add_model_flags(ref)
@@ -145,12 +156,28 @@ def add_model_flags(group: argparse._ActionsContainer) -> None:
         "(LOOPGATE_OPENAI_TEXT_TOOLS)",
     )
     group.add_argument(
+        "--openai-text-only",
+        action="store_true",
+        default=None,
+        help="the model reads text only: images and other attachments reach it as named "
+        "placeholders (LOOPGATE_OPENAI_TEXT_ONLY; docs/attachments.md)",
+    )
+    group.add_argument(
         "--scripted-delay",
         dest="scripted_delay_s",
         type=float,
         metavar="SECONDS",
         help="seconds between the scripted model's deltas (default 0.02; 0: none)",
     )
+
+
+def _kinds(value: str) -> list[str]:
+    kinds = {n.strip() for n in value.split(",") if n.strip()} - {"text"}
+    unknown = sorted(kinds - set(ATTACHMENT_KINDS))
+    if unknown:
+        choices = ", ".join(ATTACHMENT_KINDS)
+        raise argparse.ArgumentTypeError(f"unknown kind {unknown[0]!r}: choose from {choices}")
+    return sorted(kinds)
 
 
 def add_log_level(p: argparse.ArgumentParser, default: str) -> None:

@@ -19,6 +19,7 @@ from typing import IO, Any, Literal
 import anyio
 
 from ...contracts.messages import Message, ToolCall
+from ...contracts.parts import text_of
 from ..reference.types import PermissionDecision
 
 ApprovalPolicy = Literal["ask", "yes", "no"]
@@ -237,7 +238,7 @@ def asked_question(completion: dict[str, Any] | None, history: list[Message]) ->
     call_id = completion.get("toolCallId")
     for message in reversed(history):
         if message.role == "tool" and message.tool_call_id == call_id:
-            return message.content
+            return text_of(message.content)
     return None
 
 

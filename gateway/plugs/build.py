@@ -8,6 +8,7 @@ from typing import Any
 
 from ...contracts.client_errors import client_message
 from ...contracts.loop import AgentLoop, LoopFault, LoopRequest
+from ...contracts.parts import AttachmentLimits
 from ..reference.providers import make_provider
 from ..reference.tools import DemoTools
 from ..reference.types import ModelProvider, ToolExecutor
@@ -23,6 +24,13 @@ from .stderr import StderrBounds
 from .stdio import StdioLoop
 
 log = logging.getLogger("loopgate.loop")
+
+
+def attachment_limits(settings: Settings) -> AttachmentLimits:
+    return AttachmentLimits(
+        max_part_bytes=settings.max_attachment_bytes,
+        max_message_bytes=settings.max_message_attachment_bytes,
+    )
 
 
 def guards_from(settings: Settings) -> LoopGuards:
@@ -170,5 +178,6 @@ def provider_from_settings(settings: Settings) -> ModelProvider:
             model=settings.openai_model,
             api_key=settings.openai_api_key,
             text_tools=settings.openai_text_tools,
+            text_only=settings.openai_text_only,
         )
     return make_provider("scripted", delay_s=settings.scripted_delay_s)

@@ -46,6 +46,13 @@ class RequestView:
         return self._request.input
 
     @property
+    def input_parts(self) -> list[dict[str, Any]]:
+        """The new message's parts as plain dicts when it has attachments (else empty):
+        ``{"type": "image", "media_type", "data" (base64), "size"}``, ``{"type": "text", …}``…"""
+        parts: list[dict[str, Any]] = msgspec.to_builtins(self._request.input_parts)
+        return parts
+
+    @property
     def messages(self) -> list[dict[str, Any]]:
         if self._messages is None:
             messages: list[dict[str, Any]] = msgspec.to_builtins(self._request.messages)

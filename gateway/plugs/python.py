@@ -20,6 +20,7 @@ import anyio
 
 from ...contracts.envelope import LoopEvent
 from ...contracts.loop import AgentLoop, Emit, LoopFault, LoopRun, RunContext
+from ...contracts.parts import parse_kinds
 from ..settings import LoopRunner
 from ..user_modules import import_user_module, user_attribute
 from .context import GatewayRunContext
@@ -83,6 +84,12 @@ class GeneratorLoop:
         self.fn = fn
         self.name = f"python:{name}"
         self.runner = runner
+        # What the function declares it takes (``loop.accepts = {"image", "file"}``), checked
+        # now: a typo is the operator's start-up error, not every client's refusal.
+        declared = getattr(fn, "accepts", None)
+        self.accepts: frozenset[str] | None = (
+            frozenset() if declared is None else parse_kinds(declared)
+        )
 
     async def start(self) -> None:
         return None

@@ -71,6 +71,8 @@ class ReferenceLoop:
 
     name = "reference"
     untrusted = False
+    # Every attachment kind: the model takes what it can, the rest is named (openai_wire).
+    accepts: frozenset[str] | None = None
 
     def __init__(
         self,
@@ -132,7 +134,9 @@ class ReferenceRun:
         history = list(request.messages)
         if self.loop.system_prompt:
             history.insert(0, Message(role="system", content=self.loop.system_prompt))
-        if request.input:
+        if request.input_parts:
+            history.append(Message(role="user", content=list(request.input_parts)))
+        elif request.input:
             history.append(Message(role="user", content=request.input))
         run_scope = self.loop.scope
         scope: SpanScope = no_scope if run_scope is None else partial(run_scope, request.run_id)

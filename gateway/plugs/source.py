@@ -13,7 +13,7 @@ import logging
 import math
 import time
 from collections.abc import Callable, Mapping
-from typing import TYPE_CHECKING, Any, NoReturn
+from typing import TYPE_CHECKING, Any, Literal, NoReturn
 
 import anyio
 import msgspec
@@ -30,9 +30,11 @@ from ...contracts.loop import (
     LoopPrincipal,
     LoopRequest,
     LoopRun,
+    TakesParts,
 )
 from ...contracts.messages import Message
 from ...contracts.oddities import OddityLog
+from ...contracts.parts import AttachmentLimits, Part, check_content, text_of
 from ...contracts.ports import LimitReached, RunFinished, StartRun
 from .context import GatewayRunContext
 from .permissions import PermissionBroker, RememberedDecisions
@@ -54,18 +56,38 @@ class LoopGuards(msgspec.Struct, frozen=True, kw_only=True):
     max_run_bytes: int = 256 << 20
 
 
-def split_input(messages: list[Message]) -> tuple[str, list[Message]]:
-    """The new user message off the end of a conversation, and the thread before it."""
+def split_input(messages: list[Message]) -> tuple[str, list[Part], list[Message]]:
+    """The new user message off the end of a conversation (its text, and its parts when it
+    has attachments), and the thread before it."""
     if messages and messages[-1].role == "user" and not messages[-1].tool_calls:
-        return messages[-1].content, messages[:-1]
-    return "", messages
+        content = messages[-1].content
+        parts = [] if isinstance(content, str) else list(content)
+        return text_of(content), parts, messages[:-1]
+    return "", [], messages
+
+
+def loop_accepts(loop: AgentLoop) -> frozenset[str] | None:
+    """The attachment kinds ``loop`` declares it takes (None: all); text only if it says none."""
+    return loop.accepts if isinstance(loop, TakesParts) else frozenset()
 
 
 class LoopSource:
     """The hub's ``loop`` source: every run a front end starts goes through ``loop``."""
 
-    def __init__(self, loop: AgentLoop, guards: LoopGuards, loop_config: Mapping[str, Any]) -> None:
+    def __init__(
+        self,
+        loop: AgentLoop,
+        guards: LoopGuards,
+        loop_config: Mapping[str, Any],
+        *,
+        accepts: frozenset[str] | Literal["loop"] | None = "loop",
+        attachment_limits: AttachmentLimits | None = None,
+    ) -> None:
+        """``accepts``: the attachment kinds the operator declared the loop takes (``--accepts``,
+        None: all), or ``"loop"``: what the loop itself declares."""
         self.loop = loop
+        self.accepts = loop_accepts(loop) if accepts == "loop" else accepts
+        self.attachment_limits = attachment_limits or AttachmentLimits()
         self.guards = guards
         self.loop_config = dict(loop_config)
         self.remembered = RememberedDecisions()
@@ -84,11 +106,19 @@ class LoopSource:
             if isinstance(request.input, str)
             else list(request.input)
         )
-        text, thread = split_input(history)
+        # Every part of the conversation, not only the new message's: a client sends its
+        # history back whole, and the loop gets all of it.
+        check_content(
+            ((n, m.content) for n, m in enumerate(history, 1)),
+            self.attachment_limits,
+            self.accepts,
+        )
+        text, parts, thread = split_input(history)
         prepared = LoopRequest(
             run_id="",  # the hub names the run after this check
             thread_id="",
             input=text,
+            input_parts=parts,
             messages=thread,
             tools=list(request.client_tools),
             config={**self.loop_config, **request.config},

@@ -20,7 +20,7 @@ from .streaming import (
     StreamedResponse,
     stream_response,
 )
-from .types import ModelRequest, ProviderError
+from .types import ModelRequest, ProviderError, unread_attachments
 
 GENERIC_ERROR = "model request failed"
 
@@ -43,12 +43,19 @@ async def _attempt(
     turn: TurnState, hooks: HookRunner, tools: list[ToolSpec], attempt: int
 ) -> Response:
     cfg = turn.cfg
-    await turn.emit(
-        "llm_request",
-        {"round": turn.round, "attempt": attempt, "model": turn.loop.provider.model},
-    )
+    messages = list(turn.request_messages())
+    announced: dict[str, Any] = {
+        "round": turn.round,
+        "attempt": attempt,
+        "model": turn.loop.provider.model,
+    }
+    # Attachments the model only gets named are said to the client, not dropped silently.
+    unread = unread_attachments(turn.loop.provider, messages)
+    if unread:
+        announced["attachmentsAsText"] = unread
+    await turn.emit("llm_request", announced)
     request = ModelRequest(
-        messages=list(turn.request_messages()),
+        messages=messages,
         tools=tools,
         temperature=cfg.temperature,
         max_tokens=cfg.max_tokens,

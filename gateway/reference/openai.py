@@ -19,6 +19,7 @@ import anyio
 import httpx
 import msgspec
 
+from ...contracts.messages import Message
 from .openai_wire import (
     RETRYABLE_STATUS,
     chunk_decoder,
@@ -27,6 +28,7 @@ from .openai_wire import (
     message_to_wire,
     stream_error,
     tool_to_wire,
+    unread_parts,
     usage_chunk,
 )
 from .sse_decoder import SSEDecoder
@@ -83,6 +85,7 @@ class OpenAIProvider:
         max_response_bytes: int = DEFAULT_MAX_RESPONSE_BYTES,
         client: httpx.AsyncClient | None = None,
         text_tools: TextToolsMode = "auto",
+        text_only: bool = False,
     ) -> None:
         parts = urlsplit(base_url)
         if parts.scheme not in ("http", "https") or not parts.hostname:
@@ -107,6 +110,8 @@ class OpenAIProvider:
         self.idle_timeout_s = idle_timeout_s
         self.max_response_bytes = max_response_bytes
         self.text_tools: TextToolsMode = text_tools
+        # The model reads text only: attachments go to it as placeholders (openai_wire).
+        self.text_only = text_only
         self._api_key = api_key or None
         self._client = client
         self._url = base_url.rstrip("/") + "/chat/completions"
@@ -149,7 +154,7 @@ class OpenAIProvider:
         """The JSON body sent to ``/chat/completions`` for ``request``."""
         body: dict[str, Any] = {
             "model": self.model,
-            "messages": [message_to_wire(m) for m in request.messages],
+            "messages": [message_to_wire(m, self.text_only) for m in request.messages],
             "stream": True,
             "stream_options": {"include_usage": True},
         }
@@ -162,6 +167,10 @@ class OpenAIProvider:
         if request.tool_choice is not None:
             body["tool_choice"] = tool_choice_to_wire(request.tool_choice)
         return body
+
+    def unread_attachments(self, messages: list[Message]) -> list[str]:
+        """The attachments this model gets only as placeholders (ReadsAttachments)."""
+        return unread_parts(messages, self.text_only)
 
     def _headers(self) -> dict[str, str]:
         headers = {

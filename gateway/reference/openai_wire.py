@@ -7,12 +7,26 @@ server is cut down to one short printable line and never echoes the API key.
 
 from __future__ import annotations
 
+import base64
 import re
 from typing import Any
 
 import msgspec
 
 from ...contracts.messages import Message, ToolSpec
+from ...contracts.parts import (
+    AudioPart,
+    Content,
+    FilePart,
+    ImagePart,
+    Part,
+    ResourcePart,
+    TextPart,
+    data_url,
+    describe,
+    is_textual,
+    text_of,
+)
 from .text_tags import TextTagParser
 from .types import (
     ModelChunk,
@@ -90,15 +104,16 @@ _error_decoder = msgspec.json.Decoder(ErrorResponse)
 # --- conversions ----------------------------------------------------------------------------
 
 
-def message_to_wire(message: Message) -> dict[str, Any]:
+def message_to_wire(message: Message, text_only: bool = False) -> dict[str, Any]:
+    """``text_only``: the model reads text only, so attachments go as named placeholders."""
     wire: dict[str, Any] = {"role": message.role}
     if message.role == "tool":
         wire["tool_call_id"] = message.tool_call_id or ""
-        wire["content"] = message.content
+        wire["content"] = text_of(message.content)
         return wire
     if message.role == "assistant" and message.tool_calls:
         # The API's own shape for a tool-calling turn with no text is ``content: null``.
-        wire["content"] = message.content or None
+        wire["content"] = text_of(message.content) or None
         wire["tool_calls"] = [
             {
                 "id": call.id,
@@ -110,11 +125,80 @@ def message_to_wire(message: Message) -> dict[str, Any]:
             }
             for call in message.tool_calls
         ]
-    else:
-        wire["content"] = message.content
+    elif message.role == "user":
+        wire["content"] = content_to_wire(message.content, text_only)
+    else:  # system and assistant messages are text in the API
+        wire["content"] = text_of(message.content)
     if message.name:
         wire["name"] = message.name
     return wire
+
+
+# Audio the chat API takes inline (``input_audio.format``), by media type.
+_AUDIO_FORMATS = {"audio/wav": "wav", "audio/x-wav": "wav", "audio/mpeg": "mp3", "audio/mp3": "mp3"}
+
+
+def content_to_wire(content: Content, text_only: bool = False) -> str | list[dict[str, Any]]:
+    """A user message's content as chat-completions content: text stays a string; images go
+    as ``image_url`` (a data URL, or the client's URL), wav/mp3 as ``input_audio``, PDFs and
+    file ids as ``file``, text files inline; what the model cannot take, as a placeholder
+    naming it (:func:`unread_parts` lists those)."""
+    if isinstance(content, str):
+        return content
+    return [_part_to_wire(part, text_only) for part in content]
+
+
+def _part_to_wire(part: Part, text_only: bool) -> dict[str, Any]:
+    wire = None if text_only else _media_to_wire(part)
+    if wire is not None:
+        return wire
+    if isinstance(part, FilePart) and part.data is not None and is_textual(part.media_type):
+        body = base64.b64decode(part.data).decode("utf-8", errors="replace")
+        return {
+            "type": "text",
+            "text": f"<file name={part.name or 'attachment'!r}>\n{body}\n</file>",
+        }
+    if isinstance(part, ResourcePart) and part.text is not None:
+        return {"type": "text", "text": f"<resource uri={part.uri!r}>\n{part.text}\n</resource>"}
+    return {"type": "text", "text": describe(part)}
+
+
+def _media_to_wire(part: Part) -> dict[str, Any] | None:
+    if isinstance(part, TextPart):
+        return {"type": "text", "text": part.text}
+    if isinstance(part, ImagePart):
+        return {"type": "image_url", "image_url": {"url": data_url(part)}}
+    if isinstance(part, AudioPart) and part.data is not None:
+        audio_format = _AUDIO_FORMATS.get((part.media_type or "").lower())
+        if audio_format is not None:
+            return {
+                "type": "input_audio",
+                "input_audio": {"data": part.data, "format": audio_format},
+            }
+    if isinstance(part, FilePart):
+        if part.data is not None and part.media_type == "application/pdf":
+            file = {"file_data": data_url(part), "filename": part.name or "attachment.pdf"}
+            return {"type": "file", "file": file}
+        if part.data is None and part.url and "://" not in part.url:
+            return {"type": "file", "file": {"file_id": part.url}}  # the service's own file
+    return None
+
+
+def unread_parts(messages: list[Message], text_only: bool) -> list[str]:
+    """The attachments of user messages that reach the model only as placeholders (named)."""
+    unread = []
+    for message in messages:
+        if message.role != "user" or isinstance(message.content, str):
+            continue
+        for part in message.content:
+            if isinstance(part, TextPart) or (not text_only and _media_to_wire(part) is not None):
+                continue
+            if isinstance(part, ResourcePart) and part.text is not None:
+                continue
+            if isinstance(part, FilePart) and part.data is not None and is_textual(part.media_type):
+                continue
+            unread.append(describe(part))
+    return unread
 
 
 def tool_to_wire(tool: ToolSpec) -> dict[str, Any]:

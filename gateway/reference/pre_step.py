@@ -12,6 +12,7 @@ from __future__ import annotations
 from typing import Any
 
 from ...contracts.messages import Message
+from ...contracts.parts import text_of
 from .hook_runner import HookError, HookRunner
 from .hooks import (
     TOOL_CHOICE_MODES,
@@ -83,4 +84,4 @@ def _checked_choice(turn: TurnState, choice: Any) -> str:
 
 
 def _summary(message: Message) -> dict[str, Any]:
-    return {"role": message.role, "content": preview(message.content)}
+    return {"role": message.role, "content": preview(text_of(message.content))}

@@ -8,7 +8,7 @@ from .scripted import ScriptedProvider
 from .types import ModelProvider
 
 PROVIDERS = ("scripted", "openai")
-_OPENAI_SETTINGS = ("base_url", "model", "api_key", "timeout_s", "text_tools")
+_OPENAI_SETTINGS = ("base_url", "model", "api_key", "timeout_s", "text_tools", "text_only")
 _SCRIPTED_SETTINGS = ("delay_s", "model")
 
 

@@ -19,6 +19,7 @@ import anyio
 import msgspec
 
 from ...contracts.messages import Message
+from ...contracts.parts import text_of
 from .arithmetic import Arithmetic, find_arithmetic
 from .types import (
     FinishChunk,
@@ -96,14 +97,14 @@ def plan_response(request: ModelRequest) -> _Plan:
     """The chunks for this request (pure: same request, same chunks)."""
     messages = request.messages
     last_user = max((i for i, m in enumerate(messages) if m.role == "user"), default=-1)
-    prompt = messages[last_user].content if last_user >= 0 else ""
+    prompt = text_of(messages[last_user].content) if last_user >= 0 else ""
     after = messages[last_user + 1 :]
     rounds_done = sum(1 for m in after if m.role == "assistant")
     observations = [m for m in after if m.role == "tool"]
     seed = int.from_bytes(hashlib.sha256(prompt.encode()).digest()[:8], "big")
     script = _Script(
         prompt=prompt,
-        earlier=[m.content for m in messages[: max(last_user, 0)] if m.role == "user"],
+        earlier=[text_of(m.content) for m in messages[: max(last_user, 0)] if m.role == "user"],
         seed=seed,
         rng=random.Random(seed * 31 + rounds_done),
         round=rounds_done,
@@ -207,10 +208,10 @@ class _Script:
     def observation(self, index: int = 0, limit: int = 80) -> str:
         if not 0 <= index < len(self.observations):
             return "(no result)"
-        return _brief(self.observations[index].content, limit)
+        return _brief(text_of(self.observations[index].content), limit)
 
     def plan(self, messages: list[Message]) -> _Plan:
-        prompt_chars = sum(len(m.content) + 16 for m in messages)
+        prompt_chars = sum(len(text_of(m.content)) + 16 for m in messages)
         prompt_tokens = prompt_chars // 4 + 1
         completion_tokens = self.out_chars // 4 + 1
         if self.error is None:
@@ -290,7 +291,7 @@ class _Script:
         call_id = self._call_id(0, index)
         for message in self.observations:
             if message.tool_call_id == call_id:
-                return _brief(message.content)
+                return _brief(text_of(message.content))
         return self.observation(index)
 
     def _call_id(self, round: int, index: int) -> str:

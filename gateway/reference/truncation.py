@@ -5,6 +5,7 @@ from __future__ import annotations
 import msgspec
 
 from ...contracts.messages import Message
+from ...contracts.parts import text_of
 
 PREVIEW_CHARS = 300
 
@@ -42,11 +43,11 @@ def bounded_messages(messages: list[Message], limit: int) -> list[Message]:
     The loop bounds each result as it reports it; this catches the ones it did not report: a
     client's history, or a thread rebuilt from events that kept whole results.
     """
-    if all(m.role != "tool" or len(m.content) <= limit for m in messages):
+    if all(m.role != "tool" or len(text_of(m.content)) <= limit for m in messages):
         return messages
     return [
         m
-        if m.role != "tool" or len(m.content) <= limit
-        else msgspec.structs.replace(m, content=bounded(m.content, limit)[0])
+        if m.role != "tool" or len(text_of(m.content)) <= limit
+        else msgspec.structs.replace(m, content=bounded(text_of(m.content), limit)[0])
         for m in messages
     ]

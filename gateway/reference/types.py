@@ -4,12 +4,13 @@ from __future__ import annotations
 
 from collections.abc import AsyncIterator, Awaitable, Callable
 from contextlib import AbstractContextManager, nullcontext
-from typing import Any, Literal, Protocol
+from typing import Any, Literal, Protocol, runtime_checkable
 
 import msgspec
 
 from ...contracts.loop import LOCAL_LOOP_PRINCIPAL, LoopPrincipal
 from ...contracts.messages import Message, ToolCall, ToolSpec
+from ...contracts.parts import attachments, describe
 
 # --- model provider -------------------------------------------------------------------------
 
@@ -43,6 +44,24 @@ class FinishChunk(msgspec.Struct, frozen=True):
 
 
 ModelChunk = TextChunk | ReasoningChunk | ToolCallChunk | UsageChunk | FinishChunk
+
+
+@runtime_checkable
+class ReadsAttachments(Protocol):
+    """A model provider that reads some attachments (images, audio, files) itself; one
+    without it reads text only."""
+
+    def unread_attachments(self, messages: list[Message]) -> list[str]:
+        """The attachments of ``messages`` the model gets only as placeholders, named."""
+        ...
+
+
+def unread_attachments(provider: object, messages: list[Message]) -> list[str]:
+    """What of ``messages``' attachments ``provider``'s model only sees named (the reference
+    loop says so in ``llm_request.attachmentsAsText``)."""
+    if isinstance(provider, ReadsAttachments):
+        return provider.unread_attachments(messages)
+    return [describe(p) for m in messages if m.role == "user" for p in attachments(m.content)]
 
 
 class ModelRequest(msgspec.Struct, kw_only=True):

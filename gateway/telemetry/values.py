@@ -8,6 +8,7 @@ from collections.abc import Callable, Sequence
 from typing import Any, TypeGuard
 
 from ...contracts.messages import Message
+from ...contracts.parts import text_of
 from .records import Attributes
 
 INT64_MAX = (1 << 63) - 1
@@ -22,10 +23,14 @@ def genai_messages(messages: Sequence[Message], clip: Callable[[str], str]) -> l
         if m.content:
             if m.role == "tool":
                 parts.append(
-                    {"type": "tool_call_response", "id": m.tool_call_id, "result": clip(m.content)}
+                    {
+                        "type": "tool_call_response",
+                        "id": m.tool_call_id,
+                        "result": clip(text_of(m.content)),
+                    }
                 )
             else:
-                parts.append({"type": "text", "content": clip(m.content)})
+                parts.append({"type": "text", "content": clip(text_of(m.content))})
         for call in m.tool_calls:
             parts.append(
                 {"type": "tool_call", "id": call.id, "name": call.name, "arguments": call.arguments}

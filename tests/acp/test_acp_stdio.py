@@ -31,7 +31,7 @@ async def test_initialize_is_honest() -> None:
     assert answer.protocol_version == PROTOCOL_VERSION
     caps = raw["agentCapabilities"]
     assert caps["loadSession"] is True
-    assert caps["promptCapabilities"] == {"image": False, "audio": False, "embeddedContext": True}
+    assert caps["promptCapabilities"] == {"image": True, "audio": True, "embeddedContext": True}
     assert caps["sessionCapabilities"] == {"list": {}, "resume": {}, "close": {}}
     assert raw["agentInfo"]["name"] == "loopgate"
 
@@ -211,7 +211,7 @@ async def test_one_prompt_at_a_time() -> None:
     assert "already has a prompt running" in str(errors[0])
 
 
-async def test_unsupported_block_and_unknown_session() -> None:
+async def test_a_mislabelled_image_and_an_unknown_session() -> None:
     client = RecordingClient()
     async with spawned(client) as conn:
         session_id = await open_session(conn)
@@ -228,8 +228,9 @@ async def test_unsupported_block_and_unknown_session() -> None:
         with pytest.raises(RequestError) as load_unknown:
             await conn.load_session(cwd="/tmp", session_id="sess_nope", mcp_servers=[])
         ok = await conn.prompt(session_id=session_id, prompt=[text_block("plain still fine")])
-    assert image.value.code == -32602 and "prompt[1]" in str(image.value)
-    assert "'image'" in str(image.value)
+    # Images are taken (docs/attachments.md); two bytes that are no PNG are refused as such.
+    assert image.value.code == -32602
+    assert "message 1, part 2: the image part is labelled image/png" in str(image.value)
     assert unknown.value.code == load_unknown.value.code == -32002
     assert "sess_nope" in str(unknown.value)
     assert ok.stop_reason == "end_turn"

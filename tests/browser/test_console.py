@@ -17,6 +17,7 @@ import httpx
 
 from loopgate.contracts.contract import load_contract
 from loopgate.gateway.settings import RECORDINGS
+from tests.attachments.support import PNG, PNG_B64
 from tests.browser.support import page_server, run_browser
 from tests.gateway.harness import REPO, running_gateway
 from tests.gateway.sse_client import envelopes, read_stream
@@ -384,3 +385,24 @@ def test_with_no_credential_configured_the_console_asks_nothing(browser_artifact
     assert report["rows"] == [{"id": run_id, "owner": "local · default", "mine": True}]
     assert report["refused"] == []
     _clean(report)
+
+
+def test_a_question_asked_of_a_prompt_with_an_image_is_answered_with_it(
+    browser_artifacts: Path,
+) -> None:
+    """The console answers with the run's conversation as AG-UI messages: the image the prompt
+    carried goes back as an AG-UI image part, and the next run has it (docs/attachments.md)."""
+    image = {"type": "image", "media_type": "image/png", "data": PNG_B64}
+    prompt = [{"type": "text", "text": "ask user what their name is"}, image]
+    with running_gateway() as (base, _):
+        asked = httpx.post(
+            f"{base}/v1/runs", json={"input": [{"role": "user", "content": prompt}]}
+        ).json()
+        read_stream(base, asked["id"])  # to its end: the run waits for the answer
+        config = {"answerAttached": {"gateway": base, "runId": asked["id"]}}
+        report = run_browser(config, browser_artifacts, script=DRIVER)["answerAttached"]
+        answered = httpx.get(f"{base}/v1/runs/{report['nextRunId']}").json()
+    _clean(report)
+    assert answered["status"] == "completed"
+    assert answered["thread_id"] == asked["thread_id"]
+    assert answered["input"][0]["content"][1] == {**image, "size": len(PNG)}

@@ -56,7 +56,7 @@ def test_errors_are_clear(tmp_path: Path) -> None:
     missing = replay(str(tmp_path / "nope.jsonl"), "--adapter", "native")
     assert missing.returncode == 2
     assert missing.stderr.startswith(f"loopgate replay: no file '{tmp_path / 'nope.jsonl'}'")
-    assert "recordings: big-tool-result," in missing.stderr
+    assert "recordings: attachments, big-tool-result," in missing.stderr
     folder = replay(str(tmp_path), "--adapter", "native")
     assert folder.stderr == f"loopgate replay: cannot read {tmp_path}: is a directory\n"
     bad = tmp_path / "bad.jsonl"

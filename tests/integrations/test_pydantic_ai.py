@@ -3,6 +3,7 @@ loop port with a fake run context; every stream is validated and ends with one t
 
 from __future__ import annotations
 
+import base64
 import json
 from collections.abc import AsyncIterator
 from typing import Any
@@ -12,6 +13,8 @@ import pytest
 from pydantic import BaseModel
 from pydantic_ai import (
     Agent,
+    BinaryContent,
+    ImageUrl,
     ModelHTTPError,
     ModelMessage,
     ModelRequest,
@@ -28,6 +31,7 @@ from pydantic_ai.models.function import AgentInfo, DeltaThinkingPart, DeltaToolC
 
 from loopgate.contracts import LoopEvent
 from loopgate.gateway.integrations.pydantic_ai import pydantic_ai_loop, to_message_history
+from tests.attachments.support import NOTES_B64, PNG_B64
 from tests.integrations.fake_context import FakeRunContext, collect, kinds, of_kind, text
 
 pytestmark = [pytest.mark.anyio, pytest.mark.timeout(30)]
@@ -704,3 +708,34 @@ async def test_structured_output_is_sent_as_json_text() -> None:
     assert json.loads(text(events)) == {"x": 1, "y": 2}
     assert "tool_call_start" not in kinds(events)  # the output tool is not a tool call to show
     assert events[-1].data["status"] == "completed"
+
+
+async def test_attachments_reach_the_model_as_pydantic_ai_content() -> None:
+    """The new prompt's parts and an earlier message's become BinaryContent / ImageUrl: the
+    bytes as the client sent them (docs/attachments.md)."""
+    png = base64.b64decode(PNG_B64)
+    image = {"type": "image", "media_type": "image/png", "data": PNG_B64}
+    earlier = {"role": "user", "content": [{"type": "text", "text": "first"}, image]}
+    script = Script(["ok"])
+    ctx = FakeRunContext(
+        "see",
+        input_parts=[
+            {"type": "text", "text": "see"},
+            {"type": "image", "url": "https://example.com/cat.jpg"},
+            {"type": "file", "media_type": "text/plain", "data": NOTES_B64},
+        ],
+        messages=[earlier, {"role": "assistant", "content": "noted"}],
+    )
+    loop = make_loop(script)
+    assert loop.accepts == {"image", "audio", "file", "resource"}
+    await collect(loop, ctx)
+    [request] = script.requests
+    prompts = [p.content for m in request for p in m.parts if isinstance(p, UserPromptPart)]
+    assert prompts == [
+        ["first", BinaryContent(data=png, media_type="image/png")],
+        [
+            "see",
+            ImageUrl(url="https://example.com/cat.jpg"),
+            BinaryContent(data=base64.b64decode(NOTES_B64), media_type="text/plain"),
+        ],
+    ]

@@ -14,6 +14,8 @@
 // manyRuns: {gateway, runs}: the console opened on a gateway holding `runs` finished runs.
 // watch:    {gateway, runs}: each of the finished runs `runs` (ids) opened from the list; what
 //           the console drew of it.
+// answerAttached: {gateway, runId}: the question of run `runId` (asked of a prompt with an
+//           attachment) answered in the console; the run the answer started.
 // csp:      {gateway, framer}: an inline script injected into the console, and the console
 //           framed by the page at `framer`: what the browser refused.
 //
@@ -266,6 +268,20 @@ async function watch(browser, { gateway, runs }) {
   return { drawn, problems };
 }
 
+async function answerAttached(browser, { gateway, runId }) {
+  const { page, problems } = await openPage(browser, `${gateway}/`, "console-attached");
+  await page.click(`#run-list li[data-run-id="${runId}"]`);
+  const answer = '#stream [data-kind="ask_user"] input';
+  await page.waitForSelector(answer);
+  await page.fill(answer, "Ada Lovelace");
+  await page.press(answer, "Enter");
+  await page.waitForFunction((id) => window.loopgateConsole.runId !== id, runId);
+  const next = await page.evaluate(() => window.loopgateConsole.runId);
+  const stream = await waitForCompletion(page);
+  await closePage("console-attached");
+  return { nextRunId: next, stream, problems };
+}
+
 // The console's Content-Security-Policy at work: an inline script put into the page is refused
 // (what an injected one would be), and a page of another origin that frames the console gets
 // nothing. Both refusals are reported as the browser states them.
@@ -302,4 +318,4 @@ async function csp(browser, { gateway, framer }) {
   return { loaded, inline, framed };
 }
 
-await runScenarios(config, { flows, states, served, bigRun, manyRuns, watch, csp });
+await runScenarios(config, { flows, states, served, bigRun, manyRuns, watch, answerAttached, csp });

@@ -18,6 +18,7 @@ class RemoteContext:
         self.run_id: str = request["run_id"]
         self.thread_id: str = request["thread_id"]
         self.input: str = request["input"]
+        self.input_parts: list[dict[str, Any]] = request.get("input_parts", [])
         self.messages: list[dict[str, Any]] = request["messages"]
         self.tools: list[dict[str, Any]] = request["tools"]
         self.config: dict[str, Any] = request["config"]

@@ -7,6 +7,8 @@ only what every plug offers a loop: the run context's fields, cancellation, stee
 
 from __future__ import annotations
 
+import base64
+import hashlib
 import json
 from collections.abc import AsyncIterator
 from typing import Any
@@ -72,6 +74,11 @@ def _pieces(text: str) -> list[str]:
     return [w + " " for w in words[:-1]] + [words[-1]]
 
 
+def _digest(part: dict[str, Any]) -> str:
+    raw = base64.b64decode(part["data"])
+    return f"{part['type']} {part['media_type']} {hashlib.sha256(raw).hexdigest()}"
+
+
 async def sample(ctx: Any) -> AsyncIterator[Event]:
     text: str = ctx.input
     word = text.split(" ", 1)[0]
@@ -89,6 +96,11 @@ async def sample(ctx: Any) -> AsyncIterator[Event]:
         # The run request as the loop's wire carries it, for docs/loops.md's definitions.
         wire = {"input": ctx.input, "messages": ctx.messages, "tools": ctx.tools}
         yield event("content_delta", delta=json.dumps(wire, sort_keys=True))
+        yield done()
+    elif word == "hash":
+        # The attachments as the loop got them: their bytes' SHA-256 (tests/attachments).
+        digests = [_digest(p) for p in ctx.input_parts if p["type"] != "text"]
+        yield event("content_delta", delta="\n".join(digests))
         yield done()
     elif word == "request":
         # What the loop was given, for the tests to check.

@@ -18,6 +18,7 @@ from loopgate.adapters.vercel.request import (
 from loopgate.contracts.client_errors import ClientError
 from loopgate.contracts.history import NO_RESULT
 from loopgate.contracts.messages import Message, ToolCall
+from loopgate.contracts.parts import ImagePart, TextPart
 
 
 def request(messages: list[dict[str, Any]], **extra: Any) -> ChatRequest:
@@ -207,7 +208,7 @@ def test_a_steering_message_is_the_users_between_steps() -> None:
     ]
 
 
-def test_files_are_named_and_reasoning_alone_is_dropped() -> None:
+def test_files_become_parts_and_reasoning_alone_is_dropped() -> None:
     body = request(
         [
             {
@@ -215,16 +216,20 @@ def test_files_are_named_and_reasoning_alone_is_dropped() -> None:
                 "role": "user",
                 "parts": [
                     {"type": "text", "text": "look"},
-                    {"type": "file", "mediaType": "image/png", "filename": "a.png", "url": "data:"},
+                    {
+                        "type": "file",
+                        "mediaType": "image/png",
+                        "filename": "a.png",
+                        "url": "https://example.com/a.png",
+                    },
                     {"type": "data-app", "data": {"x": 1}},
                 ],
             },
             {"id": "a", "role": "assistant", "parts": [{"type": "reasoning", "text": "hm"}]},
         ]
     )
-    assert to_history(body) == [
-        Message(role="user", content="look\n[file attachment (image/png a.png)]")
-    ]
+    image = ImagePart(media_type="image/png", url="https://example.com/a.png", name="a.png")
+    assert to_history(body) == [Message(role="user", content=[TextPart(text="look"), image])]
 
 
 def test_client_tools() -> None:

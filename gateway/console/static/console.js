@@ -138,9 +138,29 @@ class Gateway {
 
 // --- AG-UI messages from a run's input (to answer a question with the conversation) ----------------
 
+// A message's attachments (docs/attachments.md) as AG-UI content parts, so that the answer's
+// conversation carries them back as the client sent them.
+const AGUI_MEDIA = { image: "image", audio: "audio", file: "document" };
+
+function aguiPart(part) {
+  if (part.type === "text") return { type: "text", text: part.text };
+  if (part.type === "resource") return { type: "text", text: part.text ?? part.uri };
+  const source = part.data !== undefined
+    ? { type: "data", value: part.data, mimeType: part.media_type }
+    : { type: "url", value: part.url, ...(part.media_type ? { mimeType: part.media_type } : {}) };
+  return { type: AGUI_MEDIA[part.type], source };
+}
+
+function aguiContent(content) {
+  if (!Array.isArray(content)) return content ?? "";
+  // Only a user message carries parts in AG-UI; others keep their text.
+  return content.map(aguiPart);
+}
+
 function aguiMessages(input) {
   return (input ?? []).map((m) => {
-    const message = { id: newId(), role: m.role, content: m.content ?? "" };
+    const content = m.role === "user" ? aguiContent(m.content) : textOf(m.content);
+    const message = { id: newId(), role: m.role, content };
     if (m.role === "assistant" && m.tool_calls?.length) {
       message.toolCalls = m.tool_calls.map((c) => ({
         id: c.id,
@@ -151,6 +171,11 @@ function aguiMessages(input) {
     if (m.role === "tool") message.toolCallId = m.tool_call_id;
     return message;
   });
+}
+
+function textOf(content) {
+  if (!Array.isArray(content)) return content ?? "";
+  return content.map((p) => (p.type === "text" ? p.text : `[${p.type}]`)).join("\n");
 }
 
 // --- the console ----------------------------------------------------------------------------------

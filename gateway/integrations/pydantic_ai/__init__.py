@@ -40,6 +40,7 @@ from pydantic_ai.models import Model
 from ....contracts.envelope import LoopEvent
 from ....contracts.loop import RunContext
 from .bridge import Options
+from .content import ACCEPTS
 from .history import to_message_history
 from .turn import Turn
 
@@ -87,4 +88,6 @@ def pydantic_ai_loop(
             async for event in events:
                 yield event
 
+    # Attachments go to the agent's model as pydantic-ai content (content.py).
+    loop.accepts = ACCEPTS  # type: ignore[attr-defined]
     return loop

@@ -17,6 +17,8 @@ from pydantic_ai import (
 )
 from pydantic_ai.messages import ModelRequestPart, ModelResponsePart
 
+from .content import user_content
+
 
 def to_message_history(messages: Sequence[Mapping[str, Any]]) -> list[ModelMessage]:
     """A loopgate thread (``{role, content, tool_calls?, tool_call_id?, name?}`` dicts) as
@@ -51,7 +53,7 @@ def to_message_history(messages: Sequence[Mapping[str, Any]]) -> list[ModelMessa
         elif role == "system":
             parts.append(SystemPromptPart(content))
         elif role == "user":
-            parts.append(UserPromptPart(content))
+            parts.append(UserPromptPart(user_content(content)))
     if parts:
         history.append(ModelRequest(parts=parts))
     return history

@@ -42,6 +42,7 @@ from ....contracts.contract import is_terminal_completion
 from ....contracts.envelope import LoopEvent
 from ....contracts.loop import RunContext
 from .bridge import Bridge, Options
+from .content import prompt
 from .history import to_message_history
 from .tally import Tally
 
@@ -125,7 +126,7 @@ class Turn:
         options, ctx = self.options, self.ctx
         try:
             async with options.agent.iter(
-                ctx.input or None,
+                prompt(ctx.input, ctx.input_parts),
                 message_history=to_message_history(ctx.messages),
                 deps=options.deps_factory(ctx) if options.deps_factory else options.deps,
                 model=options.model,
