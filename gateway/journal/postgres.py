@@ -19,7 +19,7 @@ from __future__ import annotations
 import logging
 import uuid
 from collections.abc import Mapping
-from typing import Any
+from typing import Any, LiteralString
 
 import anyio
 import msgspec
@@ -229,7 +229,7 @@ class PostgresJournal(GroupCommit[list[Row]]):
 
     # --- reading --------------------------------------------------------------------------
 
-    async def _fetch(self, sql: str, params: tuple[Any, ...]) -> list[tuple[Any, ...]]:
+    async def _fetch(self, sql: LiteralString, params: tuple[Any, ...]) -> list[tuple[Any, ...]]:
         async with self.link.connection() as conn:
             cur = await conn.execute(sql, params)
             return await cur.fetchall()
@@ -274,7 +274,7 @@ class PostgresJournal(GroupCommit[list[Row]]):
     async def list_runs(
         self, limit: int, thread_id: str | None = None, owner: Owner | None = None
     ) -> list[RunRecord]:
-        where: list[str] = []
+        where: list[LiteralString] = []
         params: list[Any] = []
         if thread_id is not None:
             where.append("thread_id = %s")

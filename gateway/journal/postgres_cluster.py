@@ -79,6 +79,13 @@ class PostgresMembership(RedisMembership):
         # Instances whose lease this one found missing, and since when (its clock).
         self._missing: dict[str, float] = {}
 
+    @property
+    def full(self) -> bool:
+        """Nothing this instance writes can be committed right now: Redis is full (its lease
+        cannot be renewed), or PostgreSQL refuses or does not answer its commits. New runs
+        and pushes are answered 503 at once meanwhile."""
+        return self._commit_trouble() is not None or super().full
+
     async def serve(self) -> None:
         async with anyio.create_task_group() as tg:
             tg.start_soon(self._heartbeat)

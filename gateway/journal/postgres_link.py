@@ -14,11 +14,12 @@ import functools
 import logging
 from collections.abc import AsyncIterator, Callable, Coroutine
 from contextlib import asynccontextmanager
-from typing import Any, TypeVar, cast
+from typing import Any, LiteralString, TypeVar, cast
 from urllib.parse import parse_qsl, urlencode, urlsplit, urlunsplit
 
 import anyio
 import psycopg
+from psycopg import sql
 from psycopg_pool import AsyncConnectionPool, PoolTimeout
 
 from ...contracts.ports import Unavailable
@@ -46,7 +47,7 @@ DEFAULTS = {
 
 # The schema, by version: each step runs once, in order, in one transaction with the others
 # that are due, under an advisory lock (instances starting together migrate once).
-MIGRATIONS: list[str] = [
+MIGRATIONS: list[LiteralString] = [
     # 1: runs, their events and threads.
     """
     CREATE TABLE runs (
@@ -111,7 +112,7 @@ class PostgresLink:
         self.conninfo = urlunsplit(parts._replace(query=urlencode(params)))
         # Where it is, for messages: never the user or the password.
         self.where = f"{parts.hostname or 'localhost'}:{parts.port or 5432}"
-        self._pool: AsyncConnectionPool | None = None
+        self._pool: AsyncConnectionPool[Any] | None = None
 
     @property
     def op_timeout(self) -> float:
@@ -123,7 +124,7 @@ class PostgresLink:
 
     async def open(self) -> None:
         """Connect and bring the schema to this version; a ValueError that says what failed."""
-        pool = AsyncConnectionPool(
+        pool: AsyncConnectionPool[Any] = AsyncConnectionPool(
             self.conninfo,
             min_size=self.pool_min,
             max_size=self.pool_max,
@@ -153,7 +154,9 @@ class PostgresLink:
             await conn.execute(
                 "SELECT pg_advisory_xact_lock(%s, hashtext(%s))", (MIGRATION_LOCK, self.schema)
             )
-            await conn.execute(f'CREATE SCHEMA IF NOT EXISTS "{self.schema}"')
+            await conn.execute(
+                sql.SQL("CREATE SCHEMA IF NOT EXISTS {}").format(sql.Identifier(self.schema))
+            )
             await conn.execute(
                 "CREATE TABLE IF NOT EXISTS loopgate_schema (version INTEGER NOT NULL)"
             )
@@ -186,7 +189,7 @@ class PostgresLink:
             finally:
                 await pool.putconn(conn)
 
-    def pool(self) -> AsyncConnectionPool:
+    def pool(self) -> AsyncConnectionPool[Any]:
         if self._pool is None:
             raise RuntimeError("the journal is closed")
         return self._pool

@@ -3,13 +3,14 @@ processes of our own (Debian's binaries under /usr/lib/postgresql/*/bin; ./scrip
 installs them when there are none).
 
 Ours: a fresh cluster (initdb, trust auth) in a temporary directory, on a free port of
-127.0.0.1, in a process group of its own, so that a test can stall the server whole (SIGSTOP
-reaches the backends too) or kill it. PostgreSQL refuses to run as root: as root it runs as
-the ``postgres`` user the Debian package creates.
+127.0.0.1, that a test can stall whole (SIGSTOP to the postmaster and its backends) or kill.
+PostgreSQL refuses to run as root: as root it runs as the ``postgres`` user the Debian package
+creates.
 """
 
 from __future__ import annotations
 
+import contextlib
 import glob
 import os
 import shutil
@@ -83,8 +84,15 @@ class PostgresProcess:
             time.sleep(0.05)
 
     def _signal(self, sig: signal.Signals) -> None:
-        if self.proc is not None and self.proc.poll() is None:
-            os.killpg(self.proc.pid, sig)
+        """To the postmaster and every backend (each backend is a session of its own: a
+        process group's signal would miss them)."""
+        if self.proc is None or self.proc.poll() is not None:
+            return
+        pid = self.proc.pid
+        children = Path(f"/proc/{pid}/task/{pid}/children").read_text().split()
+        for each in [pid, *map(int, children)]:
+            with contextlib.suppress(ProcessLookupError):
+                os.kill(each, sig)
 
     def stall(self) -> None:
         """Every process of the server stopped: connections stay open, nothing answers."""
