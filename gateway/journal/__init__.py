@@ -43,8 +43,8 @@ def check_journal(spec: str, bus: str | None = None) -> None:
     """A ValueError now for what would keep the journal from opening and that a command can
     tell before it starts: for Redis, a client not installed or a server that does not
     answer (the message names the host, never the password); for PostgreSQL, psycopg not
-    installed or a URL it cannot take (its server is reached when the journal opens, with
-    its own bounded wait)."""
+    installed, a URL it cannot take, or a server that does not answer (and the bus's
+    Redis, as Redis)."""
     if spec.startswith(POSTGRES_SCHEMES):
         try:
             from .postgres_link import PostgresLink
@@ -53,9 +53,12 @@ def check_journal(spec: str, bus: str | None = None) -> None:
                 "--journal postgresql://: psycopg is not installed "
                 "(pip install 'loopgate-server[postgres]')"
             ) from None
-        PostgresLink(spec)
+        PostgresLink(spec).ping()
         if bus is not None:
-            check_journal(bus)
+            try:
+                check_journal(bus)
+            except ValueError as refused:
+                raise ValueError(str(refused).replace("--journal", "--bus", 1)) from None
         return
     if not spec.startswith(REDIS_SCHEMES):
         return

@@ -114,6 +114,18 @@ class PostgresLink:
         self.where = f"{parts.hostname or 'localhost'}:{parts.port or 5432}"
         self._pool: AsyncConnectionPool[Any] | None = None
 
+    def ping(self) -> None:
+        """A ValueError saying why, if the PostgreSQL of this URL does not answer: for a
+        command to say at start-up, rather than fail as its server starts."""
+        try:
+            with psycopg.connect(self.conninfo, options=self._options()) as conn:
+                conn.execute("SELECT 1")
+        except psycopg.Error:
+            raise ValueError(
+                f"--journal: cannot reach PostgreSQL at {self.where} (or it refused the "
+                "connection: check the URL's user, password and database)"
+            ) from None
+
     @property
     def op_timeout(self) -> float:
         return self.statement_timeout + CLIENT_SLACK_S

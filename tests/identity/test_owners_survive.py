@@ -1,6 +1,7 @@
 """Owners are kept in the journal: runs and threads alice started on a durable journal (SQLite,
-Redis, PostgreSQL) are still hers after the gateway restarts, and her listing finds them however many of
-other people's runs are newer (the Redis journal reads its index a page at a time)."""
+Redis, PostgreSQL) are still hers after the gateway restarts, and her listing finds them
+however many of other people's runs are newer (the Redis journal reads its index a page at a
+time)."""
 
 from __future__ import annotations
 
