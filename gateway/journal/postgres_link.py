@@ -20,6 +20,7 @@ from urllib.parse import parse_qsl, urlencode, urlsplit, urlunsplit
 import anyio
 import psycopg
 from psycopg import sql
+from psycopg.types.string import StrDumperUnknown
 from psycopg_pool import AsyncConnectionPool, PoolTimeout
 
 from ...contracts.ports import Unavailable
@@ -90,6 +91,19 @@ MIGRATIONS: list[LiteralString] = [
 MIGRATION_LOCK = 0x100764
 
 
+class NulSafeText(StrDumperUnknown):
+    """Text as psycopg sends it, with NUL (which PostgreSQL's text refuses, and the gateway
+    lets through in ids and kinds) sent as U+FFFD: a commit PostgreSQL refused for it would be
+    retried forever, holding every later one. Reads send their ids so too, and find them."""
+
+    def dump(self, obj: str) -> Any:
+        return super().dump(obj.replace("\x00", "\ufffd") if "\x00" in obj else obj)
+
+
+async def _configure(conn: psycopg.AsyncConnection[Any]) -> None:
+    conn.adapters.register_dumper(str, NulSafeText)
+
+
 class PostgresLink:
     def __init__(self, url: str) -> None:
         parts = urlsplit(url)
@@ -142,6 +156,7 @@ class PostgresLink:
             max_size=self.pool_max,
             timeout=self.pool_timeout,
             kwargs={"autocommit": True, "options": self._options()},
+            configure=_configure,
             open=False,
             name="loopgate-journal",
         )

@@ -76,6 +76,24 @@ async def test_committed_runs_events_and_threads_are_read_back(postgres_url: str
         await journal.aclose()
 
 
+async def test_text_postgres_refuses_is_committed_and_found(postgres_url: str) -> None:
+    """NUL, which PostgreSQL's text refuses and the gateway lets through in ids and kinds,
+    never wedges the commits: the run is committed, and found by the id it was given."""
+    journal = open_journal(postgres_url)
+    await journal.open()
+    try:
+        journal.record_run(new_record("a\x00b", "t\x00", "ingest", time.time_ns(), {}))
+        journal.record_event(Envelope("a\x00b", 1, time.time_ns(), "k\x00", {}), b"{}")
+        journal.record_run(new_record("plain", "t", "ingest", time.time_ns(), {}))
+        with anyio.fail_after(10):
+            await journal.flush()
+        assert (await journal.load_run("a\x00b")) is not None
+        assert [e.seq for e in await journal.load_events("a\x00b")] == [1]
+        assert [r.id for r in await journal.list_runs(10, thread_id="t\x00")] == ["a\x00b"]
+    finally:
+        await journal.aclose()
+
+
 async def test_a_restarted_journal_returns_the_runs_left_running(postgres_url: str) -> None:
     first = open_journal(postgres_url)
     await first.open()
