@@ -38,6 +38,8 @@ from .redis_membership import RedisMembership
 log = logging.getLogger("loopgate.journal")
 
 POLL_S = 1.0
+# Leases an instance is silent for before it leaves the directory of instances.
+DIRECTORY_LEASES = 10
 FOLLOW_PAGE = 512
 BELL_TIMEOUT_S = 1.0
 RETRY_MAX_S = 1.0
@@ -245,6 +247,11 @@ class PostgresMembership(RedisMembership):
         if self.lease_trouble is not None:
             return []  # Redis out of this instance's reach: no lease can be judged
         journal = self.journal
+        # The directory of instances (each one's last renewal) is Redis's only record of
+        # them here: those silent for many leases leave it, or it would grow by one an
+        # instance started, for good.
+        silent_ms = time.time_ns() // 1_000_000 - int(DIRECTORY_LEASES * self.link.lease_s * 1000)
+        await self.link.client().zremrangebyscore(self.link.key("instances"), "-inf", silent_ms)
         async with journal.link.connection() as conn:
             cur = await conn.execute(
                 "SELECT DISTINCT instance FROM runs WHERE state = 'running' AND instance <> %s",

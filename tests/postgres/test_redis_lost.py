@@ -11,6 +11,7 @@ from functools import partial
 import anyio
 import psycopg
 import pytest
+import redis
 
 from loopgate.adapters.shared.problem import problem_for
 from loopgate.contracts.envelope import LoopEvent
@@ -91,3 +92,33 @@ async def test_kill_9_of_redis_loses_no_acknowledged_event(
         assert history[-1].data["status"] == "cancelled"
         assert [e.kind for e in history].count("completion") == 1
     assert await committed_seqs(postgres_url, run_id) == list(range(1, 47))
+
+
+async def test_redis_keeps_nothing_of_finished_runs_or_gone_instances(
+    postgres_url: str, volatile_redis: RedisProcess
+) -> None:
+    """What the bus holds is what live instances hold: finished runs leave no key behind,
+    and an instance gone for good leaves the directory of instances."""
+    prefix = "gone"
+    bus = f"{volatile_redis.url}?prefix={prefix}&lease=0.3"
+    settings = Settings(journal=postgres_url, bus=bus, scripted_delay_s=0.0)
+    async with build_hub(settings) as gone:
+        for _ in range(3):
+            run_id = (await gone.start(StartRun(source="ingest"))).id
+            await gone.push(run_id, LoopEvent("completion", {"status": "completed"}))
+    client = redis.Redis.from_url(volatile_redis.url)
+
+    def keys() -> list[bytes]:
+        return sorted(client.scan_iter(match=f"{prefix}:*"))
+
+    async with build_hub(settings) as survivor:
+        assert survivor.journal.cluster is not None
+        me = survivor.journal.cluster.link.instance.encode()
+
+        async def directory() -> list[bytes]:
+            return list(await anyio.to_thread.run_sync(client.zrange, f"{prefix}:instances", 0, -1))
+
+        with anyio.fail_after(20):
+            await until(directory, lambda members: members == [me])
+        left = [k for k in keys() if me not in k]
+        assert left == [f"{prefix}:instances".encode()], left
