@@ -41,24 +41,38 @@ _decode_record = msgspec.json.Decoder(RunRecord).decode
 _decode_thread = msgspec.json.Decoder(ThreadInfo).decode
 _decode_data = msgspec.json.Decoder(dict[str, Any]).decode
 
+# A run another instance wrote last (a survivor ended it, its owner thought gone) is not this
+# instance's to write any more: its rows are left out of every statement of the commit (they
+# were locked first). Without a bus, ``me`` is NULL and every run is this instance's.
+_FOREIGN = (
+    "EXISTS (SELECT 1 FROM runs r WHERE r.id = {} AND %(me)s::text IS NOT NULL "
+    "AND r.instance IS NOT NULL AND r.instance <> %(me)s)"
+)
+# Locked in one order (sorted): two commits never wait on each other in a ring.
+_LOCK = "SELECT id, instance FROM runs WHERE id = ANY(%s) ORDER BY id FOR UPDATE"
 _INSERT_EVENTS = (
-    "INSERT INTO events (run_id, seq, ts, kind, data) "
-    "SELECT * FROM unnest(%s::text[], %s::bigint[], %s::bigint[], %s::text[], %s::bytea[]) "
+    "INSERT INTO events (run_id, seq, ts, kind, data) SELECT v.* FROM unnest(%(run_id)s::text[], "
+    "%(seq)s::bigint[], %(ts)s::bigint[], %(kind)s::text[], %(data)s::bytea[]) "
+    "AS v(run_id, seq, ts, kind, data) WHERE NOT " + _FOREIGN.format("v.run_id") + " "
     "ON CONFLICT DO NOTHING"
 )
 # A finished record is never taken back by a running one (a late retry of an older commit).
 _UPSERT_RUNS = (
     "INSERT INTO runs (id, thread_id, record, state, created_at, finished_at, last_seq, "
-    "instance, owner_subject, owner_tenant) "
-    "SELECT * FROM unnest(%s::text[], %s::text[], %s::bytea[], %s::text[], %s::bigint[], "
-    "%s::bigint[], %s::bigint[], %s::text[], %s::text[], %s::text[]) "
+    "instance, owner_subject, owner_tenant) SELECT v.* FROM unnest(%(id)s::text[], "
+    "%(thread_id)s::text[], %(record)s::bytea[], %(state)s::text[], %(created_at)s::bigint[], "
+    "%(finished_at)s::bigint[], %(last_seq)s::bigint[], %(instance)s::text[], "
+    "%(subject)s::text[], %(tenant)s::text[]) AS v(id, thread_id, record, state, created_at, "
+    "finished_at, last_seq, instance, owner_subject, owner_tenant) "
+    "WHERE NOT " + _FOREIGN.format("v.id") + " "
     "ON CONFLICT (id) DO UPDATE SET record = excluded.record, state = excluded.state, "
     "finished_at = excluded.finished_at, last_seq = GREATEST(runs.last_seq, excluded.last_seq) "
     "WHERE NOT (runs.state = 'finished' AND excluded.state = 'running')"
 )
 _ADVANCE = (
     "UPDATE runs SET last_seq = GREATEST(runs.last_seq, v.seq) "
-    "FROM unnest(%s::text[], %s::bigint[]) AS v(id, seq) WHERE runs.id = v.id"
+    "FROM unnest(%(id)s::text[], %(seq)s::bigint[]) AS v(id, seq) WHERE runs.id = v.id "
+    "AND NOT " + _FOREIGN.format("v.id")
 )
 _UPSERT_THREADS = (
     "INSERT INTO threads (id, created_at, record, owner_subject, owner_tenant) "
@@ -172,60 +186,64 @@ class PostgresJournal(GroupCommit[list[Row]]):
 
     async def _write_batch(self, batch: Batch[list[Row]], retry: bool) -> Mapping[str, int]:
         ids = sorted({*batch.runs, *(row[0] for row in batch.rows)})
-        lost: set[str] = set()
-        async with self.link.connection() as conn, conn.transaction():
-            if ids:
-                # Locked in one order (sorted): two commits never wait on each other in a ring.
-                cur = await conn.execute(
-                    "SELECT id, instance FROM runs WHERE id = ANY(%s) ORDER BY id FOR UPDATE",
-                    (ids,),
-                )
-                for run_id, instance in await cur.fetchall():
-                    if self.cluster is not None and instance not in (None, self.instance):
-                        lost.add(run_id)
-            rows = [row for row in batch.rows if row[0] not in lost] if lost else batch.rows
-            if rows:
-                await conn.execute(_INSERT_EVENTS, _columns(rows, 5))
-            runs = [r for r in batch.runs.values() if r.id not in lost]
-            marks: dict[str, int] = {}
-            for row in rows:
-                marks[row[0]] = row[1]
-            if runs:
-                await conn.execute(_UPSERT_RUNS, self._run_columns(runs, marks))
-            advanced = [(i, s) for i, s in marks.items() if i not in batch.runs]
-            if advanced:
-                await conn.execute(_ADVANCE, _columns(advanced, 2))
-            if batch.threads:
-                threads = list(batch.threads.values())
-                await conn.execute(
-                    _UPSERT_THREADS,
-                    (
-                        [t.id for t in threads],
-                        [t.created_at for t in threads],
-                        [_encode(t) for t in threads],
-                        [t.owner.subject if t.owner else None for t in threads],
-                        [t.owner.tenant if t.owner else None for t in threads],
-                    ),
-                )
+        me = self.instance if self.cluster is not None else None
+        marks: dict[str, int] = {}
+        for row in batch.rows:
+            marks[row[0]] = row[1]
+        runs = list(batch.runs.values())
+        # One round trip for the whole transaction (pipeline mode): the rows of its runs are
+        # locked first, and each statement leaves out those another instance wrote last.
+        async with self.link.connection() as conn:
+            async with conn.pipeline(), conn.transaction():
+                found = await conn.execute(_LOCK, (ids,))
+                if batch.rows:
+                    names = ("run_id", "seq", "ts", "kind", "data")
+                    columns = dict(zip(names, _columns(batch.rows, 5), strict=True))
+                    await conn.execute(_INSERT_EVENTS, columns | {"me": me})
+                if runs:
+                    await conn.execute(_UPSERT_RUNS, self._run_columns(runs, marks) | {"me": me})
+                advanced = [(i, s) for i, s in marks.items() if i not in batch.runs]
+                if advanced:
+                    advanced_ids, seqs = _columns(advanced, 2)
+                    await conn.execute(_ADVANCE, {"id": advanced_ids, "seq": seqs, "me": me})
+                if batch.threads:
+                    threads = list(batch.threads.values())
+                    await conn.execute(
+                        _UPSERT_THREADS,
+                        (
+                            [t.id for t in threads],
+                            [t.created_at for t in threads],
+                            [_encode(t) for t in threads],
+                            [t.owner.subject if t.owner else None for t in threads],
+                            [t.owner.tenant if t.owner else None for t in threads],
+                        ),
+                    )
+            # What the statements left out (the rows were locked before any of them ran).
+            lost = [
+                str(run_id)
+                for run_id, instance in await found.fetchall()
+                if me is not None and instance is not None and instance != me
+            ]
         for run_id in lost:
             log.error("run %s: another instance ended it; this instance's events refused", run_id)
+            marks.pop(run_id, 0)
         if self.cluster is not None:
-            self.cluster.committed(runs, sorted(lost), marks)
+            self.cluster.committed([r for r in runs if r.id not in lost], lost, marks)
         return marks
 
-    def _run_columns(self, runs: list[RunRecord], marks: dict[str, int]) -> tuple[list[Any], ...]:
-        return (
-            [r.id for r in runs],
-            [r.thread_id for r in runs],
-            [_encode(r) for r in runs],
-            [r.state for r in runs],
-            [r.created_at for r in runs],
-            [r.finished_at for r in runs],
-            [max(r.last_seq, marks.get(r.id, 0)) for r in runs],
-            [self.instance for _ in runs],
-            [r.owner.subject if r.owner else None for r in runs],
-            [r.owner.tenant if r.owner else None for r in runs],
-        )
+    def _run_columns(self, runs: list[RunRecord], marks: dict[str, int]) -> dict[str, Any]:
+        return {
+            "id": [r.id for r in runs],
+            "thread_id": [r.thread_id for r in runs],
+            "record": [_encode(r) for r in runs],
+            "state": [r.state for r in runs],
+            "created_at": [r.created_at for r in runs],
+            "finished_at": [r.finished_at for r in runs],
+            "last_seq": [max(r.last_seq, marks.get(r.id, 0)) for r in runs],
+            "instance": [self.instance for _ in runs],
+            "subject": [r.owner.subject if r.owner else None for r in runs],
+            "tenant": [r.owner.tenant if r.owner else None for r in runs],
+        }
 
     # --- reading --------------------------------------------------------------------------
 
