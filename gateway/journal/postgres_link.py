@@ -20,7 +20,7 @@ from urllib.parse import parse_qsl, urlencode, urlsplit, urlunsplit
 import anyio
 import psycopg
 from psycopg import sql
-from psycopg.types.string import StrDumperUnknown
+from psycopg.types.string import StrBinaryDumper, StrDumperUnknown
 from psycopg_pool import AsyncConnectionPool, PoolTimeout
 
 from ...contracts.ports import Unavailable
@@ -100,8 +100,16 @@ class NulSafeText(StrDumperUnknown):
         return super().dump(obj.replace("\x00", "\ufffd") if "\x00" in obj else obj)
 
 
+class NulSafeBinaryText(StrBinaryDumper):
+    """The same, for parameters sent in binary (a commit's columns)."""
+
+    def dump(self, obj: str) -> Any:
+        return super().dump(obj.replace("\x00", "\ufffd") if "\x00" in obj else obj)
+
+
 async def _configure(conn: psycopg.AsyncConnection[Any]) -> None:
     conn.adapters.register_dumper(str, NulSafeText)
+    conn.adapters.register_dumper(str, NulSafeBinaryText)
 
 
 class PostgresLink:
