@@ -5,10 +5,13 @@ xdist worker starts its own). Each test gets a schema of its own (the journal UR
 
 from __future__ import annotations
 
+import contextlib
 import uuid
 from collections.abc import Iterator
 
+import psycopg
 import pytest
+from psycopg import sql
 
 from tests.fakes.postgres_server import postgres_server as start_postgres_server
 from tests.redis.conftest import redis_server, redis_url  # noqa: F401  (fixtures)
@@ -26,6 +29,11 @@ def with_schema(url: str) -> str:
 
 
 @pytest.fixture
-def postgres_url(postgres_server: str) -> str:
-    """The server's URL with a schema of this test's own."""
-    return with_schema(postgres_server)
+def postgres_url(postgres_server: str) -> Iterator[str]:
+    """The server's URL with a schema of this test's own, dropped after it (a server named by
+    LOOPGATE_TEST_POSTGRES_URL keeps nothing of the tests)."""
+    url = with_schema(postgres_server)
+    yield url
+    base, schema = url.rsplit("?schema=", 1) if "?schema=" in url else url.rsplit("&schema=", 1)
+    with contextlib.suppress(psycopg.Error), psycopg.connect(base, connect_timeout=5) as conn:
+        conn.execute(sql.SQL("DROP SCHEMA IF EXISTS {} CASCADE").format(sql.Identifier(schema)))
