@@ -1,4 +1,5 @@
-"""Scale-out: runs shared through Redis Streams vs the memory journal, 1 and 2 instances.
+"""Scale-out: runs shared through Redis Streams or PostgreSQL (+ a Redis bus) vs the memory
+and SQLite journals, 1 and 2 instances.
 
     .venv/bin/python -m benchmarks.scale_out [--quick] [--rounds 3]
 
@@ -9,6 +10,9 @@ median and range over the rounds:
   redis ×1    ``--journal redis://…``, one instance
   redis ×2    ``--journal redis://…``, two instances on the same Redis: runs started on both,
               each pushed to its owner; live readers spread over both instances
+  sqlite ×1   ``--journal sqlite:…`` (the single-machine durable journal)
+  postgres ×1 / ×2  ``--journal postgresql://… --bus redis://…``: events committed in
+              PostgreSQL, Redis only for leases, commands and the doorbell of live fan-out
 
 (a) Ingest: NDJSON pushes (``POST /v1/runs/{id}/events``, 500 events per request) into 1 run
     and into 100 runs at once; events/s accepted (each push answered once committed), for
@@ -18,7 +22,10 @@ median and range over the rounds:
     receipt = the client's receipt time − the envelope's ``ts``; p50 and p99.
 
 Redis: ``LOOPGATE_BENCH_REDIS_URL``, else a ``redis-server`` of its own on a free port (no
-persistence), stopped at the end. Targets (issue #20): ≥ 100k events/s ingest per instance;
+persistence), stopped at the end; PostgreSQL: ``LOOPGATE_BENCH_POSTGRES_URL``, else a postgres
+of its own (tests/fakes/postgres_server.py: initdb in a temporary directory, ``fsync=off``: it
+measures the journal's work, not a disk; with a real one each group commit waits for an
+fsync). Targets (issue #20): ≥ 100k events/s ingest per instance;
 p99 < 20 ms at 100 clients over 2 instances.
 """
 
@@ -33,6 +40,7 @@ import shutil
 import socket
 import subprocess
 import sys
+import tempfile
 import time
 import uuid
 from collections.abc import Iterator
@@ -63,7 +71,7 @@ from benchmarks._common import (  # noqa: E402
 from benchmarks.fanout import push_lines, read_sse  # noqa: E402
 
 BATCH = 500
-CONFIGS = ("memory ×1", "redis ×1", "redis ×2")
+CONFIGS = ("memory ×1", "sqlite ×1", "redis ×1", "redis ×2", "postgres ×1", "postgres ×2")
 ROUND_TIMEOUT_S = 180.0
 
 
@@ -87,6 +95,12 @@ class Report:
     # (c) the reading instance's RSS in KiB after each batch of runs
     memory: list[int] = field(default_factory=list)
     failures: list[str] = field(default_factory=list)
+
+
+@contextmanager
+def tempfile_dir() -> Iterator[Path]:
+    with tempfile.TemporaryDirectory(prefix="loopgate-bench-") as tmp:
+        yield Path(tmp)
 
 
 @contextmanager
@@ -118,8 +132,24 @@ def redis_server() -> Iterator[str]:
         proc.wait(10)
 
 
+@contextmanager
+def postgres_server() -> Iterator[str]:
+    given = os.environ.get("LOOPGATE_BENCH_POSTGRES_URL")
+    if given:
+        yield given
+        return
+    from tests.fakes.postgres_server import PostgresProcess
+
+    with PostgresProcess() as server:
+        yield server.url
+
+
 def with_prefix(url: str, prefix: str) -> str:
-    return f"{url}{'&' if '?' in url else '?'}prefix={prefix}"
+    return with_param(url, "prefix", prefix)
+
+
+def with_param(url: str, name: str, value: str) -> str:
+    return f"{url}{'&' if '?' in url else '?'}{name}={value}"
 
 
 # --- (a) ingest ----------------------------------------------------------------------------------
@@ -279,24 +309,34 @@ def memory_bound(bases: list[str], procs: list[int], run_counts: tuple[int, ...]
 
 
 def run(sizes: Sizes, report: Report) -> None:
-    with redis_server() as redis_url:
+    with redis_server() as redis_url, postgres_server() as postgres_url, tempfile_dir() as tmp:
         tag = uuid.uuid4().hex[:8]
-        ports = [free_port() for _ in range(4)]
-        journals = ["memory", *(with_prefix(redis_url, f"bench{n}-{tag}") for n in (1, 2, 2))]
-        servers = [
-            (serve_argv(p, "--journal", j), p, "/healthz")
-            for p, j in zip(ports, journals, strict=True)
-        ]
+        flags: list[list[str]] = [
+            ["--journal", "memory"],
+            ["--journal", f"sqlite:{tmp / 'journal.sqlite3'}"],
+            *(["--journal", with_prefix(redis_url, f"bench{n}-{tag}")] for n in (1, 2, 2)),
+            *(
+                ["--journal", with_param(postgres_url, "schema", f"bench{n}_{tag}"), "--bus",
+                 with_prefix(redis_url, f"benchpg{n}-{tag}")]
+                for n in (1, 2, 2)
+            ),
+        ]  # fmt: skip
+        ports = [free_port() for _ in flags]
+        servers = [(serve_argv(p, *f), p, "/healthz") for p, f in zip(ports, flags, strict=True)]
         with server_processes(servers) as procs:
             urls = [f"http://127.0.0.1:{p}" for p in ports]
             pids = [proc.pid for proc in procs]
             deployments = {
                 "memory ×1": (urls[:1], pids[:1], None),
-                "redis ×1": (urls[1:2], pids[1:2], redis_url),
-                "redis ×2": (urls[2:], pids[2:], redis_url),
+                "sqlite ×1": (urls[1:2], pids[1:2], None),
+                "redis ×1": (urls[2:3], pids[2:3], redis_url),
+                "redis ×2": (urls[3:5], pids[3:5], redis_url),
+                "postgres ×1": (urls[5:6], pids[5:6], redis_url),
+                "postgres ×2": (urls[6:], pids[6:], redis_url),
             }
             for n in range(sizes.rounds):
-                order = CONFIGS[n % 3 :] + CONFIGS[: n % 3]
+                turn = n % len(CONFIGS)
+                order = CONFIGS[turn:] + CONFIGS[:turn]
                 for config in order:
                     bases, config_pids, url = deployments[config]
                     for runs in sizes.run_counts:
@@ -336,19 +376,23 @@ def run(sizes: Sizes, report: Report) -> None:
 def print_report(report: Report, sizes: Sizes) -> None:
     rows = []
     for runs in sizes.run_counts:
-        base = [g.rate for g in report.ingest.get(("memory ×1", runs), [])]
+        anchors = [
+            [g.rate for g in report.ingest.get((anchor, runs), [])]
+            for anchor in ("memory ×1", "sqlite ×1", "redis ×1")
+        ]
         for config in CONFIGS:
             got = report.ingest.get((config, runs), [])
             rates = [g.rate for g in got]
-            ratio = (
+            ratios = [
                 f"{median_range(rates)[0] / median_range(base)[0]:.2f}×" if rates and base else "—"
-            )
+                for base in anchors
+            ]
             rows.append(
                 (
                     runs,
                     config,
                     fmt_range(rates),
-                    ratio,
+                    *ratios,
                     fmt_range([g.gateway_us for g in got], ".2f"),
                     fmt_range([g.redis_us for g in got], ".2f"),
                     fmt_range([g.client_us for g in got], ".2f"),
@@ -364,6 +408,8 @@ def print_report(report: Report, sizes: Sizes) -> None:
             "journal",
             "events/s",
             "vs memory ×1",
+            "vs sqlite ×1",
+            "vs redis ×1",
             "gateway µs",
             "redis µs",
             "client µs",

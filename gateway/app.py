@@ -57,6 +57,7 @@ def build_hub(
         synchronous=settings.journal_synchronous,
         max_events=settings.max_events_per_run,
         max_age_s=settings.max_run_age_s,
+        bus=settings.bus,
     )
     hub = Hub(settings, journal, sources, roster=roster)
     loops = ", ".join(agent.loop.name for agent in roster)

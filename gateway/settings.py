@@ -17,7 +17,7 @@ from ..contracts.outbound import check_outbound_entry
 from ..contracts.parts import parse_kinds
 from .agents.spec import AgentSpec
 from .identity.single_token import check_token
-from .journal.base import REDIS_SCHEMES
+from .journal.base import POSTGRES_SCHEMES, REDIS_SCHEMES
 from .settings_identity import (
     PROXY_HEADERS,
     check_header_name,
@@ -162,9 +162,12 @@ class Settings(msgspec.Struct, kw_only=True, forbid_unknown_fields=True):
     # servers; `loopgate acp` on stdio always may (the IDE that starts it is trusted).
     acp_remote_stdio_mcp: bool = False
 
-    # Where runs are kept: "memory", "sqlite:PATH", "redis://HOST:PORT/DB" or
-    # "redis+sentinel://HOST:PORT/SERVICE" (docs/scale.md).
+    # Where runs are kept: "memory", "sqlite:PATH", "redis://HOST:PORT/DB",
+    # "redis+sentinel://HOST:PORT/SERVICE" or "postgresql://…" (docs/scale.md).
     journal: str = "memory"
+    # With a PostgreSQL journal: the Redis through which instances share it (leases, live
+    # fan-out, commands); none: one instance (docs/scale.md).
+    bus: str | None = None
     replay_dir: str = str(RECORDINGS)  # where {"replay": NAME} finds recorded streams
 
     max_body_bytes: int = 1 << 20  # a request body; 413 beyond
@@ -229,11 +232,20 @@ class Settings(msgspec.Struct, kw_only=True, forbid_unknown_fields=True):
             raise ValueError(f"delivery_window_s must be 0 to 1 s, got {self.delivery_window_s}")
         if not (0 < self.port < 65536):
             raise ValueError(f"port must be between 1 and 65535, got {self.port}")
-        if self.journal != "memory" and not self.journal.startswith(("sqlite:", *REDIS_SCHEMES)):
+        schemes = ("sqlite:", *REDIS_SCHEMES, *POSTGRES_SCHEMES)
+        if self.journal != "memory" and not self.journal.startswith(schemes):
             raise ValueError(
-                "journal must be 'memory', 'sqlite:PATH', 'redis://HOST:PORT/DB' or "
-                f"'redis+sentinel://HOST:PORT/SERVICE', got {self.journal!r}"
+                "journal must be 'memory', 'sqlite:PATH', 'redis://HOST:PORT/DB', "
+                "'redis+sentinel://HOST:PORT/SERVICE' or 'postgresql://…', "
+                f"got {self.journal!r}"
             )
+        if self.bus is not None:
+            if not self.journal.startswith(POSTGRES_SCHEMES):
+                raise ValueError("bus is for a PostgreSQL journal (--journal postgresql://…)")
+            if not self.bus.startswith(REDIS_SCHEMES):
+                raise ValueError(
+                    f"bus must be a Redis URL (redis://HOST:PORT/DB), got {self.bus!r}"
+                )
         plugs = [n for n in ("loop", "loop_url", "loop_cmd") if getattr(self, n)]
         if len(plugs) > 1:
             raise ValueError(f"give at most one of --loop, --loop-url, --loop-cmd (got {plugs})")

@@ -71,7 +71,7 @@ def main(args: argparse.Namespace) -> int:
         overrides = {k: getattr(args, k) for k in SETTING_FLAGS}
         # getattr: a Namespace built by a caller (tests) may predate -c.
         settings = settings_for_command(getattr(args, "config", None), os.environ, overrides)
-        check_journal(settings.journal)
+        check_journal(settings.journal, settings.bus)
         if args.context_size is not None and args.context_size <= 0:
             raise ValueError("--context-size must be positive")
         token = client_token(args, os.environ)

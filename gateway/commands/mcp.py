@@ -72,7 +72,7 @@ def main(args: argparse.Namespace) -> int:
     try:
         flags = {k: getattr(args, k) for k in SETTING_FLAGS}
         settings = settings_for_command(args.config, os.environ, flags)
-        check_journal(settings.journal)
+        check_journal(settings.journal, settings.bus)
         token = client_token(args, os.environ)
     except ValueError as exc:
         print(f"loopgate mcp: {exc}", file=sys.stderr)

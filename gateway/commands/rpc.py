@@ -63,7 +63,7 @@ def main(args: argparse.Namespace) -> int:
     try:
         flags = {k: getattr(args, k) for k in SETTING_FLAGS}
         settings = settings_for_command(getattr(args, "config", None), os.environ, flags)
-        check_journal(settings.journal)
+        check_journal(settings.journal, settings.bus)
         overrides: dict[str, Any] = {}
         if args.max_batch is not None:
             if args.max_batch <= 0:

@@ -213,8 +213,14 @@ def add_setting_flags(p: argparse.ArgumentParser) -> None:
     )
     p.add_argument(
         "--journal",
-        help="'memory' (default), 'sqlite:PATH', 'redis://HOST:PORT/DB' or "
-        "'redis+sentinel://HOST:PORT/SERVICE' (docs/scale.md)",
+        help="'memory' (default), 'sqlite:PATH', 'redis://HOST:PORT/DB', "
+        "'redis+sentinel://HOST:PORT/SERVICE' or 'postgresql://USER@HOST:PORT/DB' "
+        "(docs/scale.md)",
+    )
+    p.add_argument(
+        "--bus",
+        help="with --journal postgresql://: the Redis (redis://HOST:PORT/DB) through which "
+        "several instances share it (docs/scale.md)",
     )
     p.add_argument("--workspace", help="directory the demo file tools may read and write")
     p.add_argument(
@@ -330,6 +336,7 @@ SETTING_FLAGS = (
     "ws_compression",
     "acp_remote_stdio_mcp",
     "journal",
+    "bus",
     "workspace",
     "keepalive_s",
     "delivery_window_s",
@@ -390,7 +397,7 @@ def main(args: argparse.Namespace) -> int:
         # getattr: a Namespace built by a caller (tests) may predate -c.
         config = getattr(args, "config", None)
         settings = settings_for_command(config, os.environ, setting_flags(args))
-        check_journal(settings.journal)
+        check_journal(settings.journal, settings.bus)
         server = make_server(settings, log_level=args.log_level)
         if settings.reload:
             from ..agents.reload import reload_on_change

@@ -162,12 +162,14 @@ class Remote:
                 hub.table.drop(run, None)
 
     def check_room(self) -> None:
-        """Unavailable (503) at once while the journal is full: a new run or a push would
-        only wait on a commit that cannot land, with its client."""
+        """Unavailable (503) at once while the journal cannot commit (Redis full, PostgreSQL
+        away): a new run or a push would only wait on a commit that cannot land, with its
+        client."""
         if self.cluster.full:
+            # The journal's own words for why (Redis full, PostgreSQL not answering).
+            why = self.hub.journal.trouble or "it is full"
             raise Unavailable(
-                "the shared journal (Redis) is full: nothing more can be committed until it "
-                "has room; retry later",
+                f"the shared journal cannot commit anything right now ({why}); retry later",
                 retry_after=5,
             )
 

@@ -35,6 +35,8 @@ EVENT_OVERHEAD_BYTES = 512
 # --journal values served by the Redis journal (gateway.journal.redis_connect): named here,
 # where nothing imports the optional Redis client.
 REDIS_SCHEMES = ("redis://", "rediss://", "redis+sentinel://")
+# --journal values served by the PostgreSQL journal (gateway.journal.postgres).
+POSTGRES_SCHEMES = ("postgresql://", "postgres://")
 
 # A commit's news: run id -> the highest seq of that run now committed.
 CommitListener = Callable[[Mapping[str, int]], None]

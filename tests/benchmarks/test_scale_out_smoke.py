@@ -1,5 +1,6 @@
-"""A smoke run of benchmarks/scale_out.py at tiny sizes: its Redis and its four servers start,
-every cell yields a figure and the report has its tables. No timing is asserted."""
+"""A smoke run of benchmarks/scale_out.py at tiny sizes: its Redis, its PostgreSQL and its
+servers start, every cell yields a figure and the report has its tables. No timing is
+asserted."""
 
 from __future__ import annotations
 

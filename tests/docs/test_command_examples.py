@@ -19,7 +19,9 @@ What is rewritten, and nothing else:
   ``text`` scenario;
 - the Redis the docs name (``redis://127.0.0.1:6379/0``) → a redis-server of the test's own
   (tests/fakes/redis_server.py), so that a machine without one on 6379 runs the doc too, and
-  one with it keeps its keys.
+  one with it keeps its keys; the PostgreSQL they name
+  (``postgresql://postgres@127.0.0.1:5432/postgres``) → a postgres of the test's own
+  (tests/fakes/postgres_server.py), in a schema of the doc's own.
 
 ``loopgate serve …`` is started, must answer ``/healthz``, and keeps running for the doc's
 commands after it until the next ``serve`` (or the doc's end) stops it with SIGINT, on which it
@@ -45,6 +47,7 @@ import subprocess
 import tempfile
 import threading
 import time
+import uuid
 from collections.abc import Iterator
 from contextlib import ExitStack, contextmanager
 from pathlib import Path
@@ -57,6 +60,7 @@ from starlette.types import ASGIApp, Receive, Scope, Send
 from tests.docs.doc_commands import Command, doc_commands, doc_files
 from tests.docs.output_shapes import error_answer, expected_output, output_mismatch
 from tests.fakes.openai_server import FakeOpenAI
+from tests.fakes.postgres_server import postgres_server
 from tests.fakes.redis_server import redis_server
 from tests.fakes.servers import serve_app
 from tests.gateway.harness import REPO, free_port
@@ -72,6 +76,7 @@ DOC_PORT = re.compile(r"\b(localhost|127\.0\.0\.1):8000\b")
 # The OpenAI-compatible servers the docs name; each is replaced by the fake one.
 OPENAI_COMPATIBLE = ("https://api.openai.com/v1", "http://127.0.0.1:11434/v1")
 DOC_REDIS = "redis://127.0.0.1:6379/0"
+DOC_POSTGRES = "postgresql://postgres@127.0.0.1:5432/postgres"
 LONG_RUNNING = re.compile(
     r"^(?:[A-Za-z_]\w*=\S*\s+)*(?:\S*/)?loopgate\s+(?P<command>serve|acp|rpc)\b(?P<rest>.*)$"
 )
@@ -339,6 +344,7 @@ class DocSession:
         self.gateway: Process | None = None
         self.fake_openai: str | None = None
         self.redis_url: str | None = None
+        self.postgres_url: str | None = None
         self.run_id: str | None = None
         stack.callback(self.stop_gateway, check=False)
 
@@ -352,6 +358,8 @@ class DocSession:
                 text = text.replace(url, f"{self.openai_compatible()}/v1")
         if DOC_REDIS in text:
             text = text.replace(DOC_REDIS, self.redis())
+        if DOC_POSTGRES in text:
+            text = text.replace(DOC_POSTGRES, self.postgres())
         if re.search(r"\bRUN_ID\b", text):
             if self.run_id is None:
                 pytest.fail(f"{command.doc}:{command.line}: RUN_ID, and no run id printed before")
@@ -362,6 +370,12 @@ class DocSession:
         if self.redis_url is None:
             self.redis_url = self.stack.enter_context(redis_server())
         return self.redis_url
+
+    def postgres(self) -> str:
+        if self.postgres_url is None:
+            server = self.stack.enter_context(postgres_server())
+            self.postgres_url = f"{server}?schema=doc{uuid.uuid4().hex[:12]}"
+        return self.postgres_url
 
     def openai_compatible(self) -> str:
         if self.fake_openai is None:

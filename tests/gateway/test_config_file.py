@@ -184,7 +184,7 @@ def test_a_value_settings_refuses_names_the_files_key() -> None:
     assert problems("\n\nport = 0\n") == [
         "loopgate.toml:3: port must be between 1 and 65535, got 0"
     ]
-    assert problems('journal = "postgres://x"\n')[0].startswith(
+    assert problems('journal = "mysql://x"\n')[0].startswith(
         "loopgate.toml:1: journal must be 'memory', 'sqlite:PATH'"
     )
     # The environment's value is not the file's mistake: told as it is, with no line.

@@ -1,6 +1,7 @@
 """Owners are kept in the journal: runs and threads alice started on a durable journal (SQLite,
-Redis) are still hers after the gateway restarts, and her listing finds them however many of
-other people's runs are newer (the Redis journal reads its index a page at a time)."""
+Redis, PostgreSQL) are still hers after the gateway restarts, and her listing finds them
+however many of other people's runs are newer (the Redis journal reads its index a page at a
+time)."""
 
 from __future__ import annotations
 
@@ -19,6 +20,7 @@ from loopgate.gateway.journal.base import Journal, RunRecord
 from loopgate.gateway.journal.redis_streams import OWNER_PAGE
 from tests.gateway.harness import gateway_process
 from tests.identity.principals import write_test_keys
+from tests.postgres.conftest import postgres_server, postgres_url  # noqa: F401  (fixtures)
 from tests.redis.conftest import redis_server, redis_url  # noqa: F401  (fixtures)
 from tests.waiting import wait_until
 
@@ -28,10 +30,12 @@ BOB = Owner(subject="bob", tenant="globex")
 OTHERS_NEWER = OWNER_PAGE + 100
 
 
-@pytest.fixture(params=["sqlite", "redis"])
+@pytest.fixture(params=["sqlite", "redis", "postgres"])
 def journal_spec(request: pytest.FixtureRequest, tmp_path: Path) -> Iterator[str]:
     if request.param == "sqlite":
         yield f"sqlite:{tmp_path / 'journal.db'}"
+    elif request.param == "postgres":
+        yield request.getfixturevalue("postgres_url")
     else:
         yield request.getfixturevalue("redis_url")
 

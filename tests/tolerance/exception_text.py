@@ -73,6 +73,8 @@ ALLOWED: dict[tuple[str, str], str] = {
     "replicas the journal asked Redis for (an int of ours, not a message): /readyz's reason",
     ("gateway/journal/redis_connect.py", "ping"): "--journal's Redis not answering, said by a "
     "command at startup: the operator's terminal",
+    ("gateway/journal/__init__.py", "check_journal"): "--bus's Redis not answering: ping's "
+    "ValueError (above) named for the flag, said by a command at startup: the operator's terminal",
     ("gateway/commands/*", "*"): "the command line's own stderr: the operator's terminal",
     ("gateway/config_file.py", "syntax_problem"): "tomllib's account of a syntax error in the "
     "operator's config file (its line, column and what it expected), at startup or `config "
