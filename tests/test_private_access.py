@@ -21,6 +21,7 @@ ALLOWED: dict[tuple[str, str], str] = {
     ("adapters/agui/runs.py", "plan._replace"): "typing.NamedTuple._replace is public API",
     ("adapters/shared/parts.py", "earlier._replace"): "typing.NamedTuple._replace is public API",
     ("gateway/journal/redis_connect.py", "parts._replace"): "urllib's SplitResult._replace",
+    ("gateway/journal/postgres_link.py", "parts._replace"): "urllib's SplitResult._replace",
     # argparse has no public name for the type of add_subparsers()' result or of a group.
     ("gateway/cli.py", "argparse._SubParsersAction"): "argparse exposes no public name for it",
     ("gateway/cli.py", "parser._actions"): "argparse offers no public list of a parser's actions",

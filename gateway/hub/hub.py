@@ -228,9 +228,7 @@ class Hub:
         if self._durable:
             self.journal.record_event(env, encoded)
         else:
-            # Committed as it is appended (the memory journal): visible now, its subscribers
-            # woken with the next window (the terminal event at once). ``Delivery.show``,
-            # inline: the seq is always new here.
+            # Committed as it is appended (the memory journal): ``Delivery.show``, inline.
             run.committed = seq
             self.delivery.wake(run, terminal)
         if terminal:

@@ -104,7 +104,7 @@ class PostgresMembership(RedisMembership):
     ) -> None:
         records = list(records)
         for record in records:
-            if record.state == "finished" and self.threads._held.get(record.thread_id) == record.id:
+            if self.threads.holds_for(record):
                 self._releases.append((record.thread_id, record.id))
         super().committed(records, lost)
         if marks or self._releases:

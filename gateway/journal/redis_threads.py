@@ -72,16 +72,20 @@ class ThreadClaims:
                 log.warning("run %s: its claim on thread %s lapsed", run_id, thread_id)
                 del self._held[thread_id]
 
+    def holds_for(self, record: RunRecord) -> bool:
+        """The record is a finished run whose thread this instance holds for it (to free)."""
+        return record.state == "finished" and self._held.get(record.thread_id) == record.id
+
     def release_in(self, pipe: Any, record: RunRecord) -> None:
         """Queue the release of a finished run's claim, in the commit of its end (by sha: a
         lost script fails the commit, which loads it and is retried)."""
-        if record.state == "finished" and self._held.get(record.thread_id) == record.id:
+        if self.holds_for(record):
             pipe.evalsha(self._keep.sha, 1, self._key(record.thread_id), record.id, "")
 
     def committed(self, records: Iterable[RunRecord]) -> None:
         """These records are committed: the claims of the finished ones are released."""
         for record in records:
-            if record.state == "finished" and self._held.get(record.thread_id) == record.id:
+            if self.holds_for(record):
                 del self._held[record.thread_id]
 
     def forget(self, run_id: str) -> None:
