@@ -86,14 +86,14 @@ def in_background(http: httpx.Client, body: dict[str, Any]) -> Iterator[list[htt
 # --- native HTTP API -------------------------------------------------------------------------
 
 
-def test_reject_refuses_while_the_thread_has_a_run_going(gateway: str) -> None:
+@pytest.mark.parametrize("strategy", ["reject", "enqueue"])
+def test_refused_while_the_thread_has_a_run_going(gateway: str, strategy: str) -> None:
+    """reject at once; enqueue once thread_wait_s (3 s here) has passed without its turn."""
     with httpx.Client(base_url=gateway, timeout=30) as http:
         thread = fresh_thread()
         slow = slow_run(http, thread)
-        refused = http.post(
-            "/v1/runs",
-            json={"input": "plain hi", "thread_id": thread, "multitask_strategy": "reject"},
-        )
+        body = {"input": "plain hi", "thread_id": thread, "multitask_strategy": strategy}
+        refused = http.post("/v1/runs", json=body)
         assert refused.status_code == 409
         assert slow["id"] in refused.json()["detail"]
         # Refused means left alone: the run going goes on.
@@ -120,18 +120,6 @@ def test_enqueue_waits_for_the_run_going_and_continues_from_it(gateway: str) -> 
         assert second["input"][1]["tool_calls"][0]["name"] == "sleep"
         assert second["input"][-1] == {"role": "user", "content": "what did i say"}
         assert ended(http, second["id"])["status"] == "completed"
-
-
-def test_enqueue_gives_up_after_thread_wait(gateway: str) -> None:
-    with httpx.Client(base_url=gateway, timeout=30) as http:
-        thread = fresh_thread()
-        slow = slow_run(http, thread)
-        queued = {"input": "plain hi", "thread_id": thread, "multitask_strategy": "enqueue"}
-        refused = http.post("/v1/runs", json=queued)
-        assert refused.status_code == 409
-        assert slow["id"] in refused.json()["detail"]
-        assert run_of(http, slow["id"])["state"] == "running"
-        http.post(f"/v1/runs/{slow['id']}/cancel")
 
 
 def test_interrupt_cancels_the_run_going_and_keeps_its_output(gateway: str) -> None:

@@ -11,21 +11,15 @@ from typing import Any
 import httpx
 import pytest
 
+from tests.gateway.test_multitask import run_of
+from tests.gateway.test_multitask import start as start_body
 from tests.waiting import wait_until
 
 pytestmark = pytest.mark.gateway(scripted_delay_s=0.002, max_active_runs=1, max_queued_runs=2)
 
 
-def start(http: httpx.Client, prompt: str, status: int = 201) -> dict[str, Any]:
-    response = http.post("/v1/runs", json={"input": prompt})
-    assert response.status_code == status, response.text
-    answer: dict[str, Any] = response.json()
-    return answer
-
-
-def run_of(http: httpx.Client, run_id: str) -> dict[str, Any]:
-    found: dict[str, Any] = http.get(f"/v1/runs/{run_id}").json()
-    return found
+def start(http: httpx.Client, prompt: str) -> dict[str, Any]:
+    return start_body(http, {"input": prompt})
 
 
 def events(http: httpx.Client, run_id: str) -> list[dict[str, Any]]:

@@ -5,12 +5,12 @@ A's run through Redis as it would for its own."""
 
 from __future__ import annotations
 
-import json
 import threading
 from typing import Any
 
 import httpx
 
+from tests.gateway.test_multitask import slow_run as slow_http_run
 from tests.redis.test_instances import bases, instances
 
 DEADLINE_S = 30.0
@@ -19,14 +19,8 @@ DEADLINE_S = 30.0
 def slow_run(host: str, thread: str) -> str:
     """A run on ``thread`` that goes on until cancelled, once its tool call is out."""
     with httpx.Client(base_url=host, timeout=DEADLINE_S) as http:
-        started = http.post("/v1/runs", json={"input": "slow tool", "thread_id": thread})
-        assert started.status_code == 201, started.text
-        run_id: str = started.json()["id"]
-        with http.stream("GET", f"/v1/runs/{run_id}/events") as stream:
-            for line in stream.iter_lines():
-                if line.startswith("data:") and json.loads(line[5:])["kind"] == "tool_call_start":
-                    return run_id
-    raise AssertionError("the slow run ended before its tool call")
+        run_id: str = slow_http_run(http, thread)["id"]
+        return run_id
 
 
 def start(host: str, thread: str, strategy: str) -> httpx.Response:
