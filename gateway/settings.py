@@ -171,7 +171,7 @@ class Settings(msgspec.Struct, kw_only=True, forbid_unknown_fields=True):
     max_run_bytes: int = 256 << 20  # encoded payloads an external loop may push into one run
     # A running scripted run measured ~32 KiB of RSS and ~1.4 ms of CPU to start (1,000 at
     # once, over HTTP): a burst of this many fits; memory is bounded in bytes besides (below).
-    max_active_runs: int = 1_000  # runs going; 429 beyond (or queued, below)
+    max_active_runs: int = 1_000  # runs going; past it 429, or queued (max_queued_runs)
     # Loop runs past max_active_runs that wait for room (state queued) before 429; 0: none.
     max_queued_runs: int = 0
     max_runs: int = 1_000  # retention: finished runs beyond this are dropped, oldest first
