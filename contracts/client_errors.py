@@ -45,7 +45,7 @@ def client_message(exc: BaseException) -> str | None:
         return bounded(exc.message)
     from . import ports  # ports import the envelope, which imports this module
 
-    if isinstance(exc, ports.LimitReached | ports.Forbidden):
+    if isinstance(exc, ports.LimitReached | ports.Forbidden | ports.ThreadBusy):
         return bounded(exc.detail)
     if isinstance(exc, _port_errors(ports)) and exc.args and isinstance(exc.args[0], str):
         return bounded(exc.args[0])

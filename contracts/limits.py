@@ -25,6 +25,9 @@ class EndpointLimits(msgspec.Struct, kw_only=True, frozen=True):
     write_timeout_s: float = 30.0
     # The longest gap between the events of a streamed ingest body (its run ends past it too).
     ingest_idle_timeout_s: float = 300.0
+    # How long a start waits for its thread's turn (multitask_strategy enqueue, or the end of
+    # the run interrupt or rollback cancelled) before it is refused as ThreadBusy.
+    thread_wait_s: float = 60.0
     # JSON nested deeper than this is refused where it enters (contracts.json_input).
     max_json_depth: int = DEFAULT_MAX_DEPTH
     # A JSON-RPC response (a batch's, a page of run.events) stops growing past this.

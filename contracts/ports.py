@@ -21,7 +21,13 @@ from .principal import Owner, Principal
 MAX_TRACESTATE_CHARS = 8_192
 
 RunSource = Literal["loop", "ingest", "replay"]
-RunState = Literal["running", "finished"]
+# ``queued``: accepted, waiting for room to run (RunInfo only; journals record it ``running``).
+RunState = Literal["queued", "running", "finished"]
+# What a start does when its thread has a run going (adapters/shared/multitask.py): refuse
+# (ThreadBusy), wait its turn, cancel the running one and go on from its output, or cancel it
+# and go on from the thread as it was before it.
+MultitaskStrategy = Literal["reject", "enqueue", "interrupt", "rollback"]
+MULTITASK_STRATEGIES: tuple[MultitaskStrategy, ...] = ("reject", "enqueue", "interrupt", "rollback")
 
 
 class StartRun(msgspec.Struct, kw_only=True, omit_defaults=True):
@@ -56,6 +62,9 @@ class StartRun(msgspec.Struct, kw_only=True, omit_defaults=True):
     # the run service claims the thread for as long as the run goes, across every instance
     # sharing its journal, and refuses the start (ThreadBusy) while another such run holds it.
     exclusive: bool = False
+    # One run per thread at a time, and what to do when the thread has one going. None: the
+    # rule above as it was (``exclusive`` starts are refused, others run side by side).
+    multitask_strategy: MultitaskStrategy | None = None
 
 
 class RunInfo(msgspec.Struct, kw_only=True):
@@ -76,6 +85,9 @@ class RunInfo(msgspec.Struct, kw_only=True):
     awaiting: Literal["approval"] | msgspec.UnsetType = msgspec.UNSET
     # Who started it (None: recorded before owners were kept; the admin's only).
     owner: Owner | None = None
+    # While ``queued``: its place in the instance's run queue (1: next to run); unset, and
+    # absent from its JSON, otherwise.
+    queue_position: int | msgspec.UnsetType = msgspec.UNSET
     # The agent that ran it (``loop`` runs; None for ingested and replayed ones).
     agent: str | None = None
 

@@ -92,6 +92,7 @@ def endpoint_limits(settings: Settings) -> EndpointLimits:
         keepalive_s=settings.keepalive_s,
         write_timeout_s=settings.write_timeout_s,
         ingest_idle_timeout_s=settings.ingest_idle_timeout_s,
+        thread_wait_s=settings.thread_wait_s,
         max_json_depth=settings.max_json_depth,
         max_batch_response_bytes=settings.max_batch_response_bytes,
         allowed_origins=tuple(settings.allowed_origins),

@@ -182,7 +182,9 @@ class Settings(msgspec.Struct, kw_only=True, forbid_unknown_fields=True):
     max_run_bytes: int = 256 << 20  # encoded payloads an external loop may push into one run
     # A running scripted run measured ~32 KiB of RSS and ~1.4 ms of CPU to start (1,000 at
     # once, over HTTP): a burst of this many fits; memory is bounded in bytes besides (below).
-    max_active_runs: int = 1_000  # runs going; 429 beyond
+    max_active_runs: int = 1_000  # runs going; past it 429, or queued (max_queued_runs)
+    # Loop runs past max_active_runs that wait for room (state queued) before 429; 0: none.
+    max_queued_runs: int = 0
     max_runs: int = 1_000  # retention: finished runs beyond this are dropped, oldest first
     cache_runs: int = 256  # finished runs a durable journal also keeps in memory
     max_run_age_s: float = 24 * 3600.0  # finished runs older are dropped
@@ -196,6 +198,7 @@ class Settings(msgspec.Struct, kw_only=True, forbid_unknown_fields=True):
     delivery_window_s: float = 0.002
     write_timeout_s: float = 30.0  # a client that accepts no bytes for this long is cut off
     ingest_idle_timeout_s: float = 300.0  # an ingest run quiet this long fails
+    thread_wait_s: float = 60.0  # a start's longest wait for its thread's turn (multitask)
     replay_max_gap_s: float = 5.0  # recorded pace never waits longer than this between events
     shutdown_grace_s: float = 5.0  # runs' time to end on stop
     permission_timeout_s: float = 300.0  # an unanswered approval request is a rejection
@@ -305,6 +308,7 @@ ZERO_ALLOWED = (
     "scripted_delay_s",
     "delivery_window_s",
     "jwt_leeway_s",
+    "max_queued_runs",  # 0: no queue, 429 at max_active_runs
     # 0: no limit
     "quota_concurrent_runs",
     "quota_runs_per_minute",

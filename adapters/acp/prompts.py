@@ -302,7 +302,7 @@ class Prompts:
                 for item in projector.feed(env):
                     if isinstance(item, SessionUpdate):
                         await self.notify(item.params)
-            if run.state == "running":
+            if run.state != "finished":  # running, or queued: it will run
                 live = (run, events[-1].seq if events else 0, projector)
         session.history = None
         if live is not None:
@@ -312,7 +312,7 @@ class Prompts:
         """session/resume: follow the session's run still going, from where it is now."""
         if session.active is None:
             runs = await self.service.list_runs(limit=1, thread_id=session.id)
-            if runs and runs[0].state == "running":
+            if runs and runs[0].state != "finished":
                 run = runs[0]
                 # No replay: the client has the run so far, its tool calls included.
                 seen = seen_calls(await self.service.history(run.id, limit=run.last_seq))

@@ -59,7 +59,12 @@ def routes(adapter: AguiAdapter, service: RunService, limits: EndpointLimits) ->
         )
         headers = request.headers
         plan = await plan_run(
-            service, body, headers.get("traceparent"), headers.get("tracestate"), agent=agent
+            service,
+            body,
+            headers.get("traceparent"),
+            headers.get("tracestate"),
+            agent=agent,
+            thread_wait_s=limits.thread_wait_s,
         )
 
         async def cancel() -> None:
@@ -159,7 +164,13 @@ class _Socket:
     async def run(self, body: RunAgentInput) -> None:
         try:
             try:
-                plan = await plan_run(self.service, body, None, agent=self.agent)
+                plan = await plan_run(
+                    self.service,
+                    body,
+                    None,
+                    agent=self.agent,
+                    thread_wait_s=self.limits.thread_wait_s,
+                )
             except Exception as exc:
                 problem = problem_for(exc)
                 self.busy = False

@@ -13,6 +13,7 @@ import msgspec
 from ...contracts import parts
 from ...contracts.client_errors import ClientError
 from ...contracts.messages import Message, ToolSpec
+from ...contracts.ports import MULTITASK_STRATEGIES, MultitaskStrategy
 from ..shared.chat import AssistantToolCall, to_tool_calls
 from ..shared.chat import parse_arguments as parse_arguments  # its old home
 
@@ -220,6 +221,21 @@ def loopgate_props(body: RunAgentInput) -> dict[str, Any]:
 def detached(body: RunAgentInput) -> bool:
     """``forwardedProps.loopgate.detached``: the run goes on when the client disconnects."""
     return loopgate_props(body).get("detached") is True
+
+
+def multitask_strategy(body: RunAgentInput) -> MultitaskStrategy | None:
+    """``forwardedProps.loopgate.multitask_strategy``: what the run does when its thread has
+    one going (adapters/shared/multitask.py); None: runs on a thread go side by side."""
+    strategy = loopgate_props(body).get("multitask_strategy")
+    if strategy is None:
+        return None
+    for known in MULTITASK_STRATEGIES:
+        if strategy == known:
+            return known
+    raise ClientError(
+        "forwardedProps.loopgate.multitask_strategy must be one of: "
+        + ", ".join(MULTITASK_STRATEGIES)
+    )
 
 
 def attach_cursor(body: RunAgentInput) -> int | None:

@@ -10,8 +10,9 @@ from ...contracts.client_errors import ClientError
 from ...contracts.gateway_events import DECISIONS
 from ...contracts.history import answer_call, suspended_call
 from ...contracts.messages import Message, ToolCall
-from ...contracts.ports import RunInfo, RunNotFound, RunService, StartRun
+from ...contracts.ports import MultitaskStrategy, RunInfo, RunNotFound, RunService, StartRun
 from ...contracts.projector import ProjectorContext
+from ..shared.multitask import start_on_thread
 from ..shared.problem import HttpProblem
 from ..shared.projector import SEEN_CALLS, SeenCall, seen_calls
 from .input import (
@@ -19,6 +20,7 @@ from .input import (
     RunAgentInput,
     attach_cursor,
     client_tools,
+    multitask_strategy,
     received_count,
     to_history,
 )
@@ -46,12 +48,14 @@ async def plan_run(
     tracestate: str | None = None,
     *,
     agent: str | None = None,
+    thread_wait_s: float = 60.0,
 ) -> RunPlan:
     """``agent``: the one a new run goes to (None: the thread's, else the default); a request
     that continues or watches a run follows that run, whichever agent has it."""
     try:
         after = attach_cursor(body)
         received = received_count(body)
+        strategy = multitask_strategy(body)
     except ClientError as exc:
         raise HttpProblem(422, exc.message) from None
     refs = [(entry, parse_interrupt_id(entry.interrupt_id)) for entry in body.resume or []]
@@ -80,7 +84,15 @@ async def plan_run(
             "stream to resume; resume with forwardedProps.loopgate.attach (or by answering the "
             "same tool approvals again)",
         )
-    info, context = await start_run(service, body, traceparent, tracestate, agent=agent)
+    info, context = await start_run(
+        service,
+        body,
+        traceparent,
+        tracestate,
+        agent=agent,
+        strategy=strategy,
+        thread_wait_s=thread_wait_s,
+    )
     return RunPlan(info, context, 0, drives=True)
 
 
@@ -164,6 +176,8 @@ async def start_run(
     tracestate: str | None = None,
     *,
     agent: str | None = None,
+    strategy: MultitaskStrategy | None = None,
+    thread_wait_s: float = 60.0,
 ) -> tuple[RunInfo, ProjectorContext]:
     history = to_history(body)
     for entry in body.resume or []:
@@ -171,18 +185,22 @@ async def start_run(
     metadata: dict[str, Any] = {"protocol": "agui"}
     if body.parent_run_id:
         metadata["parentRunId"] = body.parent_run_id
-    info = await service.start(
-        StartRun(
-            input=history,
-            run_id=body.run_id,
-            thread_id=body.thread_id,
-            client_tools=client_tools(body),
-            metadata=metadata,
-            traceparent=traceparent,
-            tracestate=tracestate,
-            agent=agent,
-        )
+    request = StartRun(
+        input=history,
+        run_id=body.run_id,
+        thread_id=body.thread_id,
+        client_tools=client_tools(body),
+        metadata=metadata,
+        traceparent=traceparent,
+        tracestate=tracestate,
+        agent=agent,
+        multitask_strategy=strategy,
     )
+    # The client sends the whole conversation: nothing of the thread's is added to it.
+    if strategy is None:
+        info = await service.start(request)
+    else:
+        info = await start_on_thread(service, request, thread_wait_s)
     return info, projector_context(info, body)
 
 

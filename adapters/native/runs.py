@@ -19,12 +19,13 @@ from ...contracts.contract import contract_bytes
 from ...contracts.gateway_events import Decision
 from ...contracts.limits import EndpointLimits
 from ...contracts.messages import Message
-from ...contracts.ports import CommandResult, RunInfo, RunService, StartRun
+from ...contracts.ports import CommandResult, MultitaskStrategy, RunInfo, RunService, StartRun
 from ..shared.body import decode_json, read_body
 from ..shared.endpoint import guarded
+from ..shared.multitask import start_on_thread
 from ..shared.numbers import int_param
 from ..shared.problem import HttpProblem
-from ..shared.threads import ThreadBusy, thread_start
+from ..shared.threads import ThreadBusy
 
 JSON = "application/json"
 _RUN_ID = re.compile(r"[A-Za-z0-9_.:-]{1,128}")
@@ -78,6 +79,14 @@ class StartBody(msgspec.Struct, kw_only=True, forbid_unknown_fields=True):
         about(
             "the agent to run (`GET /v1/agents`); none: the thread's agent when it has runs, "
             "else the default one"
+        ),
+    ] = None
+    multitask_strategy: Annotated[
+        MultitaskStrategy | None,
+        about(
+            "one run per `thread_id` at a time; when it has one going: `reject` (409), "
+            "`enqueue` (wait for its end), `interrupt` (cancel it, keep its output) or "
+            "`rollback` (cancel it, leave it out of the thread)"
         ),
     ] = None
 
@@ -171,6 +180,7 @@ def to_start_request(
         traceparent=traceparent,
         tracestate=tracestate,
         agent=body.agent,
+        multitask_strategy=body.multitask_strategy,
     )
 
 
@@ -185,8 +195,8 @@ def routes(service: RunService, limits: EndpointLimits) -> list[BaseRoute]:
         headers = request.headers
         start = to_start_request(body, headers.get("traceparent"), headers.get("tracestate"))
         try:
-            start = await thread_start(service, start)
-            info = await service.start(start)  # which claims the thread: ThreadBusy too
+            # Which claims the thread: ThreadBusy from the claim too.
+            info = await start_on_thread(service, start, limits.thread_wait_s)
         except ThreadBusy as exc:
             raise HttpProblem(409, exc.detail) from None
         return json_response(run_json(info), 201, {"location": f"/v1/runs/{info.id}"})

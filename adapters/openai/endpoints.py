@@ -22,6 +22,7 @@ from ...contracts.ports import RunInfo, RunService, StartRun
 from ...contracts.projector import ProjectorContext
 from ..shared.body import read_body
 from ..shared.follow import CONNECTION, EventStream, FollowPolicy, stream_policy
+from ..shared.multitask import start_on_thread
 from ..shared.projector import CLIENT_TOOLS
 from ..shared.stream import ResponseStream
 
@@ -88,7 +89,12 @@ def routes(adapter: OpenAIAdapter, service: RunService, limits: EndpointLimits) 
         agent = (await model_table(service)).get(body.model)
         if agent is None:
             raise unknown_model(body.model, "model")
-        info = await service.start(start_request(body, request, agent or None))
+        start = start_request(body, request, agent or None)
+        # The client sends the whole conversation: nothing of the thread's is added to it.
+        if start.multitask_strategy is None:
+            info = await service.start(start)
+        else:
+            info = await start_on_thread(service, start, limits.thread_wait_s)
         context = projector_context(info, body)
         headers = {RUN_HEADER: info.id}
 
@@ -151,6 +157,7 @@ def start_request(body: ChatRequest, request: Request, agent: str | None = None)
         traceparent=request.headers.get("traceparent"),
         tracestate=request.headers.get("tracestate"),
         agent=agent,
+        multitask_strategy=ours.multitask_strategy if ours is not None else None,
     )
 
 

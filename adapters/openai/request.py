@@ -14,6 +14,7 @@ import msgspec
 
 from ...contracts import parts
 from ...contracts.messages import Message, ToolSpec
+from ...contracts.ports import MultitaskStrategy
 from ..shared.chat import AssistantToolCall, to_tool_calls
 
 # What OpenAI accepts as a function's name.
@@ -106,6 +107,8 @@ class LoopgateOptions(msgspec.Struct, kw_only=True, forbid_unknown_fields=True):
     config: dict[str, Any] | None = None
     approval: Literal["auto", "always", "never"] | None = None
     thread_id: str | None = None
+    # One run per thread at a time (adapters/shared/multitask.py): what to do when it has one.
+    multitask_strategy: MultitaskStrategy | None = None
 
 
 class ChatRequest(msgspec.Struct, kw_only=True):

@@ -98,6 +98,7 @@ def problem_for(exc: Exception) -> HttpProblem | None:
         RunNotFound,
         RunNotIngest,
         RunTooLarge,
+        ThreadBusy,
         Unavailable,
     )
 
@@ -118,7 +119,7 @@ def problem_for(exc: Exception) -> HttpProblem | None:
         return HttpProblem(503, detail, headers={"retry-after": str(exc.retry_after)})
     if isinstance(exc, LimitReached):
         return HttpProblem(429, detail, headers={"retry-after": str(exc.retry_after)})
-    if isinstance(exc, RunExists | RunFinished | RunNotIngest):
+    if isinstance(exc, RunExists | RunFinished | RunNotIngest | ThreadBusy):
         return HttpProblem(409, detail)
     # ClientError: validation in our words (LoopConfig, replay names, envelopes…).
     return HttpProblem(422, detail)

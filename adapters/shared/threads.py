@@ -20,6 +20,8 @@ starts afresh.
 
 from __future__ import annotations
 
+from collections.abc import Collection
+
 import msgspec
 
 from ...contracts.history import Conversation, continued, conversation_after
@@ -30,12 +32,16 @@ from ...contracts.ports import RunInfo, RunService, StartRun, ThreadBusy
 __all__ = ["ThreadBusy", "conversation_after_run", "latest_run", "thread_start"]
 
 
-async def latest_run(service: RunService, thread_id: str) -> RunInfo | None:
-    """The thread's newest run once it has finished; None for a thread with no runs.
+async def latest_run(
+    service: RunService, thread_id: str, skip: Collection[str] = ()
+) -> RunInfo | None:
+    """The thread's newest run (of those not in ``skip``: runs rolled back) once it has
+    finished; None for a thread with no runs.
 
     Raises ThreadBusy while that run is still going.
     """
-    runs = await service.list_runs(limit=1, thread_id=thread_id)
+    runs = await service.list_runs(limit=len(skip) + 1, thread_id=thread_id)
+    runs = [run for run in runs if run.id not in skip]
     if not runs:
         return None
     if runs[0].state != "finished":
@@ -50,11 +56,15 @@ async def conversation_after_run(service: RunService, run: RunInfo) -> Conversat
 
 
 async def thread_start(
-    service: RunService, request: StartRun, content: Content | None = None
+    service: RunService,
+    request: StartRun,
+    content: Content | None = None,
+    skip: Collection[str] = (),
 ) -> StartRun:
     """``request`` as it is to be started: a prompt on a thread that has runs becomes the
-    thread's conversation with that prompt (or answer) added; anything else is unchanged.
-    ``content``: the prompt with its attachments, in place of the prompt string.
+    thread's conversation with that prompt (or answer) added (the runs in ``skip`` left out);
+    anything else is unchanged. ``content``: the prompt with its attachments, in place of the
+    prompt string.
 
     Raises ThreadBusy when the thread's latest run is still going.
     """
@@ -68,7 +78,7 @@ async def thread_start(
         or not prompt
     ):
         return request
-    run = await latest_run(service, request.thread_id)
+    run = await latest_run(service, request.thread_id, skip)
     if run is None:
         return msgspec.structs.replace(request, exclusive=True)
     conversation = await conversation_after_run(service, run)

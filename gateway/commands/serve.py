@@ -181,6 +181,22 @@ def add_setting_flags(p: argparse.ArgumentParser) -> None:
         help="cut off a client that accepts no bytes for this long (default 30)",
     )
     p.add_argument(
+        "--max-queued-runs",
+        dest="max_queued_runs",
+        type=int,
+        metavar="N",
+        help="loop runs past max_active_runs wait, queued, for room to run; 429 once N wait "
+        "(default 0: no queue)",
+    )
+    p.add_argument(
+        "--thread-wait",
+        dest="thread_wait_s",
+        type=float,
+        metavar="SECONDS",
+        help="how long a start with a multitask_strategy waits for its thread's turn before "
+        "it is refused 409 (default 60)",
+    )
+    p.add_argument(
         "--ws-compression",
         dest="ws_compression",
         action="store_true",
@@ -333,6 +349,8 @@ SETTING_FLAGS = (
     "console",
     "reload",
     "write_timeout_s",
+    "thread_wait_s",
+    "max_queued_runs",
     "ws_compression",
     "acp_remote_stdio_mcp",
     "journal",

@@ -47,6 +47,7 @@ from .commands import Commands
 from .delivery import Delivery, SubscriptionObserver
 from .ingest import Ingest
 from .loader import Loader
+from .queue import RunQueue, table_active
 from .remote import Remote
 from .run import Producer, Run, RunSubscription, new_record
 from .shutdown import stop_runs
@@ -93,6 +94,9 @@ class Hub:
         self.threads = Threads(settings, self.table, journal, clock, roster)
         self.ingest = Ingest(self)
         self.commands = Commands(self)
+        self.queue = RunQueue(
+            settings.max_active_runs, settings.max_queued_runs, table_active(self)
+        )
         self._durable = journal.durable
         journal.on_commit = self._committed
         # A journal other instances share (Redis): their runs are served here too, as remote
@@ -303,10 +307,8 @@ class Hub:
         if run_id in table or await self.journal.load_run(run_id) is not None:
             raise RunExists(run_id)
         table.reuse(run_id)
-        if table.active >= self.settings.max_active_runs:
-            raise LimitReached(
-                f"too many active runs (limit {self.settings.max_active_runs}); retry later"
-            )
+        # Room to run now, or a place in the queue (loop runs of a local journal; 429 past it).
+        goes = self.queue.admit(request.source == "loop" and self.remote is None)
         if request.thread_id and request.thread_id != run_id:
             await self.threads.check(request.thread_id)
         tickets: list[access.Ticket] = []
@@ -349,14 +351,14 @@ class Hub:
         table.active += 1
         table.started += 1
         self.journal.record_run(record)
-        run.producer = source.producer(self, run, prepared)
+        run.producer = self.queue.producer(self, run, source.producer(self, run, prepared), goes)
         assert self._tg is not None
         self._tg.start_soon(self._produce, run, run.producer)
         # A created run survives a crash (its events may not have yet: they get their own
         # commits, and an ingest push is acknowledged only after its commit).
         await self.journal.flush()
         audit("run_started", principal, run_id=run_id, thread_id=record.thread_id)
-        return run.info()
+        return self.queue.info(run)
 
     async def _produce(self, run: Run, producer: Producer) -> None:
         try:
@@ -374,12 +376,12 @@ class Hub:
             run.producer = None
 
     async def get(self, run_id: str) -> RunInfo:
-        return (await self.visible(run_id)).info()
+        return self.queue.info(await self.visible(run_id))
 
     async def list_runs(self, *, limit: int = 100, thread_id: str | None = None) -> list[RunInfo]:
         owner = access.owner_filter()
         infos = {
-            r.id: r.info()
+            r.id: self.queue.info(r)
             for r in self.table.runs()
             if (thread_id is None or r.record.thread_id == thread_id)
             and (owner is None or r.record.owner == owner)

@@ -1,0 +1,77 @@
+"""One run per thread at a time: what a start does when its thread has a run going.
+
+A start that names a ``multitask_strategy`` (and a thread) is ``exclusive``: the run service
+claims the thread for it, atomically across instances sharing a journal. When the thread is
+taken (ThreadBusy, from the adapter's look-up or from the claim):
+
+- ``reject``: refused, ThreadBusy (409 in every HTTP protocol), as exclusive starts always were;
+- ``enqueue``: the start waits for the running run's terminal event, then goes on from the
+  conversation it ended with;
+- ``interrupt``: the running run is cancelled (its output stays in the thread), then as enqueue;
+- ``rollback``: the running run is cancelled and left out of the conversation: the new run goes
+  on from the thread as it was before it (the run itself stays listed, ``cancelled``).
+
+Every wait is bounded by ``thread_wait_s`` (EndpointLimits): past it the start is refused as
+ThreadBusy naming the run still going. Only ports are used, so the same holds wherever the run
+going is served from (this instance, or another one sharing the journal).
+"""
+
+from __future__ import annotations
+
+import anyio
+import msgspec
+
+from ...contracts.ports import CutOff, RunInfo, RunService, StartRun, ThreadBusy
+from .threads import thread_start
+
+__all__ = ["start_on_thread"]
+
+# A wait for a run's end re-reads its record this often when its stream says nothing.
+_IDLE_S = 1.0
+
+
+async def start_on_thread(service: RunService, request: StartRun, wait_s: float) -> RunInfo:
+    """Start ``request`` as its ``multitask_strategy`` says (None: as before strategies)."""
+    strategy, thread_id = request.multitask_strategy, request.thread_id
+    if strategy is None or thread_id is None:
+        return await service.start(await thread_start(service, request))
+    request = msgspec.structs.replace(request, exclusive=True)
+    skipped: set[str] = set()
+    busy: ThreadBusy | None = None
+    with anyio.move_on_after(wait_s):
+        while True:
+            try:
+                await _check_free(service, thread_id, skipped)
+                return await service.start(await thread_start(service, request, skip=skipped))
+            except ThreadBusy as exc:
+                busy = exc
+            if strategy == "reject":
+                raise busy
+            if strategy in ("interrupt", "rollback"):
+                await service.cancel(busy.run_id)
+            if strategy == "rollback":
+                skipped.add(busy.run_id)
+            await _ended(service, busy.run_id)
+    assert busy is not None  # only a wait can run out of time
+    raise ThreadBusy(thread_id, busy.run_id)
+
+
+async def _check_free(service: RunService, thread_id: str, skipped: set[str]) -> None:
+    """ThreadBusy while the thread's newest run (one started without a strategy, which claims
+    nothing, included) is still going."""
+    runs = await service.list_runs(limit=len(skipped) + 1, thread_id=thread_id)
+    for run in runs:
+        if run.state != "finished":
+            raise ThreadBusy(thread_id, run.id)
+
+
+async def _ended(service: RunService, run_id: str) -> None:
+    """Return once the run has ended (its terminal event is out)."""
+    while (info := await service.get(run_id)).state != "finished":
+        try:
+            async with service.subscribe(run_id, after=info.last_seq) as sub:
+                while not sub.done:
+                    await sub.next_batch(_IDLE_S)
+            return
+        except CutOff:
+            continue  # read its record again and follow on from there
