@@ -119,10 +119,6 @@ class Hub:
     def roster(self, roster: Agents | None) -> None:
         self.threads.roster = roster
 
-    @property
-    def subscription_observers(self) -> list[SubscriptionObserver]:
-        return self.delivery.observers
-
     # --- lifecycle ----------------------------------------------------------------------
 
     async def __aenter__(self) -> Hub:

@@ -1,7 +1,7 @@
 """Telemetry as one more consumer of the hub: runs, model requests, tool calls and delivery.
 
 :class:`Telemetry` hooks into a hub (``run_observers``, a traced run's ``observers`` and
-``on_finish``, ``subscription_observers``), feeds a traced run's events to its
+``on_finish``, ``delivery.observers``), feeds a traced run's events to its
 :class:`~gateway.telemetry.projector.TraceProjector` and turns the records into spans of the
 SDK tracer provider it was given (``gateway/telemetry/spans.py``). Every hook swallows its own
 failures: telemetry never affects a run.
@@ -101,7 +101,7 @@ class Telemetry:
         self._clock = hub.clock
         self._hub = hub
         hub.run_observers.append(self.run_started)
-        hub.subscription_observers.append(self.subscription)
+        hub.delivery.observers.append(self.subscription)
         if self.metric_reader is not None:
             self.meters = hub_meters(hub, self.metric_reader, self.provider.resource)
 
