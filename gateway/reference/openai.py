@@ -29,6 +29,7 @@ from .openai_wire import (
     tool_to_wire,
     usage_chunk,
 )
+from .retry import parse_retry_after
 from .sse_decoder import SSEDecoder
 from .text_tags import TEXT_TOOLS_MODES, TextTagParser, TextToolsMode
 from .types import (
@@ -276,7 +277,10 @@ class OpenAIProvider:
         message = f"model server returned HTTP {status}"
         if detail:
             message += f": {detail}"
-        return ProviderError(message, retryable=retryable, status=status)
+        retry_after = parse_retry_after(response.headers.get("retry-after"))
+        return ProviderError(
+            message, retryable=retryable, status=status, retry_after_s=retry_after
+        )
 
 
 class _End(enum.Enum):

@@ -64,11 +64,20 @@ def tool_choice_to_wire(choice: str) -> str | dict[str, Any]:
 class ProviderError(Exception):
     """A model request failed. ``message`` is safe to show to clients (no internals)."""
 
-    def __init__(self, message: str, *, retryable: bool = False, status: int | None = None):
+    def __init__(
+        self,
+        message: str,
+        *,
+        retryable: bool = False,
+        status: int | None = None,
+        retry_after_s: float | None = None,
+    ):
         super().__init__(message)
         self.message = message
         self.retryable = retryable
         self.status = status
+        # How long the server asked to wait before trying again (its Retry-After), if it did.
+        self.retry_after_s = retry_after_s
 
 
 class ModelProvider(Protocol):
