@@ -194,9 +194,7 @@ def check_response_format(value: Any) -> None:
         raise ClientError(f"response_format must be an object, got {_type_name(value)}")
     kind = value.get("type")
     if kind not in RESPONSE_FORMAT_TYPES:
-        raise ClientError(
-            "response_format.type must be one of " + ", ".join(RESPONSE_FORMAT_TYPES)
-        )
+        raise ClientError("response_format.type must be one of " + ", ".join(RESPONSE_FORMAT_TYPES))
     if len(msgspec.json.encode(value)) > MAX_RESPONSE_FORMAT_BYTES:
         raise ClientError(f"response_format must be at most {MAX_RESPONSE_FORMAT_BYTES} bytes")
     if kind != "json_schema":

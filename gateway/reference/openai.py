@@ -278,9 +278,7 @@ class OpenAIProvider:
         if detail:
             message += f": {detail}"
         retry_after = parse_retry_after(response.headers.get("retry-after"))
-        return ProviderError(
-            message, retryable=retryable, status=status, retry_after_s=retry_after
-        )
+        return ProviderError(message, retryable=retryable, status=status, retry_after_s=retry_after)
 
 
 class _End(enum.Enum):

@@ -117,7 +117,7 @@ def test_every_limit_is_finite_by_default():
 
 
 def test_a_huge_max_rounds_is_refused():
-    with pytest.raises(ValueError, match="^max_rounds must be at most 1,000, got 1,000,000,000"):
+    with pytest.raises(ValueError, match=r"^max_rounds must be at most 1,000, got 1,000,000,000"):
         LoopConfig.from_dict({"max_rounds": 10**9})
 
 
