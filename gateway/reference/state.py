@@ -14,6 +14,7 @@ import anyio
 
 from ...contracts.messages import Message, ToolCall
 from .control import TurnControl
+from .stuck import StuckWatch
 from .truncation import bounded_messages
 from .types import EventSink, LoopContext, ToolResult
 
@@ -47,6 +48,7 @@ class TurnState:
         "scope",
         "server_names",
         "started",
+        "stuck",
         "text_length",
         "tool_choice",
         "tool_error_count",
@@ -90,6 +92,7 @@ class TurnState:
         self.rewrite: tuple[list[Message], int] | None = None
         self.tool_choice: str | None = None
         self.completion_retries = 0
+        self.stuck = StuckWatch(loop.config)
 
     def request_messages(self) -> list[Message]:
         """What the next model request sends: the history, or the view a hook made of it, with
