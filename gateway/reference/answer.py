@@ -1,6 +1,8 @@
 """A round without tool calls: the final answer, as ``before_completion`` lets it stand.
 
-A reply with no answer at all ends the turn as ``completion{failed, reason: "empty_response"}``.
+A reply with no answer at all ends the turn as ``completion{failed, reason: "empty_response"}``;
+a wrap-up reply that is only a tool call (wrap-up offers no tools, so it is not run) as
+``completion{failed, reason: "wrap_up_without_answer"}``: never an empty ``completed``.
 """
 
 from __future__ import annotations
@@ -14,6 +16,7 @@ from .streaming import Response
 NARRATE_CHUNK = 24
 # The completion reason of a turn whose final reply has no answer (seed 000's degenerate reply).
 EMPTY_RESPONSE = "empty_response"
+WRAP_UP_WITHOUT_ANSWER = "wrap_up_without_answer"
 
 
 async def final_answer(turn: TurnState, hooks: HookRunner, resp: Response) -> bool:
@@ -54,8 +57,7 @@ async def final_answer(turn: TurnState, hooks: HookRunner, resp: Response) -> bo
         for action in actions:
             if isinstance(action, Accept):
                 await hooks.announce("before_completion", action)
-    if not text.strip() and not resp.calls:
-        # (A wrap-up round's tool calls are not run, but the reply was not empty.)
+    if not text.strip():
         await _empty_answer(turn, resp, assistant)
         return True
     turn.history.append(assistant)
@@ -72,7 +74,16 @@ async def _empty_answer(turn: TurnState, resp: Response, assistant: Message) -> 
     else:
         what = "nothing" if not resp.text else "only whitespace"
     message = f"the model's reply had no answer and no tool call ({what})"
+    reason = EMPTY_RESPONSE
+    if resp.calls:
+        # Wrap-up offers no tools; the model called one anyway instead of answering.
+        names = ", ".join(dict.fromkeys(p.call.name for p in resp.calls))[:200]
+        message = (
+            f"the model's wrap-up reply was only a tool call ({names}), not run: wrap-up "
+            "offers no tools, and the model gave no answer"
+        )
+        reason = WRAP_UP_WITHOUT_ANSWER
     if turn.finish_reason == "length":
         message += "; it was cut off at the token limit"
     await turn.emit("error", {"message": message, "round": turn.round, "phase": "llm_response"})
-    await turn.finish("failed", EMPTY_RESPONSE)
+    await turn.finish("failed", reason)
