@@ -79,6 +79,11 @@ def _responded(
     if usage is not None:
         turn.prompt_tokens += usage.prompt_tokens or 0
         turn.completion_tokens += usage.completion_tokens or 0
+        price = turn.loop.price
+        if price is not None:
+            cost = price.cost(usage.prompt_tokens or 0, usage.completion_tokens or 0)
+            data["costUsd"] = cost
+            turn.cost_usd += cost
         for key, value in (
             ("promptTokens", usage.prompt_tokens),
             ("completionTokens", usage.completion_tokens),

@@ -33,6 +33,7 @@ class TurnState:
         "completion_tokens",
         "consecutive_errors",
         "control",
+        "cost_usd",
         "dedup",
         "done",
         "emit",
@@ -69,6 +70,7 @@ class TurnState:
         self.round = 0
         self.prompt_tokens = 0
         self.completion_tokens = 0
+        self.cost_usd = 0.0  # with a price for the model: what its responses cost, in USD
         self.consecutive_errors = 0
         self.tool_error_count = 0
         self.tool_names: list[str] = []
@@ -138,6 +140,8 @@ class TurnState:
         data = self.summary(status, reason)
         data["promptTokens"] = self.prompt_tokens
         data["completionTokens"] = self.completion_tokens
+        if self.loop.price is not None:
+            data["costUsd"] = round(self.cost_usd, 8)
         data["elapsedMs"] = self.elapsed_ms()
         if data["finishReason"] is None:
             del data["finishReason"]
