@@ -12,6 +12,7 @@ from .hook_runner import HookRunner
 from .hooks import MAX_COMPLETION_RETRIES, Accept, Narrate, Retry
 from .state import TurnState
 from .streaming import Response
+from .structured import REPAIR, SCHEMA_MISMATCH, answer_problem
 
 NARRATE_CHUNK = 24
 # The completion reason of a turn whose final reply has no answer (seed 000's degenerate reply).
@@ -32,6 +33,8 @@ async def final_answer(turn: TurnState, hooks: HookRunner, resp: Response) -> bo
         if text or resp.reasoning:
             turn.history.append(assistant)
         return False
+    if turn.cfg.response_format is not None and await _off_format(turn, resp, assistant):
+        return turn.done
     # Every hook is asked; retry > narrate > accept (hooks.COMPOSITION).
     actions = await hooks.call("before_completion", text)
     retry = next((a for a in actions if isinstance(a, Retry)), None)
@@ -87,3 +90,32 @@ async def _empty_answer(turn: TurnState, resp: Response, assistant: Message) -> 
         message += "; it was cut off at the token limit"
     await turn.emit("error", {"message": message, "round": turn.round, "phase": "llm_response"})
     await turn.finish("failed", reason)
+
+
+async def _off_format(turn: TurnState, resp: Response, assistant: Message) -> bool:
+    """Structured output: an answer not in the run's ``response_format`` gets one repair round,
+    then fails the turn. True = the answer is not accepted (``turn.done``: the turn is over)."""
+    response_format = turn.cfg.response_format
+    if response_format is None or not resp.text.strip():
+        return False  # no answer at all: an empty reply, said as such
+    problem = answer_problem(response_format, resp.text)
+    if problem is None:
+        return False
+    turn.history.append(assistant)
+    if not turn.schema_repaired:
+        turn.schema_repaired = True
+        turn.history.append(Message(role="user", content=REPAIR.format(problem=problem)))
+        await turn.emit(
+            "hook_action",
+            {
+                "hook": "structured_output",
+                "action": "retry",
+                "reason": f"{SCHEMA_MISMATCH}: {problem}",
+                "round": turn.round,
+            },
+        )
+        return True
+    message = f"the model's answer is not in the requested format: {problem}"
+    await turn.emit("error", {"message": message, "round": turn.round, "phase": "llm_response"})
+    await turn.finish("failed", SCHEMA_MISMATCH)
+    return True

@@ -56,6 +56,7 @@ async def _attempt(
         max_tokens=cfg.max_tokens,
         # A pre_step tool_choice means nothing to a request that offers no tools.
         tool_choice=turn.tool_choice if tools else None,
+        response_format=cfg.response_format,
     )
     streamed = await stream_response(turn, hooks, request)
     response = streamed.response(turn.round)

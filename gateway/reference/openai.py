@@ -162,6 +162,8 @@ class OpenAIProvider:
             body["max_tokens"] = request.max_tokens
         if request.tool_choice is not None:
             body["tool_choice"] = tool_choice_to_wire(request.tool_choice)
+        if request.response_format is not None:
+            body["response_format"] = request.response_format
         return body
 
     def _headers(self) -> dict[str, str]:

@@ -42,7 +42,8 @@ class RetryPlan:
         if not isinstance(cause, ProviderError) or not cause.retryable:
             return None, ""
         if streamed:
-            return None, "not retried: part of the reply had already been streamed"
+            # Said by llm_response (retryable, no retryInMs); the message stays the provider's.
+            return None, ""
         cfg = self._cfg
         if attempt >= cfg.retry_max_attempts:
             return None, f"gave up after {attempt} attempts"

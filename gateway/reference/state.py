@@ -46,6 +46,7 @@ class TurnState:
         "prompt_tokens",
         "rewrite",
         "round",
+        "schema_repaired",
         "scope",
         "server_names",
         "started",
@@ -94,6 +95,7 @@ class TurnState:
         self.rewrite: tuple[list[Message], int] | None = None
         self.tool_choice: str | None = None
         self.completion_retries = 0
+        self.schema_repaired = False  # structured output: the one repair round was used
         self.stuck = StuckWatch(loop.config)
 
     def request_messages(self) -> list[Message]:

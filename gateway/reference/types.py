@@ -52,6 +52,8 @@ class ModelRequest(msgspec.Struct, kw_only=True):
     max_tokens: int | None = None
     # "auto" | "none" | "required" | the name of one offered tool (see tool_choice_to_wire).
     tool_choice: str | None = None
+    # Structured output, as OpenAI's chat completions spell it (LoopConfig.response_format).
+    response_format: dict[str, Any] | None = None
 
 
 def tool_choice_to_wire(choice: str) -> str | dict[str, Any]:

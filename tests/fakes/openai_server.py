@@ -500,7 +500,26 @@ async def _parts(w: _Wire) -> None:
     await w.end()
 
 
+async def _json(w: _Wire) -> None:
+    """Structured output: answers ``{"n": 1}``, and ``{"n": "one"}`` once a user message says
+    the answer was not what was asked for (the loop's repair round)."""
+    messages = w.body.get("messages") or []
+    told = any(
+        m.get("role") == "user" and str(m.get("content", "")).startswith("Your answer is not")
+        for m in messages
+    )
+    await w.start()
+    await w.chunk({"role": "assistant", "content": ""})
+    for part in ['{"n": ', '"one"}' if told else "1}"]:
+        await w.chunk({"content": part})
+    await w.chunk({}, "stop")
+    await w.usage()
+    await w.done()
+    await w.end()
+
+
 SCENARIOS: dict[str, Script] = {
+    "json": _json,
     "agent": _agent,
     "text": _text,
     "reasoning": _reasoning,

@@ -85,10 +85,9 @@ async def test_a_reset_after_the_first_delta_is_not_retried(fake: FakeOpenAI, ba
     rec = await run(base_url, "cut")
     assert rec.terminal == rec.terminal | {"status": "failed", "reason": "provider_error"}
     assert rec.text() == "Hel"  # what clients saw stays; it is not streamed twice
-    assert rec.of("error")[0]["message"] == (
-        "model stream ended unexpectedly (not retried: part of the reply had already been streamed)"
-    )
-    assert "retryInMs" not in rec.of("llm_response")[0]
+    assert rec.of("error")[0]["message"] == "model stream ended unexpectedly"
+    failed = rec.of("llm_response")[0]
+    assert failed["retryable"] is True and "retryInMs" not in failed
     assert len(fake.requests) == 1
 
 
