@@ -249,7 +249,7 @@ class TraceProjector(RunProjector[Record]):
             if type(count) is int and 0 <= count <= INT64_MAX:
                 attrs[dst] = count
         cost = data.get("costUsd")
-        if type(cost) in (int, float) and 0 <= cost < 1e9:
+        if isinstance(cost, int | float) and not isinstance(cost, bool) and 0 <= cost < 1e9:
             attrs[COST_USD] = float(cost)
             self._cost_usd = (self._cost_usd or 0.0) + float(cost)
         if chat.first_delta is not None:
