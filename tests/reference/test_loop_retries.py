@@ -5,7 +5,6 @@ connection before and after the first delta."""
 from __future__ import annotations
 
 import random
-from collections.abc import Iterator
 
 import pytest
 
@@ -16,30 +15,11 @@ from loopgate.gateway.reference.openai import OpenAIProvider
 from loopgate.gateway.reference.retry import RetryPlan, parse_retry_after
 from loopgate.gateway.reference.types import LoopContext, ProviderError
 from tests.fakes.openai_server import FakeOpenAI
-from tests.fakes.servers import serve_app
 from tests.reference.loop_support import FakeExecutor, Recorder, check_stream, user
 
 pytestmark = pytest.mark.anyio
 
 FAST = LoopConfig(retry_initial_delay_ms=20, retry_max_delay_ms=2_000)
-
-
-@pytest.fixture(scope="module")
-def server() -> Iterator[tuple[FakeOpenAI, str]]:
-    fake = FakeOpenAI(stall_s=5.0)
-    with serve_app(fake.app) as url:
-        yield fake, f"{url}/v1"
-
-
-@pytest.fixture
-def fake(server: tuple[FakeOpenAI, str]) -> FakeOpenAI:
-    server[0].clear()
-    return server[0]
-
-
-@pytest.fixture
-def base_url(server: tuple[FakeOpenAI, str]) -> str:
-    return server[1]
 
 
 async def run(base_url: str, scenario: str, config: LoopConfig = FAST, hooks=None) -> Recorder:
