@@ -90,8 +90,9 @@ class StageComplete(Payload):
     completion_tokens: int | None = None
 
 
-BudgetKind = Literal["rounds", "tokens"]
-BUDGET_KINDS = ("rounds", "tokens")
+# "repetition": the loop stopped a run stuck repeating its tool calls (issue 36).
+BudgetKind = Literal["rounds", "tokens", "repetition"]
+BUDGET_KINDS = ("rounds", "tokens", "repetition")
 
 
 class BudgetExhausted(Payload):

@@ -12,7 +12,7 @@ import difflib
 import json
 import re
 import tomllib
-from collections.abc import Mapping
+from collections.abc import Callable, Mapping
 from dataclasses import dataclass, field
 from typing import Any, Literal, get_args, get_origin
 
@@ -21,7 +21,9 @@ import msgspec
 from ..contracts.agents import check_agent_name
 from ..contracts.client_errors import ClientError
 from .agents.spec import AgentSpec
+from .plugs.operator_hooks import HookRules
 from .reference.config import LoopConfig
+from .reference.cost import price_table
 from .settings import (
     ENV_PREFIX,
     EXCLUSIVE,
@@ -32,6 +34,12 @@ from .settings import (
 
 CONFIG_ENV = "LOOPGATE_CONFIG"
 FIELDS = {f.name: f.type for f in msgspec.structs.fields(Settings)}
+# Tables checked whole at start, their problems said with the file's line: the operator's
+# hook rules and prices.
+TABLE_CHECKS: dict[str, Callable[[dict[str, Any]], object]] = {
+    "hook_rules": HookRules.from_value,
+    "prices": price_table,
+}
 AGENT_FIELDS = {f.name: f.type for f in msgspec.structs.fields(AgentSpec)}
 # Settings whose values are credentials: never printed (config show) nor echoed in errors.
 SECRETS = frozenset({"token", "openai_api_key", "loop_token"})
@@ -109,6 +117,13 @@ def parse_config(text: str, path: str) -> ConfigFile:
             problems += check_loop_config(config, value)
         elif key == "agents":
             problems += check_agents(config, value)
+        elif key in TABLE_CHECKS and isinstance(value, dict):
+            try:
+                TABLE_CHECKS[key](value)
+            except ValueError as exc:
+                problems.append(config.problem(key, str(exc).removeprefix(f"{key}: ")))
+            else:
+                config.values[key] = value
         else:
             wrong = type_problem(key, FIELDS[key], value)
             if wrong:

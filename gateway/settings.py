@@ -150,6 +150,13 @@ class Settings(msgspec.Struct, kw_only=True, forbid_unknown_fields=True):
     # The reference loop as an agent: its tools and prompt.
     tools: list[str] = msgspec.field(default_factory=list)  # modules of Python functions
     demo_tools: bool | None = None  # unset: with the scripted model only
+    # Modules of hook objects (the six LoopHooks methods) every run of the reference loop, of
+    # every agent, gets (docs/reference-loop.md#hooks-for-operators).
+    hooks: list[str] = msgspec.field(default_factory=list)
+    # Hooks without code: deny_tools, approve_tools, max_result_chars, system_note.
+    hook_rules: dict[str, Any] = msgspec.field(default_factory=dict)
+    # USD per million tokens by model name ({input, output}): usage then carries costUsd.
+    prices: dict[str, Any] = msgspec.field(default_factory=dict)
     system_prompt: str | None = None  # the system message of every run
     system_prompt_file: str | None = None  # the same, from a file
     mcp: list[str] = msgspec.field(default_factory=list)  # MCP servers to spawn (stdio)
@@ -350,6 +357,7 @@ LIST_FIELDS = (
     "allowed_origins",
     "allowed_hosts",
     "tools",
+    "hooks",
     "mcp_url",
     "trusted_proxies",
     "proxy_admin_groups",

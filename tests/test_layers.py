@@ -127,6 +127,7 @@ RUNTIME_DISTRIBUTIONS = {
     "h11": "h11",
     "httpx": "httpx",
     "json_repair": "json-repair",
+    "jsonschema": "jsonschema",
     "jwt": "PyJWT[crypto]",  # as declared, with its extra
     "msgspec": "msgspec",
     "opentelemetry": "opentelemetry-sdk",

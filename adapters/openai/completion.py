@@ -16,12 +16,25 @@ from .wire import (
     Completion,
     CompletionChoice,
     ErrorBody,
+    Event,
     Piece,
     ResponseMessage,
     StreamError,
     Usage,
     WireMessage,
 )
+
+
+def _discards_answer(event: Event) -> bool:
+    """The loop's structured output asked for a repair: the answer so far is not the answer
+    (a streaming client saw it; a whole answer holds only what follows)."""
+    data = event.data
+    return (
+        event.kind == "hook_action"
+        and isinstance(data, dict)
+        and data.get("hook") == "structured_output"
+        and data.get("action") == "retry"
+    )
 
 
 def fold(messages: list[WireMessage]) -> Completion | ErrorBody:
@@ -41,12 +54,16 @@ def fold(messages: list[WireMessage]) -> Completion | ErrorBody:
             continue
         if isinstance(message, Carried):
             events.append(message.event)
+            if _discards_answer(message.event):
+                content.clear()
             continue
         if not isinstance(message, Chunk):
             continue
         first = first or message
         if message.loopgate is not UNSET:
             events.append(message.loopgate)
+            if _discards_answer(message.loopgate):
+                content.clear()
         if message.usage is not UNSET:
             usage = message.usage
         for choice in message.choices:

@@ -1,9 +1,10 @@
 """The body of ``POST /v1/chat/completions`` and what it becomes: a run of the loop.
 
 Validated with msgspec at the edge, so a malformed request is a 400 naming the field before any
-run starts. Fields loopgate has no use for (``stop``, ``seed``, ``response_format``, ``user``…)
-are accepted and ignored, as OpenAI-compatible servers do; every field may be ``null``, as
-clients that send every parameter write an unset one.
+run starts. ``response_format`` (``json_object``, ``json_schema``) becomes the run's structured
+output. Fields loopgate has no use for (``stop``, ``seed``, ``user``…) are accepted and
+ignored, as OpenAI-compatible servers do; every field may be ``null``, as clients that send
+every parameter write an unset one.
 """
 
 from __future__ import annotations
@@ -122,6 +123,8 @@ class ChatRequest(msgspec.Struct, kw_only=True):
     max_tokens: Annotated[int, msgspec.Meta(ge=1)] | None = None
     max_completion_tokens: Annotated[int, msgspec.Meta(ge=1)] | None = None
     n: int | None = None
+    # {"type": "text" | "json_object" | "json_schema", "json_schema": {...}}: checked by the loop.
+    response_format: dict[str, Any] | None = None
     loopgate: LoopgateOptions | None = None
 
 
@@ -239,6 +242,9 @@ def run_config(body: ChatRequest) -> dict[str, Any]:
     limit = body.max_completion_tokens or body.max_tokens
     if limit is not None:
         config["max_tokens"] = limit
+    response_format = body.response_format
+    if response_format is not None and response_format.get("type") != "text":
+        config["response_format"] = response_format
     return config
 
 

@@ -78,6 +78,9 @@ class ChatRequest(msgspec.Struct, kw_only=True, rename="camel"):
     trigger: Literal["submit-message", "regenerate-message"] = "submit-message"
     message_id: str | None = None
     tools: list[ClientTool] | None = None
+    # The AI SDK's responseFormat ({"type": "json", "schema"?, "name"?}), sent in the
+    # transport's body: the run's structured output.
+    response_format: dict[str, Any] | None = None
     loopgate: LoopgateOptions | None = None
 
 
@@ -85,6 +88,9 @@ def check(body: ChatRequest) -> None:
     """What the types cannot say. Raises :class:`ClientError`."""
     if not body.messages:
         raise ClientError("messages must hold at least one message")
+    wanted = body.response_format
+    if wanted is not None and wanted.get("type") not in ("text", "json"):
+        raise ClientError('responseFormat.type must be "text" or "json"')
     names = [tool.name for tool in body.tools or []]
     twice = sorted({name for name in names if names.count(name) > 1})
     if twice:
@@ -253,4 +259,14 @@ def client_tools(body: ChatRequest) -> list[ToolSpec]:
 
 def run_config(body: ChatRequest) -> dict[str, Any]:
     ours = body.loopgate
-    return dict(ours.config or {}) if ours is not None else {}
+    config = dict(ours.config or {}) if ours is not None else {}
+    wanted = body.response_format
+    if wanted is not None and wanted.get("type") == "json":
+        schema = wanted.get("schema")
+        if schema is None:
+            config["response_format"] = {"type": "json_object"}
+        else:
+            name = wanted.get("name") if isinstance(wanted.get("name"), str) else None
+            spec = {"name": name or "response", "schema": schema}
+            config["response_format"] = {"type": "json_schema", "json_schema": spec}
+    return config

@@ -35,6 +35,7 @@ LOOP_SETTINGS = (
     "loop_runner",
     "accepts",
     "tools",
+    "hooks",
     "demo_tools",
     "system_prompt",
     "system_prompt_file",
@@ -102,6 +103,13 @@ def add_loop_flags(p: argparse.ArgumentParser) -> None:
         metavar="MODULE",
         help="a module whose functions become tools (type hints and docstring make the "
         "schema; repeatable)",
+    )
+    ref.add_argument(
+        "--hooks",
+        action="append",
+        metavar="MODULE",
+        help="a module of hook objects (pre_step, post_tool_result, on_request_error, "
+        "before_completion, on_stream_chunk, tool_made_progress) every run gets (repeatable)",
     )
     ref.add_argument(
         "--demo-tools",

@@ -9,6 +9,7 @@ from typing import Any
 from ...contracts.client_errors import client_message
 from ...contracts.loop import AgentLoop, LoopFault, LoopRequest
 from ...contracts.parts import AttachmentLimits
+from ..reference.cost import price_table
 from ..reference.providers import make_provider
 from ..reference.tools import DemoTools
 from ..reference.types import ModelProvider, ToolExecutor
@@ -17,6 +18,7 @@ from ..tools.functions import FunctionTools
 from ..tools.mcp_specs import McpOptions, McpServerSpec, ToolSourceError
 from ..tools.sources import ToolSources
 from .http import HttpLoop
+from .operator_hooks import HookRules, RuledTools, hooks_from_module
 from .python import load_object, python_loop
 from .reference import ReferenceLoop, RunScope, ToolSet
 from .source import LoopGuards
@@ -110,11 +112,16 @@ def reference_loop(
     (``--tools``), MCP servers (``--mcp``, ``--mcp-url``) and each thread's own MCP servers."""
     provider = provider or provider_from_settings(settings)
     sources = tool_sources(settings)
+    rules = HookRules.from_value(settings.hook_rules)
+    hooks = [h for module in settings.hooks for h in hooks_from_module(module)]
+    hooks += rules.hooks()
+    ruled = bool(rules.deny_tools or rules.approve_tools)
 
     async def tools_for(request: LoopRequest) -> ToolSet:
         try:
             specs = [McpServerSpec.from_acp(entry) for entry in request.mcp_servers]
-            return await sources.for_thread(request.thread_id, specs)
+            tools = await sources.for_thread(request.thread_id, specs)
+            return RuledTools(tools, rules) if ruled else tools
         except ValueError as exc:  # our own words: a bad entry, two tools with one name
             message = client_message(exc)
             if message is None:
@@ -133,6 +140,9 @@ def reference_loop(
         close=sources.aclose,
         release_thread=sources.close_thread,
         scope=scope,
+        hooks=hooks,
+        must_approve=rules.needs_approval if rules.approve_tools else None,
+        price=price_table(settings.prices).get(provider.model),
     )
 
 

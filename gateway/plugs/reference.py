@@ -3,7 +3,7 @@
 from __future__ import annotations
 
 import logging
-from collections.abc import Awaitable, Callable
+from collections.abc import Awaitable, Callable, Sequence
 from contextlib import AbstractContextManager
 from functools import partial
 from typing import Any, Protocol
@@ -14,6 +14,8 @@ from ...contracts.messages import Message, ToolCall
 from ..reference.config import LoopConfig
 from ..reference.control import TurnControl
 from ..reference.core import CoreLoop
+from ..reference.cost import Price
+from ..reference.hooks import LoopHooks
 from ..reference.types import (
     ModelProvider,
     PermissionDecision,
@@ -42,14 +44,24 @@ ToolsFor = Callable[[LoopRequest], Awaitable[ToolSet]]
 
 
 class ContextPermissionGate:
-    """The CoreLoop's permission gate, asking through the run context."""
+    """The CoreLoop's permission gate, asking through the run context. ``must_approve``: the
+    operator's tools to approve (``hook_rules.approve_tools``), whatever the run's mode."""
 
-    def __init__(self, ctx: RunContext, tools: ToolSet, mode: str) -> None:
+    def __init__(
+        self,
+        ctx: RunContext,
+        tools: ToolSet,
+        mode: str,
+        must_approve: Callable[[str], bool] | None = None,
+    ) -> None:
         self.ctx = ctx
         self.tools = tools
         self.mode = mode
+        self.must_approve = must_approve
 
     def needs_approval(self, call: ToolCall) -> bool:
+        if self.must_approve is not None and self.must_approve(call.name):
+            return True
         if self.mode == "never":
             return False
         return self.mode == "always" or self.tools.needs_approval(call)
@@ -84,9 +96,16 @@ class ReferenceLoop:
         close: Callable[[], Awaitable[None]] | None = None,
         release_thread: Callable[[str], Awaitable[None]] | None = None,
         scope: RunScope | None = None,
+        hooks: Sequence[LoopHooks] = (),
+        must_approve: Callable[[str], bool] | None = None,
+        price: Price | None = None,
     ) -> None:
         self.provider = provider
         self.tools_for = tools_for
+        # The operator's hooks (--hooks, [hook_rules]): every run's, in this order.
+        self.hooks = list(hooks)
+        self.must_approve = must_approve
+        self.price = price
         self.system_prompt = system_prompt
         self._start = start
         self._close = close
@@ -145,7 +164,11 @@ class ReferenceRun:
                 self.loop.provider,
                 tools,
                 config=self.config,
-                permissions=ContextPermissionGate(self.ctx, tools, request.approval),
+                hooks=self.loop.hooks,
+                permissions=ContextPermissionGate(
+                    self.ctx, tools, request.approval, self.loop.must_approve
+                ),
+                price=self.loop.price,
                 client_tools=request.tools,
                 scope=scope,
                 principal=request.principal,

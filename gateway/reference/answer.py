@@ -1,6 +1,8 @@
 """A round without tool calls: the final answer, as ``before_completion`` lets it stand.
 
-A reply with no answer at all ends the turn as ``completion{failed, reason: "empty_response"}``.
+A reply with no answer at all ends the turn as ``completion{failed, reason: "empty_response"}``;
+a wrap-up reply that is only a tool call (wrap-up offers no tools, so it is not run) as
+``completion{failed, reason: "wrap_up_without_answer"}``: never an empty ``completed``.
 """
 
 from __future__ import annotations
@@ -10,10 +12,12 @@ from .hook_runner import HookRunner
 from .hooks import MAX_COMPLETION_RETRIES, Accept, Narrate, Retry
 from .state import TurnState
 from .streaming import Response
+from .structured import REPAIR, SCHEMA_MISMATCH, answer_problem
 
 NARRATE_CHUNK = 24
 # The completion reason of a turn whose final reply has no answer (seed 000's degenerate reply).
 EMPTY_RESPONSE = "empty_response"
+WRAP_UP_WITHOUT_ANSWER = "wrap_up_without_answer"
 
 
 async def final_answer(turn: TurnState, hooks: HookRunner, resp: Response) -> bool:
@@ -29,6 +33,8 @@ async def final_answer(turn: TurnState, hooks: HookRunner, resp: Response) -> bo
         if text or resp.reasoning:
             turn.history.append(assistant)
         return False
+    if turn.cfg.response_format is not None and await _off_format(turn, resp, assistant):
+        return turn.done
     # Every hook is asked; retry > narrate > accept (hooks.COMPOSITION).
     actions = await hooks.call("before_completion", text)
     retry = next((a for a in actions if isinstance(a, Retry)), None)
@@ -54,8 +60,7 @@ async def final_answer(turn: TurnState, hooks: HookRunner, resp: Response) -> bo
         for action in actions:
             if isinstance(action, Accept):
                 await hooks.announce("before_completion", action)
-    if not text.strip() and not resp.calls:
-        # (A wrap-up round's tool calls are not run, but the reply was not empty.)
+    if not text.strip():
         await _empty_answer(turn, resp, assistant)
         return True
     turn.history.append(assistant)
@@ -72,7 +77,45 @@ async def _empty_answer(turn: TurnState, resp: Response, assistant: Message) -> 
     else:
         what = "nothing" if not resp.text else "only whitespace"
     message = f"the model's reply had no answer and no tool call ({what})"
+    reason = EMPTY_RESPONSE
+    if resp.calls:
+        # Wrap-up offers no tools; the model called one anyway instead of answering.
+        names = ", ".join(dict.fromkeys(p.call.name for p in resp.calls))[:200]
+        message = (
+            f"the model's wrap-up reply was only a tool call ({names}), not run: wrap-up "
+            "offers no tools, and the model gave no answer"
+        )
+        reason = WRAP_UP_WITHOUT_ANSWER
     if turn.finish_reason == "length":
         message += "; it was cut off at the token limit"
     await turn.emit("error", {"message": message, "round": turn.round, "phase": "llm_response"})
-    await turn.finish("failed", EMPTY_RESPONSE)
+    await turn.finish("failed", reason)
+
+
+async def _off_format(turn: TurnState, resp: Response, assistant: Message) -> bool:
+    """Structured output: an answer not in the run's ``response_format`` gets one repair round,
+    then fails the turn. True = the answer is not accepted (``turn.done``: the turn is over)."""
+    response_format = turn.cfg.response_format
+    if response_format is None or not resp.text.strip():
+        return False  # no answer at all: an empty reply, said as such
+    problem = answer_problem(response_format, resp.text)
+    if problem is None:
+        return False
+    turn.history.append(assistant)
+    if not turn.schema_repaired:
+        turn.schema_repaired = True
+        turn.history.append(Message(role="user", content=REPAIR.format(problem=problem)))
+        await turn.emit(
+            "hook_action",
+            {
+                "hook": "structured_output",
+                "action": "retry",
+                "reason": f"{SCHEMA_MISMATCH}: {problem}",
+                "round": turn.round,
+            },
+        )
+        return True
+    message = f"the model's answer is not in the requested format: {problem}"
+    await turn.emit("error", {"message": message, "round": turn.round, "phase": "llm_response"})
+    await turn.finish("failed", SCHEMA_MISMATCH)
+    return True

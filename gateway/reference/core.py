@@ -15,6 +15,7 @@ from ...contracts.loop import LOCAL_LOOP_PRINCIPAL, LoopPrincipal
 from ...contracts.messages import Message, ToolSpec
 from .config import LoopConfig
 from .control import TurnControl
+from .cost import Price
 from .hooks import LoopHooks, NoHooks
 from .turn import Turn
 from .types import (
@@ -40,6 +41,7 @@ class CoreLoop:
         client_tools: Sequence[ToolSpec] = (),
         scope: SpanScope = no_scope,
         principal: LoopPrincipal = LOCAL_LOOP_PRINCIPAL,
+        price: Price | None = None,
     ) -> None:
         self.provider = provider
         self.executor = executor
@@ -51,6 +53,8 @@ class CoreLoop:
         self.scope = scope
         # Who the turns run for: every LoopContext (tools, hooks) carries it.
         self.principal = principal
+        # The provider's model's price: each response's usage then carries costUsd.
+        self.price = price
         server_names = {spec.name for spec in executor.specs()}
         clash = sorted(server_names & {spec.name for spec in self.client_tools})
         if clash:

@@ -130,6 +130,9 @@ class RoundSummary(msgspec.Struct, frozen=True, kw_only=True):
     deduplicated_count: int
     consecutive_tool_errors: int
     text_length: int
+    # "repeat" or "oscillation": the turn is stuck and was told so before; without a hook's
+    # Proceed it stops as budget_exhausted{kind: "repetition"}.
+    stuck: str | None = None
 
 
 class LoopHooks(Protocol):

@@ -31,6 +31,7 @@ from .openai_wire import (
     unread_parts,
     usage_chunk,
 )
+from .retry import parse_retry_after
 from .sse_decoder import SSEDecoder
 from .text_tags import TEXT_TOOLS_MODES, TextTagParser, TextToolsMode
 from .types import (
@@ -166,6 +167,8 @@ class OpenAIProvider:
             body["max_tokens"] = request.max_tokens
         if request.tool_choice is not None:
             body["tool_choice"] = tool_choice_to_wire(request.tool_choice)
+        if request.response_format is not None:
+            body["response_format"] = request.response_format
         return body
 
     def unread_attachments(self, messages: list[Message]) -> list[str]:
@@ -285,7 +288,8 @@ class OpenAIProvider:
         message = f"model server returned HTTP {status}"
         if detail:
             message += f": {detail}"
-        return ProviderError(message, retryable=retryable, status=status)
+        retry_after = parse_retry_after(response.headers.get("retry-after"))
+        return ProviderError(message, retryable=retryable, status=status, retry_after_s=retry_after)
 
 
 class _End(enum.Enum):

@@ -47,6 +47,8 @@ SCENARIOS = (
     "client tool",
     "big result",
     "forever",
+    "repeat call",
+    "oscillate",
     "unicode",
     "think",
     "plain",
@@ -402,6 +404,21 @@ class _Script:
             f"Stopping after {self.round} rounds of calculations; the last one gave "
             f"{self.observation(len(self.observations) - 1)}."
         )
+
+    def repeat_call(self) -> None:
+        """A stuck model: the same call every round, whatever it is told."""
+        if self.call("clock", {}):
+            self.reason_first("I should check the clock again.")
+            return
+        self.say(f"The clock said {self.observation(len(self.observations) - 1)}.")
+
+    def oscillate(self) -> None:
+        """A stuck model swinging between two calls: A, B, A, B …"""
+        expression = "1 + 1" if self.round % 2 == 0 else "2 + 2"
+        if self.call("calculate", {"expression": expression}):
+            self.reason_first(f"Let me check {expression} once more.")
+            return
+        self.say("1 + 1 = 2 and 2 + 2 = 4.")
 
     def provider_error(self) -> None:
         self.say(f"Let me start on “{self.topic}” — first, the")

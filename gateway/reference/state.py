@@ -14,6 +14,7 @@ import anyio
 
 from ...contracts.messages import Message, ToolCall
 from .control import TurnControl
+from .stuck import StuckWatch
 from .truncation import bounded_messages
 from .types import EventSink, LoopContext, ToolResult
 
@@ -32,6 +33,7 @@ class TurnState:
         "completion_tokens",
         "consecutive_errors",
         "control",
+        "cost_usd",
         "dedup",
         "done",
         "emit",
@@ -44,9 +46,11 @@ class TurnState:
         "prompt_tokens",
         "rewrite",
         "round",
+        "schema_repaired",
         "scope",
         "server_names",
         "started",
+        "stuck",
         "text_length",
         "tool_choice",
         "tool_error_count",
@@ -67,6 +71,7 @@ class TurnState:
         self.round = 0
         self.prompt_tokens = 0
         self.completion_tokens = 0
+        self.cost_usd = 0.0  # with a price for the model: what its responses cost, in USD
         self.consecutive_errors = 0
         self.tool_error_count = 0
         self.tool_names: list[str] = []
@@ -90,6 +95,8 @@ class TurnState:
         self.rewrite: tuple[list[Message], int] | None = None
         self.tool_choice: str | None = None
         self.completion_retries = 0
+        self.schema_repaired = False  # structured output: the one repair round was used
+        self.stuck = StuckWatch(loop.config)
 
     def request_messages(self) -> list[Message]:
         """What the next model request sends: the history, or the view a hook made of it, with
@@ -135,6 +142,8 @@ class TurnState:
         data = self.summary(status, reason)
         data["promptTokens"] = self.prompt_tokens
         data["completionTokens"] = self.completion_tokens
+        if self.loop.price is not None:
+            data["costUsd"] = round(self.cost_usd, 8)
         data["elapsedMs"] = self.elapsed_ms()
         if data["finishReason"] is None:
             del data["finishReason"]

@@ -11,9 +11,10 @@ from typing import Any
 
 from ...contracts.messages import Message
 from .hook_runner import HookRunner
-from .hooks import RoundSummary, Stop
+from .hooks import Proceed, RoundSummary, Stop
 from .state import TurnState
 from .streaming import ParsedCall, Response
+from .stuck import Pattern
 from .tool_calls import RoundOutcome, run_calls
 
 
@@ -48,7 +49,16 @@ async def run_tool_round(turn: TurnState, hooks: HookRunner, resp: Response) -> 
         status, reason, extra = end
         await turn.finish(status, reason, **extra)
         return True
-    if await _stopped(turn, hooks, resp, outcome):
+    stuck = await _stuck(turn, resp)
+    stopped, proceeded = await _stopped(turn, hooks, resp, outcome, stuck)
+    if stopped:
+        return True
+    if stuck is not None and not proceeded:
+        pattern, rounds = stuck
+        await turn.emit(
+            "budget_exhausted", {"kind": "repetition", "pattern": pattern, "rounds": rounds}
+        )
+        await turn.finish("budget_exhausted", f"repetition: {pattern} over {rounds} rounds")
         return True
     if turn.wrap_up:
         turn.wrap_up_tool_rounds += 1
@@ -91,10 +101,40 @@ def _turn_end(
     return None
 
 
+async def _stuck(turn: TurnState, resp: Response) -> tuple[Pattern, int] | None:
+    """The round's calls against the turn's: stuck for the first time, the model is told (a
+    system note after the results); stuck again, the pattern, for the turn to stop."""
+    found = turn.stuck.observe(resp.calls)
+    if found is None:
+        return None
+    if turn.stuck.told:
+        return found
+    turn.stuck.told = True
+    note = turn.stuck.note(*found)
+    turn.history.append(Message(role="system", content=note))
+    pattern, rounds = found
+    await turn.emit(
+        "hook_action",
+        {
+            "hook": "stuck_detection",
+            "action": "append",
+            "reason": f"{pattern} over {rounds} rounds",
+            "round": turn.round,
+            "value": [{"role": "system", "content": note[:300]}],
+        },
+    )
+    return None
+
+
 async def _stopped(
-    turn: TurnState, hooks: HookRunner, resp: Response, outcome: RoundOutcome
-) -> bool:
-    """``tool_made_progress`` on the round's summary. True = it stopped the turn."""
+    turn: TurnState,
+    hooks: HookRunner,
+    resp: Response,
+    outcome: RoundOutcome,
+    stuck: tuple[Pattern, int] | None,
+) -> tuple[bool, bool]:
+    """``tool_made_progress`` on the round's summary: (it stopped the turn, a hook answered
+    ``Proceed``)."""
     summary = RoundSummary(
         round=turn.round,
         tool_names=[p.call.name for p in resp.calls],
@@ -103,12 +143,15 @@ async def _stopped(
         deduplicated_count=outcome.deduped,
         consecutive_tool_errors=turn.consecutive_errors,
         text_length=len(resp.text),
+        stuck=None if stuck is None else stuck[0],
     )
+    proceeded = False
     for fn in hooks.each("tool_made_progress"):
         # In order; the first stop wins and the hooks after it are not asked.
         for action in await hooks.ask(fn, "tool_made_progress", summary):
             await hooks.announce("tool_made_progress", action)
             if isinstance(action, Stop):
                 await turn.finish("failed", f"stopped: {action.reason}".rstrip(": "))
-                return True
-    return False
+                return True, proceeded
+            proceeded = proceeded or isinstance(action, Proceed)
+    return False, proceeded

@@ -71,6 +71,8 @@ class ModelRequest(msgspec.Struct, kw_only=True):
     max_tokens: int | None = None
     # "auto" | "none" | "required" | the name of one offered tool (see tool_choice_to_wire).
     tool_choice: str | None = None
+    # Structured output, as OpenAI's chat completions spell it (LoopConfig.response_format).
+    response_format: dict[str, Any] | None = None
 
 
 def tool_choice_to_wire(choice: str) -> str | dict[str, Any]:
@@ -83,11 +85,20 @@ def tool_choice_to_wire(choice: str) -> str | dict[str, Any]:
 class ProviderError(Exception):
     """A model request failed. ``message`` is safe to show to clients (no internals)."""
 
-    def __init__(self, message: str, *, retryable: bool = False, status: int | None = None):
+    def __init__(
+        self,
+        message: str,
+        *,
+        retryable: bool = False,
+        status: int | None = None,
+        retry_after_s: float | None = None,
+    ):
         super().__init__(message)
         self.message = message
         self.retryable = retryable
         self.status = status
+        # How long the server asked to wait before trying again (its Retry-After), if it did.
+        self.retry_after_s = retry_after_s
 
 
 class ModelProvider(Protocol):

@@ -83,6 +83,9 @@ _COUNTS = (
     ("reasoningTokens", REASONING_TOKENS),
 )
 _json = msgspec.json.Encoder()
+# What a response (chat span) or a run cost, from the operator's price table; the GenAI
+# conventions have no cost attribute yet.
+COST_USD = "loopgate.usage.cost_usd"
 
 
 class _Chat:
@@ -109,6 +112,7 @@ class TraceProjector(RunProjector[Record]):
         "_approvals",
         "_chat",
         "_chats",
+        "_cost_usd",
         "_dropped",
         "_tool_calls",
         "_tools",
@@ -136,6 +140,7 @@ class TraceProjector(RunProjector[Record]):
         self.wants_deltas = False
         self._chat: _Chat | None = None
         self._chats = 0
+        self._cost_usd: float | None = None  # the responses' costUsd (a price table's), summed
         # Calls whose span is open: not every call in flight has one (max_open_spans).
         self._tools: set[str] = set()
         self._tool_calls = 0
@@ -243,6 +248,10 @@ class TraceProjector(RunProjector[Record]):
             count = data.get(src)
             if type(count) is int and 0 <= count <= INT64_MAX:
                 attrs[dst] = count
+        cost = data.get("costUsd")
+        if isinstance(cost, int | float) and not isinstance(cost, bool) and 0 <= cost < 1e9:
+            attrs[COST_USD] = float(cost)
+            self._cost_usd = (self._cost_usd or 0.0) + float(cost)
         if chat.first_delta is not None:
             attrs[FIRST_CHUNK] = (chat.first_delta - chat.start) / 1e9
         if self.content and (chat.text or chat.reasoning):
@@ -420,6 +429,8 @@ class TraceProjector(RunProjector[Record]):
         }
         if reason:
             attrs["loopgate.run.reason"] = reason
+        if self._cost_usd is not None:
+            attrs[COST_USD] = round(self._cost_usd, 8)
         if self.usage:
             input_tokens, output_tokens = self.usage_totals()
             attrs[INPUT_TOKENS] = min(input_tokens, INT64_MAX)

@@ -17,7 +17,8 @@ from __future__ import annotations
 
 import json
 import threading
-from collections.abc import Awaitable, Callable
+import time
+from collections.abc import Awaitable, Callable, Sequence
 from pathlib import Path
 from typing import Any
 
@@ -57,6 +58,18 @@ class RecordedRequest(msgspec.Struct):
     path: str
     headers: dict[str, str]  # lower-cased names
     body: Any
+    at: float = 0.0  # time.monotonic() when it arrived
+
+
+# Scenarios that fail their first requests and then answer, for retries: name → the failures,
+# in order (each "429" answers with Retry-After: 1, "503" plainly, "reset" drops the connection
+# before the first delta); the request after them streams the "text" scenario.
+FLAKY: dict[str, tuple[str, ...]] = {
+    "flaky-429": ("429",),
+    "flaky-503": ("503", "503"),
+    "flaky-reset": ("reset",),
+    "flaky-503-forever": ("503",) * 100,
+}
 
 
 class _Wire:
@@ -72,8 +85,10 @@ class _Wire:
         authorization: str,
         stall_s: float,
         body: Any = None,
+        earlier: int = 0,
     ) -> None:
         self.body = body if isinstance(body, dict) else {}
+        self.earlier = earlier  # requests for this scenario before this one
         self._send = send
         self._receive = receive
         self.model = model
@@ -81,7 +96,12 @@ class _Wire:
         self.authorization = authorization
         self.stall_s = stall_s
 
-    async def start(self, status: int = 200, content_type: str = "text/event-stream") -> None:
+    async def start(
+        self,
+        status: int = 200,
+        content_type: str = "text/event-stream",
+        headers: Sequence[tuple[bytes, bytes]] = (),
+    ) -> None:
         await self._send(
             {
                 "type": "http.response.start",
@@ -89,6 +109,7 @@ class _Wire:
                 "headers": [
                     (b"content-type", content_type.encode()),
                     (b"cache-control", b"no-cache"),
+                    *headers,
                 ],
             }
         )
@@ -145,8 +166,10 @@ class _Wire:
                 if message["type"] == "http.disconnect":
                     return
 
-    async def json_response(self, status: int, payload: Any) -> None:
-        await self.start(status, "application/json")
+    async def json_response(
+        self, status: int, payload: Any, headers: Sequence[tuple[bytes, bytes]] = ()
+    ) -> None:
+        await self.start(status, "application/json", headers)
         await self.raw(json.dumps(payload).encode())
         await self.end()
 
@@ -266,6 +289,26 @@ async def _error_502_html(w: _Wire) -> None:
     await w.start(502, "text/html")
     await w.raw(b"<html><body><h1>502 Bad Gateway</h1>nginx/1.25.3 internal-host-7</body></html>")
     await w.end()
+
+
+def _flaky(failures: tuple[str, ...]) -> Script:
+    async def play(w: _Wire) -> None:
+        if w.earlier >= len(failures):
+            await _text(w)
+            return
+        failure = failures[w.earlier]
+        if failure == "429":
+            error = {"message": "Rate limit reached for requests", "type": "requests"}
+            await w.json_response(429, {"error": error}, [(b"retry-after", b"1")])
+        elif failure == "503":
+            error = {"message": "The engine is currently overloaded", "type": "server_error"}
+            await w.json_response(503, {"error": error})
+        else:
+            # Headers and the role chunk, then the connection drops: no delta yet.
+            await w.start()
+            await w.chunk({"role": "assistant", "content": ""})
+
+    return play
 
 
 async def _cut(w: _Wire) -> None:
@@ -457,7 +500,26 @@ async def _parts(w: _Wire) -> None:
     await w.end()
 
 
+async def _json(w: _Wire) -> None:
+    """Structured output: answers ``{"n": 1}``, and ``{"n": "one"}`` once a user message says
+    the answer was not what was asked for (the loop's repair round)."""
+    messages = w.body.get("messages") or []
+    told = any(
+        m.get("role") == "user" and str(m.get("content", "")).startswith("Your answer is not")
+        for m in messages
+    )
+    await w.start()
+    await w.chunk({"role": "assistant", "content": ""})
+    for part in ['{"n": ', '"one"}' if told else "1}"]:
+        await w.chunk({"content": part})
+    await w.chunk({}, "stop")
+    await w.usage()
+    await w.done()
+    await w.end()
+
+
 SCENARIOS: dict[str, Script] = {
+    "json": _json,
     "agent": _agent,
     "text": _text,
     "reasoning": _reasoning,
@@ -480,6 +542,7 @@ SCENARIOS: dict[str, Script] = {
     "big": _big,
     "parts": _parts,
     **{f"transcript-{name}": _transcript(t) for name, t in TRANSCRIPTS.items()},
+    **{name: _flaky(failures) for name, failures in FLAKY.items()},
 }
 
 
@@ -494,6 +557,7 @@ class FakeOpenAI:
         self.stall_s = stall_s
         self._lock = threading.Lock()
         self._requests: list[RecordedRequest] = []
+        self._seen: dict[str, int] = {}
         self.app = Starlette(
             routes=[Route("/v1/chat/completions", _Endpoint(self), methods=["POST"])]
         )
@@ -506,10 +570,15 @@ class FakeOpenAI:
     def clear(self) -> None:
         with self._lock:
             self._requests.clear()
+            self._seen.clear()
 
-    def _record(self, request: RecordedRequest) -> None:
+    def _record(self, request: RecordedRequest, scenario: str) -> int:
+        """Keep ``request``; how many requests for ``scenario`` came before it."""
         with self._lock:
             self._requests.append(request)
+            earlier = self._seen.get(scenario, 0)
+            self._seen[scenario] = earlier + 1
+            return earlier
 
 
 class _Endpoint:
@@ -526,10 +595,13 @@ class _Endpoint:
         except ValueError:
             body = None
         headers = {k.lower(): v for k, v in request.headers.items()}
-        self._fake._record(RecordedRequest(path=request.url.path, headers=headers, body=body))
-
         model = body.get("model") if isinstance(body, dict) else None
         name = headers.get("x-fake-scenario") or model
+        recorded = RecordedRequest(
+            path=request.url.path, headers=headers, body=body, at=time.monotonic()
+        )
+        earlier = self._fake._record(recorded, str(name))
+
         stream_options = body.get("stream_options") if isinstance(body, dict) else None
         include_usage = isinstance(stream_options, dict) and stream_options.get("include_usage")
         wire = _Wire(
@@ -540,6 +612,7 @@ class _Endpoint:
             authorization=headers.get("authorization", ""),
             stall_s=self._fake.stall_s,
             body=body,
+            earlier=earlier,
         )
         script = SCENARIOS.get(str(name))
         if script is None:

@@ -5,7 +5,7 @@ from __future__ import annotations
 import pytest
 
 from loopgate.contracts.contract import load_contract
-from loopgate.gateway.reference.config import LoopConfig
+from loopgate.gateway.reference.config import UPPER_BOUNDS, LoopConfig
 
 POSITIVE = [
     "max_rounds",
@@ -49,7 +49,9 @@ def test_non_positive_limits_rejected(field: str, value: int):
         ("max_rounds", True, "max_rounds must be a positive integer, got boolean"),
         ("max_rounds", 2.5, "max_rounds must be a positive integer, got float"),
         ("max_rounds", None, "max_rounds must be a positive integer, got null"),
-        ("budget", "10", "budget must be a positive integer or null, got str"),
+        ("budget", "10", "budget must be a positive integer, got str"),
+        ("budget", None, "budget must be a positive integer, got null"),
+        ("max_tokens", "10", "max_tokens must be a positive integer or null, got str"),
         ("tool_dedup", 1, "tool_dedup must be a boolean, got int"),
         ("persist_tool_results", "yes", "persist_tool_results must be a boolean, got str"),
         ("temperature", "hot", "temperature must be a number or null, got str"),
@@ -94,8 +96,29 @@ def test_the_seed_fields_and_their_defaults():
     assert (config.idle_stream_max_chars, config.max_tool_result_chars) == (2000, 100)
     default = LoopConfig()
     assert default.wrap_up_keeps_tools is False
-    assert default.wrap_up_tool_timeout_ms is None and default.idle_stream_max_chars is None
+    assert default.wrap_up_tool_timeout_ms is None  # tool_timeout_ms applies
+    assert default.idle_stream_max_chars == 1_000_000  # bounded by default (issue 36)
     assert default.max_tool_result_chars == 32_000  # bounded by default
+
+
+@pytest.mark.parametrize(("field", "upper"), sorted(UPPER_BOUNDS.items()))
+def test_every_limit_has_an_upper_bound_named_when_passed(field: str, upper: int):
+    assert LoopConfig.from_dict({field: upper}).to_dict()[field] == upper
+    with pytest.raises(ValueError, match=f"^{field} must be at most {upper:,}, got {upper + 1:,}"):
+        LoopConfig.from_dict({field: upper + 1})
+
+
+def test_every_limit_is_finite_by_default():
+    # Only max_tokens (the model's own limit) and wrap_up_tool_timeout_ms (tool_timeout_ms
+    # applies) may be null, and they are bounded when set.
+    defaults = LoopConfig().to_dict()
+    unbounded = {name for name in UPPER_BOUNDS if defaults[name] is None}
+    assert unbounded == {"max_tokens", "wrap_up_tool_timeout_ms"}
+
+
+def test_a_huge_max_rounds_is_refused():
+    with pytest.raises(ValueError, match=r"^max_rounds must be at most 1,000, got 1,000,000,000"):
+        LoopConfig.from_dict({"max_rounds": 10**9})
 
 
 def test_constructor_validates_too():

@@ -276,7 +276,25 @@ async def test_soft_timeout_wraps_up_then_final_round_without_tools():
     assert provider.requests[-2].tools != []
     assert any(m.role == "system" and "Wrap up" in m.content for m in history)
     terminal = check_stream(rec.events)
-    assert terminal["status"] == "completed"
+    # The last reply, offered no tools, was only a tool call: not an empty "completed"
+    # (issue 36, seed 000's degenerate replies).
+    assert (terminal["status"], terminal["reason"]) == ("failed", "wrap_up_without_answer")
+    assert rec.of("error")[-1]["message"] == (
+        "the model's wrap-up reply was only a tool call (a), not run: wrap-up offers no tools, "
+        "and the model gave no answer"
+    )
+    assert rec.of("error")[-1]["phase"] == "llm_response"
+
+
+async def test_a_wrap_up_answer_with_a_stray_tool_call_still_completes():
+    provider = FakeProvider(
+        [Sleep(0.03), *calls(("a", {}))],
+        [TextChunk("the answer"), ToolCallChunk(index=0, id="c", name="a"), FinishChunk("stop")],
+    )
+    config = LoopConfig(soft_timeout_ms=20)
+    rec, history = await run(provider, FakeExecutor({"a": ok()}), config=config)
+    assert (rec.terminal["status"], rec.text()) == ("completed", "the answer")
+    assert history[-1].content == "the answer"
 
 
 async def test_wrap_up_hard_cap_stops_the_turn():
@@ -351,8 +369,10 @@ async def test_persist_tool_results_and_preview(persist: bool):
 async def test_provider_error_message_and_generic_exception_text_hidden():
     provider = FakeProvider([TextChunk("part"), ProviderError("rate limited", retryable=True)])
     rec, history = await run(provider)
+    # Retryable, but "part" had streamed: not retried.
     assert rec.of("error") == [{"message": "rate limited", "round": 1, "phase": "llm_stream"}]
     assert rec.of("llm_response")[0]["error"] == "rate limited"
+    assert len(rec.of("llm_request")) == 1
     assert check_stream(rec.events)["status"] == "failed"
     assert history[-1].content == "part"
 

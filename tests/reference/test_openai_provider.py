@@ -5,7 +5,6 @@ from __future__ import annotations
 import json
 import socket
 import time
-from collections.abc import Iterator
 
 import anyio
 import httpx
@@ -24,29 +23,10 @@ from loopgate.gateway.reference.types import (
     UsageChunk,
 )
 from tests.fakes.openai_server import ERROR_MESSAGE, TOOL_CALLS, FakeOpenAI
-from tests.fakes.servers import serve_app
 
 USAGE = UsageChunk(prompt_tokens=12, completion_tokens=7, total_tokens=19, reasoning_tokens=3)
 HELLO = [TextChunk("Hel"), TextChunk("lo, "), TextChunk("world"), TextChunk("!")]
 SIMPLE = ModelRequest(messages=[Message(role="user", content="hi")])
-
-
-@pytest.fixture(scope="module")
-def server() -> Iterator[tuple[FakeOpenAI, str]]:
-    fake = FakeOpenAI(stall_s=5.0)
-    with serve_app(fake.app) as url:
-        yield fake, f"{url}/v1"
-
-
-@pytest.fixture
-def fake(server: tuple[FakeOpenAI, str]) -> FakeOpenAI:
-    server[0].clear()
-    return server[0]
-
-
-@pytest.fixture
-def base_url(server: tuple[FakeOpenAI, str]) -> str:
-    return server[1]
 
 
 async def collect(

@@ -8,7 +8,6 @@ from __future__ import annotations
 import itertools
 import json
 import re
-from collections.abc import Iterator
 from typing import Any
 
 import anyio
@@ -32,7 +31,6 @@ from loopgate.gateway.reference.types import ToolCallChunk
 from loopgate.gateway.settings import Settings, load_settings
 from loopgate.gateway.telemetry import Telemetry
 from tests.fakes.openai_server import TRANSCRIPTS, FakeOpenAI
-from tests.fakes.servers import serve_app
 from tests.reference.loop_support import (
     FakeExecutor,
     FakeProvider,
@@ -45,24 +43,6 @@ from tests.reference.loop_support import (
 pytestmark = pytest.mark.anyio
 
 WEATHER = "Paris: sunny, 22 C"
-
-
-@pytest.fixture(scope="module")
-def server() -> Iterator[tuple[FakeOpenAI, str]]:
-    fake = FakeOpenAI()
-    with serve_app(fake.app) as url:
-        yield fake, f"{url}/v1"
-
-
-@pytest.fixture
-def fake(server: tuple[FakeOpenAI, str]) -> FakeOpenAI:
-    server[0].clear()
-    return server[0]
-
-
-@pytest.fixture
-def base_url(server: tuple[FakeOpenAI, str]) -> str:
-    return server[1]
 
 
 class Turn:

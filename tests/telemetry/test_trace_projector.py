@@ -452,3 +452,27 @@ def test_any_input_yields_a_well_formed_tree(
     tree = tree_from_records(records)
     for node in walk(tree):
         assert node["end"] is not None, f"{node['name']} never ended"
+
+
+def test_the_cost_of_each_response_and_of_the_run() -> None:
+    # costUsd from the operator's price table (issue 36): on each chat span, summed on the run.
+    p = TraceProjector(ctx())
+    p.start()
+    records = [
+        r
+        for e in envs(
+            ("llm_request", {"round": 1}),
+            ("llm_response", {"round": 1, "promptTokens": 10, "costUsd": 0.25}),
+            ("llm_request", {"round": 2}),
+            ("llm_response", {"round": 2, "promptTokens": 10, "costUsd": 0.5}),
+            ("llm_request", {"round": 3}),
+            ("llm_response", {"round": 3, "costUsd": "free"}),  # not a number: left out
+            ("completion", {"status": "completed", "costUsd": 0.75}),
+        )
+        for r in p.feed(e)
+    ]
+    chats = [r for r in records if isinstance(r, SpanEnd) and r.key != "run"]
+    assert [c.attributes.get("loopgate.usage.cost_usd") for c in chats] == [0.25, 0.5, None]
+    run_end = records[-1]
+    assert isinstance(run_end, SpanEnd) and run_end.key == "run"
+    assert run_end.attributes["loopgate.usage.cost_usd"] == 0.75

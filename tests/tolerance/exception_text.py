@@ -47,6 +47,14 @@ TEXT_FUNCTIONS = frozenset({"str", "repr", "format", "ascii"})
 
 # (path, function) → why the exception's text may be used there.
 ALLOWED: dict[tuple[str, str], str] = {
+    ("gateway/config_file.py", "parse_config"): "a [hook_rules] or [prices] problem, read at "
+    "startup: the operator's terminal",
+    ("gateway/plugs/operator_hooks.py", "from_value"): "msgspec's account of the operator's "
+    "[hook_rules] table, at startup: the operator's terminal",
+    ("gateway/reference/cost.py", "price_table"): "msgspec's account of the operator's "
+    "[prices] table, at startup: the operator's terminal",
+    ("gateway/reference/retry.py", "decide"): "retry_after_s is the number parsed from a "
+    "server's Retry-After header, no exception text",
     ("contracts/client_errors.py", "describe_input_error"): "the one reader of msgspec's "
     "description of a client's input (it names the input's paths and types), normalised",
     ("contracts/client_errors.py", "client_message"): "reads the message of our own exception "

@@ -157,7 +157,8 @@ export class RunView {
         return null; // drawn in the timeline
       case "llm_response": {
         const tokens = data.totalTokens !== undefined ? ` · ${data.totalTokens} tokens` : "";
-        return labelled(kind, "round", `${data.finishReason ?? "done"}${tokens}`);
+        const cost = typeof data.costUsd === "number" ? ` · $${data.costUsd.toFixed(6)}` : "";
+        return labelled(kind, "round", `${data.finishReason ?? "done"}${tokens}${cost}`);
       }
       case "stage_complete":
         return null;
@@ -243,10 +244,11 @@ export class RunView {
     const status = data.status ?? "?";
     if (status === "executing") return null;
     const reason = data.reason ? ` · ${data.reason}` : "";
+    const cost = typeof data.costUsd === "number" ? ` · $${data.costUsd.toFixed(6)}` : "";
     // Stopped (by a cancel, or to ask) is not failed.
     const halted = ["cancelled", "waiting_user"].includes(status);
     const tone = status === "completed" ? "" : halted ? " halted" : " failed";
-    const node = labelled("completion", `completion${tone}`, `${status}${reason}`);
+    const node = labelled("completion", `completion${tone}`, `${status}${reason}${cost}`);
     if (status !== "waiting_user" || data.reason === "client_tool") return node;
     const listed = Array.isArray(data.interrupts) ? data.interrupts.filter((i) => i && typeof i === "object") : [];
     const asks = listed.length
