@@ -3,7 +3,7 @@ run service and what it answers (a Task, a page of tasks, or a stream of items).
 
 from __future__ import annotations
 
-from collections.abc import Callable
+from collections.abc import Awaitable, Callable
 from typing import Any
 
 import anyio
@@ -17,7 +17,7 @@ from ..shared.problem import HttpProblem
 from ..shared.stream import ResponseStream, StreamResponse
 from .errors import A2AError, translate
 from .projector import A2AProjector, state_of
-from .tasks import Turn, projector_for, send, snapshot, task_of, task_runs
+from .tasks import Turn, projector_for, snapshot, task_of, task_runs
 from .wire import INPUT_REQUIRED, TERMINAL_STATES, Item, ListParams, SendParams, Task, TaskStatus
 
 CONSUMER = "a2a"
@@ -29,14 +29,19 @@ CANCEL_WAIT_S = 10.0
 MAX_PAGE = 100
 
 
+Start = Callable[[SendParams, "str | None"], Awaitable[Turn]]
+
+
 async def send_message(
-    service: RunService, params: SendParams, agent: str | None, wait_s: float = BLOCKING_WAIT_S
+    start: Start, service: RunService, params: SendParams, agent: str | None
 ) -> Task:
-    turn = await send(service, params.message, agent)
+    """``start`` (the endpoint's: it also sets the message's push config) then, unless the
+    client asked to return at once, the task once it stops or ``BLOCKING_WAIT_S`` passed."""
+    turn = await start(params, agent)
     configuration = params.configuration
     history_length = configuration.history_length if configuration else None
     if configuration is None or not configuration.return_immediately:
-        await _settle(service, turn.info.id, turn.after, wait_s)
+        await _settle(service, turn.info.id, turn.after, BLOCKING_WAIT_S)
     task, _ = await snapshot(service, turn.task_id, history_length)
     return task
 

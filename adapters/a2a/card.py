@@ -16,7 +16,7 @@ REST_PATH = "/a2a/rest"
 MODES = ["text/plain", "application/json"]
 
 
-def agent_card(base_url: str, agent: AgentInfo, prefix: str) -> dict[str, Any]:
+def agent_card(base_url: str, agent: AgentInfo, prefix: str, *, push: bool) -> dict[str, Any]:
     """``base_url`` (no trailing slash) as the client reached the gateway; ``prefix`` is
     ``""`` for the default agent's card, ``/agents/NAME`` for a named one's."""
     root = base_url + prefix
@@ -38,7 +38,7 @@ def agent_card(base_url: str, agent: AgentInfo, prefix: str) -> dict[str, Any]:
             },
         ],
         "provider": {"organization": "loopgate", "url": base_url},
-        "capabilities": {"streaming": True, "pushNotifications": False},
+        "capabilities": {"streaming": True, "pushNotifications": push},
         # loopgate's credentials (the token, API keys, OIDC access tokens) go in one header.
         "securitySchemes": {
             "bearer": {

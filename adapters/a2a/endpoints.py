@@ -38,13 +38,21 @@ from .calls import (
 )
 from .card import CARD_PATH, REST_PATH, RPC_PATH, agent_card
 from .errors import A2AError, translate
-from .tasks import send
-from .wire import Item, ListParams, SendParams, TaskParams, stream_item
+from .push import PushConfigs
+from .tasks import Turn, send
+from .wire import (
+    Item,
+    ListParams,
+    PushConfig,
+    PushConfigParams,
+    SendParams,
+    TaskParams,
+    stream_item,
+)
 
 log = logging.getLogger("loopgate.a2a")
 T = TypeVar("T")
 _encode = msgspec.json.Encoder().encode
-NO_PUSH = "push notifications are not supported by this gateway yet"
 
 
 def _params(value: Any, typ: type[T]) -> T:
@@ -63,6 +71,19 @@ def _json(raw: bytes, max_depth: int) -> Any:
 
 def routes(adapter: A2AAdapter, service: RunService, limits: EndpointLimits) -> list[BaseRoute]:
     policy = stream_policy(limits)
+    push = PushConfigs(service, limits.client_outbound, limits.outbox)
+
+    async def start(params: SendParams, agent: str | None) -> Turn:
+        """The message's turn, followed for the task's webhooks (a config sent with it
+        first)."""
+        turn = await send(service, params.message, agent)
+        wanted = (
+            params.configuration.task_push_notification_config if params.configuration else None
+        )
+        if wanted is not None:
+            await push.create(turn.task_id, _params(wanted, PushConfig))
+        push.follow(turn)
+        return turn
 
     async def agent_of(request: Request) -> str | None:
         return await served_agent(service, request.path_params.get("name"))
@@ -85,7 +106,7 @@ def routes(adapter: A2AAdapter, service: RunService, limits: EndpointLimits) -> 
             return A2AError(-32001, "NOT_FOUND", 404, message).response()
         base = str(request.base_url).rstrip("/")
         prefix = f"/agents/{chosen.name}" if name else ""
-        return JSONResponse(agent_card(base, chosen, prefix))
+        return JSONResponse(agent_card(base, chosen, prefix, push=push.supported()))
 
     # --- JSON-RPC ------------------------------------------------------------------------------
 
@@ -110,7 +131,7 @@ def routes(adapter: A2AAdapter, service: RunService, limits: EndpointLimits) -> 
 
     async def rpc_call(method: str, params: Any, rid: jsonrpc.Id, agent: str | None) -> Response:
         if method == "SendStreamingMessage":
-            turn = await send(service, _params(params, SendParams).message, agent)
+            turn = await start(_params(params, SendParams), agent)
 
             def encode(items: list[Item]) -> bytes:
                 return b"".join(
@@ -125,7 +146,9 @@ def routes(adapter: A2AAdapter, service: RunService, limits: EndpointLimits) -> 
             return await _rpc_stream(turn, rid)
         result: Any
         if method == "SendMessage":
-            result = {"task": await send_message(service, _params(params, SendParams), agent)}
+            result = {
+                "task": await send_message(start, service, _params(params, SendParams), agent)
+            }
         elif method == "GetTask":
             p = _params(params, TaskParams)
             result = await get_task(service, p.id, p.history_length)
@@ -133,8 +156,19 @@ def routes(adapter: A2AAdapter, service: RunService, limits: EndpointLimits) -> 
             result = await cancel_task(service, _params(params, TaskParams).id)
         elif method == "ListTasks":
             result = await list_tasks(service, _params(params, ListParams))
-        elif method in _PUSH_METHODS:
-            raise A2AError.push_not_supported(NO_PUSH)
+        elif method == "CreateTaskPushNotificationConfig":
+            config = _params(params, PushConfig)
+            result = await push.create(config.task_id, config)
+        elif method == "GetTaskPushNotificationConfig":
+            which = _params(params, PushConfigParams)
+            result = await push.get(which.task_id, which.id)
+        elif method == "ListTaskPushNotificationConfigs":
+            which = _params(params, PushConfigParams)
+            result = {"configs": await push.list(which.task_id), "nextPageToken": ""}
+        elif method == "DeleteTaskPushNotificationConfig":
+            which = _params(params, PushConfigParams)
+            await push.delete(which.task_id, which.id)
+            result = {}
         elif method == "GetExtendedAgentCard":
             raise A2AError(-32007, "EXTENDED_AGENT_CARD_NOT_CONFIGURED", 400, "no extended card")
         else:
@@ -172,11 +206,11 @@ def routes(adapter: A2AAdapter, service: RunService, limits: EndpointLimits) -> 
         return _params(_json(raw, limits.max_json_depth), typ)
 
     async def rest_send(request: Request, agent: str | None) -> Response:
-        task = await send_message(service, await body(request, SendParams), agent)
+        task = await send_message(start, service, await body(request, SendParams), agent)
         return JSONResponse(builtins({"task": task}))
 
     async def rest_stream(request: Request, agent: str | None) -> Response:
-        turn = await send(service, (await body(request, SendParams)).message, agent)
+        turn = await start(await body(request, SendParams), agent)
         return await stream_turn(service, turn, policy, adapter.render, _rest_refusal)
 
     async def rest_get(request: Request, agent: str | None) -> Response:
@@ -206,12 +240,27 @@ def routes(adapter: A2AAdapter, service: RunService, limits: EndpointLimits) -> 
         )
         return JSONResponse(builtins(await list_tasks(service, params)))
 
-    async def rest_push(request: Request, agent: str | None) -> Response:
-        raise A2AError.push_not_supported(NO_PUSH)
+    async def rest_push_create(request: Request, agent: str | None) -> Response:
+        config = await body(request, PushConfig)
+        stored = await push.create(request.path_params["id"], config)
+        return JSONResponse(builtins(stored))
+
+    async def rest_push_list(request: Request, agent: str | None) -> Response:
+        configs = await push.list(request.path_params["id"])
+        return JSONResponse(builtins({"configs": configs, "nextPageToken": ""}))
+
+    async def rest_push_get(request: Request, agent: str | None) -> Response:
+        found = await push.get(request.path_params["id"], request.path_params["config"])
+        return JSONResponse(builtins(found))
+
+    async def rest_push_delete(request: Request, agent: str | None) -> Response:
+        await push.delete(request.path_params["id"], request.path_params["config"])
+        return JSONResponse({})
 
     out: list[BaseRoute] = []
     for prefix in ("", AGENT_PREFIX):
         base = prefix + REST_PATH
+        configs = base + "/tasks/{id}/pushNotificationConfigs"
         out += [
             Route(prefix + CARD_PATH, card, methods=["GET"]),
             Route(prefix + RPC_PATH, rpc, methods=["POST"]),
@@ -220,30 +269,13 @@ def routes(adapter: A2AAdapter, service: RunService, limits: EndpointLimits) -> 
             Route(base + "/tasks", rest(rest_list), methods=["GET"]),
             Route(base + "/tasks/{id}:cancel", rest(rest_cancel), methods=["POST"]),
             Route(base + "/tasks/{id}:subscribe", rest(rest_subscribe), methods=["GET", "POST"]),
-            Route(
-                base + "/tasks/{id}/pushNotificationConfigs",
-                rest(rest_push),
-                methods=["GET", "POST"],
-            ),
-            Route(
-                base + "/tasks/{id}/pushNotificationConfigs/{config}",
-                rest(rest_push),
-                methods=["GET", "DELETE"],
-            ),
+            Route(configs, rest(rest_push_create), methods=["POST"]),
+            Route(configs, rest(rest_push_list), methods=["GET"]),
+            Route(configs + "/{config}", rest(rest_push_get), methods=["GET"]),
+            Route(configs + "/{config}", rest(rest_push_delete), methods=["DELETE"]),
             Route(base + "/tasks/{id}", rest(rest_get), methods=["GET"]),
         ]
     return out
-
-
-_CREATE_PUSH = "CreateTaskPushNotificationConfig"
-_PUSH_METHODS = frozenset(
-    {
-        _CREATE_PUSH,
-        "GetTaskPushNotificationConfig",
-        "ListTaskPushNotificationConfigs",
-        "DeleteTaskPushNotificationConfig",
-    }
-)
 
 
 def _int(text: str | None) -> int | None:

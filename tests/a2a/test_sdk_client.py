@@ -43,9 +43,7 @@ async def collect(stream: AsyncIterator[pb.StreamResponse]) -> list[dict[str, An
 
 
 def answer_text(task: pb.Task) -> str:
-    return "".join(
-        part.text for a in task.artifacts if a.name == "answer" for part in a.parts
-    )
+    return "".join(part.text for a in task.artifacts if a.name == "answer" for part in a.parts)
 
 
 async def test_card_names_both_bindings(gateway: str) -> None:
@@ -102,9 +100,7 @@ async def test_input_required_is_answered_on_the_same_task(client: Client) -> No
     question = last["status"]["message"]["parts"][0]["text"]
     assert "A or B" in question
     task_id, context_id = last["taskId"], last["contextId"]
-    items = await collect(
-        client.send_message(message("B", task_id=task_id, context_id=context_id))
-    )
+    items = await collect(client.send_message(message("B", task_id=task_id, context_id=context_id)))
     ends = [i["statusUpdate"] for i in items if "statusUpdate" in i]
     assert {e["taskId"] for e in ends} == {task_id}
     assert ends[-1]["status"]["state"] == "TASK_STATE_COMPLETED"
