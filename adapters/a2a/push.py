@@ -65,8 +65,8 @@ class PushConfigs:
     async def create(self, task_id: str, config: PushConfig) -> PushConfig:
         if self.outbox is None:
             raise A2AError.push_not_supported("this gateway sends no push notifications")
-        self.check_url(config.url)
         runs = await task_runs(self.service, task_id)  # the caller's task, or not found
+        self.check_url(config.url)
         held = self.configs.get(task_id)
         if held is None:
             if len(self.configs) >= MAX_TASKS:
