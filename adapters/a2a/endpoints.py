@@ -217,14 +217,14 @@ def routes(adapter: A2AAdapter, service: RunService, limits: EndpointLimits) -> 
         length = request.query_params.get("historyLength")
         if length is not None and not length.isdigit():
             raise A2AError.invalid_params("historyLength must be a whole number")
-        task = await get_task(service, request.path_params["id"], _int(length))
+        task = await get_task(service, request.path_params["task_id"], _int(length))
         return JSONResponse(builtins(task))
 
     async def rest_cancel(request: Request, agent: str | None) -> Response:
-        return JSONResponse(builtins(await cancel_task(service, request.path_params["id"])))
+        return JSONResponse(builtins(await cancel_task(service, request.path_params["task_id"])))
 
     async def rest_subscribe(request: Request, agent: str | None) -> Response:
-        turn = await subscribe_turn(service, request.path_params["id"])
+        turn = await subscribe_turn(service, request.path_params["task_id"])
         return await stream_turn(service, turn, policy, adapter.render, _rest_refusal)
 
     async def rest_list(request: Request, agent: str | None) -> Response:
@@ -242,38 +242,40 @@ def routes(adapter: A2AAdapter, service: RunService, limits: EndpointLimits) -> 
 
     async def rest_push_create(request: Request, agent: str | None) -> Response:
         config = await body(request, PushConfig)
-        stored = await push.create(request.path_params["id"], config)
+        stored = await push.create(request.path_params["task_id"], config)
         return JSONResponse(builtins(stored))
 
     async def rest_push_list(request: Request, agent: str | None) -> Response:
-        configs = await push.list(request.path_params["id"])
+        configs = await push.list(request.path_params["task_id"])
         return JSONResponse(builtins({"configs": configs, "nextPageToken": ""}))
 
     async def rest_push_get(request: Request, agent: str | None) -> Response:
-        found = await push.get(request.path_params["id"], request.path_params["config"])
+        found = await push.get(request.path_params["task_id"], request.path_params["config"])
         return JSONResponse(builtins(found))
 
     async def rest_push_delete(request: Request, agent: str | None) -> Response:
-        await push.delete(request.path_params["id"], request.path_params["config"])
+        await push.delete(request.path_params["task_id"], request.path_params["config"])
         return JSONResponse({})
 
     out: list[BaseRoute] = []
     for prefix in ("", AGENT_PREFIX):
         base = prefix + REST_PATH
-        configs = base + "/tasks/{id}/pushNotificationConfigs"
+        configs = base + "/tasks/{task_id}/pushNotificationConfigs"
         out += [
             Route(prefix + CARD_PATH, card, methods=["GET"]),
             Route(prefix + RPC_PATH, rpc, methods=["POST"]),
             Route(base + "/message:send", rest(rest_send), methods=["POST"]),
             Route(base + "/message:stream", rest(rest_stream), methods=["POST"]),
             Route(base + "/tasks", rest(rest_list), methods=["GET"]),
-            Route(base + "/tasks/{id}:cancel", rest(rest_cancel), methods=["POST"]),
-            Route(base + "/tasks/{id}:subscribe", rest(rest_subscribe), methods=["GET", "POST"]),
+            Route(base + "/tasks/{task_id}:cancel", rest(rest_cancel), methods=["POST"]),
+            Route(
+                base + "/tasks/{task_id}:subscribe", rest(rest_subscribe), methods=["GET", "POST"]
+            ),
             Route(configs, rest(rest_push_create), methods=["POST"]),
             Route(configs, rest(rest_push_list), methods=["GET"]),
             Route(configs + "/{config}", rest(rest_push_get), methods=["GET"]),
             Route(configs + "/{config}", rest(rest_push_delete), methods=["DELETE"]),
-            Route(base + "/tasks/{id}", rest(rest_get), methods=["GET"]),
+            Route(base + "/tasks/{task_id}", rest(rest_get), methods=["GET"]),
         ]
     return out
 
