@@ -46,13 +46,15 @@ async def send_message(
     return task
 
 
-async def _settle(service: RunService, run_id: str, after: int, wait_s: float) -> None:
-    """Until the run ends or asks for an approval, at most ``wait_s``."""
+async def _settle(
+    service: RunService, run_id: str, after: int, wait_s: float, *, approvals: bool = True
+) -> None:
+    """Until the run ends or (``approvals``) asks for an approval, at most ``wait_s``."""
     with anyio.move_on_after(wait_s):
         async with service.subscribe(run_id, after=after, consumer=CONSUMER) as subscription:
             while not subscription.done:
                 batch = await subscription.next_batch(wait_s)
-                if any(envelope.kind == PERMISSION_REQUEST for envelope in batch):
+                if approvals and any(e.kind == PERMISSION_REQUEST for e in batch):
                     return
 
 
@@ -69,16 +71,9 @@ async def cancel_task(service: RunService, task_id: str) -> Task:
             f"task {task_id!r} is not working ({state_of(latest.status)}): nothing to cancel"
         )
     await service.cancel(latest.id)
-    await _settle_end(service, latest.id, latest.last_seq)
+    await _settle(service, latest.id, latest.last_seq, CANCEL_WAIT_S, approvals=False)
     task, _ = await snapshot(service, task_id)
     return task
-
-
-async def _settle_end(service: RunService, run_id: str, after: int) -> None:
-    with anyio.move_on_after(CANCEL_WAIT_S):
-        async with service.subscribe(run_id, after=after, consumer=CONSUMER) as subscription:
-            while not subscription.done:
-                await subscription.next_batch(CANCEL_WAIT_S)
 
 
 async def list_tasks(service: RunService, params: ListParams) -> dict[str, Any]:

@@ -131,19 +131,10 @@ def routes(adapter: A2AAdapter, service: RunService, limits: EndpointLimits) -> 
 
     async def rpc_call(method: str, params: Any, rid: jsonrpc.Id, agent: str | None) -> Response:
         if method == "SendStreamingMessage":
-            turn = await start(_params(params, SendParams), agent)
-
-            def encode(items: list[Item]) -> bytes:
-                return b"".join(
-                    b"data: %b\n\n"
-                    % _encode({"jsonrpc": "2.0", "id": rid, "result": stream_item(item)})
-                    for item in items
-                )
-
-            return await stream_turn(service, turn, policy, encode, _rpc_refusal(rid))
+            return await rpc_stream(await start(_params(params, SendParams), agent), rid)
         if method == "SubscribeToTask":
             turn = await subscribe_turn(service, _params(params, TaskParams).id)
-            return await _rpc_stream(turn, rid)
+            return await rpc_stream(turn, rid)
         result: Any
         if method == "SendMessage":
             result = {
@@ -175,7 +166,9 @@ def routes(adapter: A2AAdapter, service: RunService, limits: EndpointLimits) -> 
             raise A2AError.method_not_found(method)
         return _rpc_result(rid, result)
 
-    async def _rpc_stream(turn: Any, rid: jsonrpc.Id) -> Response:
+    async def rpc_stream(turn: Turn, rid: jsonrpc.Id) -> Response:
+        """Each item as the JSON-RPC response of the request's id, one per SSE event."""
+
         def encode(items: list[Item]) -> bytes:
             return b"".join(
                 b"data: %b\n\n"
