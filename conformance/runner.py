@@ -42,6 +42,7 @@ TARGETS: dict[str, Target] = {
     "openai": Target(adapter="loopgate.adapters.openai:OpenAIAdapter"),
     "vercel": Target(adapter="loopgate.adapters.vercel:VercelAdapter"),
     "mcp": Target(adapter="loopgate.adapters.mcp:McpAdapter"),
+    "a2a": Target(adapter="loopgate.adapters.a2a:A2AAdapter", protocol_version="1.0"),
 }
 
 _line_encoder = msgspec.json.Encoder()

@@ -8,6 +8,7 @@ import msgspec
 
 from .json_input import DEFAULT_MAX_DEPTH
 from .outbound import OutboundPolicy
+from .webhooks import Outbox
 
 # A page served from this machine, as a browser serialises its origin: scheme, loopback name,
 # optional port, nothing else. The one rule of the Origin guard, the WebSockets and CORS (whose
@@ -41,6 +42,9 @@ class EndpointLimits(msgspec.Struct, kw_only=True, frozen=True):
     # Where a client on the network may have the gateway send requests (the http MCP servers
     # an ACP client names): only the operator's allowed_outbound (gateway/outbound.py).
     client_outbound: OutboundPolicy = msgspec.field(default_factory=OutboundPolicy)
+    # Where webhooks (A2A push notifications) are sent from: the gateway's, which runs their
+    # deliveries apart from any request; None where there is none (stdio), and no webhooks.
+    outbox: Outbox | None = None
 
     def origin_allowed(self, origin: str | None) -> bool:
         """Browsers always send Origin; other clients may not, and cannot be attacked

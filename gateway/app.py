@@ -15,6 +15,7 @@ from starlette.responses import Response
 
 from ..contracts.limits import EndpointLimits
 from ..contracts.refusals import Reason, Refusal
+from ..contracts.webhooks import Outbox
 from . import health
 from .agents.build import build_agents
 from .apidocs import routes as apidocs
@@ -36,6 +37,7 @@ from .sources.ingest import IngestSource
 from .sources.replay import ReplaySource
 from .stall_watchdog import StallWatchdog
 from .telemetry import Telemetry, build_telemetry
+from .webhooks import WebhookOutbox
 
 
 def build_hub(
@@ -84,7 +86,7 @@ async def traced_hub(settings: Settings, *, loop: Any = None) -> AsyncIterator[H
                 await anyio.to_thread.run_sync(telemetry.shutdown)
 
 
-def endpoint_limits(settings: Settings) -> EndpointLimits:
+def endpoint_limits(settings: Settings, outbox: Outbox | None = None) -> EndpointLimits:
     return EndpointLimits(
         max_body_bytes=settings.max_body_bytes,
         max_line_bytes=settings.max_line_bytes,
@@ -98,6 +100,7 @@ def endpoint_limits(settings: Settings) -> EndpointLimits:
         allowed_origins=tuple(settings.allowed_origins),
         client_stdio_mcp=settings.acp_remote_stdio_mcp,
         client_outbound=outbound_policy(settings),
+        outbox=outbox,
     )
 
 
@@ -116,7 +119,13 @@ def create_app(
         if telemetry is None:
             telemetry = owned = build_telemetry(settings, os.environ)
         hub = build_hub(settings, telemetry=telemetry, loop=loop)
-    limits = endpoint_limits(settings)
+    # Webhooks (A2A push notifications) go out from jobs of the app's own, not of a request.
+    outbox = WebhookOutbox(
+        timeout_s=settings.webhook_timeout_s,
+        attempts=settings.webhook_attempts,
+        max_jobs=settings.webhook_max_jobs,
+    )
+    limits = endpoint_limits(settings, outbox)
     adapters = load_adapters()
 
     async def http_problem(request: Request, exc: Exception) -> Response:
@@ -134,7 +143,7 @@ def create_app(
     @asynccontextmanager
     async def lifespan(app: Starlette) -> AsyncIterator[None]:
         try:
-            async with hub:
+            async with hub, outbox.running():
                 yield
         finally:
             if owned is not None:

@@ -10,7 +10,9 @@ from collections.abc import Iterable
 
 from starlette.types import ASGIApp, Receive, Scope, Send
 
+from ..adapters.a2a.card import CARD_PATH as AGENT_CARD_PATH
 from ..adapters.shared.problem import problem_body
+from ..contracts.agents import AGENT_NAME
 from ..contracts.limits import EndpointLimits
 from ..contracts.refusals import Refusal
 from . import health
@@ -97,10 +99,24 @@ def _hostname(host: str) -> str | None:
 
 
 def is_open_path(method: str, path: str) -> bool:
-    """``/healthz``, the API's description, and the static files of the console and of the
-    description's page (the console asks for the token itself)."""
+    """``/healthz``, the API's description, the static files of the console and of the
+    description's page (the console asks for the token itself), and A2A's Agent Cards (how
+    an agent is discovered, before any credential: the card says which one to send)."""
     return path in OPEN_PATHS or (
-        method in ("GET", "HEAD") and (is_console_path(path) or is_docs_path(path))
+        method in ("GET", "HEAD")
+        and (is_console_path(path) or is_docs_path(path) or is_agent_card_path(path))
+    )
+
+
+def is_agent_card_path(path: str) -> bool:
+    """``/.well-known/agent-card.json``, or ``/agents/NAME/`` then that."""
+    if path == AGENT_CARD_PATH:
+        return True
+    head, _, name = path.removesuffix(AGENT_CARD_PATH).rpartition("/")
+    return (
+        path.endswith(AGENT_CARD_PATH)
+        and head == "/agents"
+        and AGENT_NAME.fullmatch(name) is not None
     )
 
 

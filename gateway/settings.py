@@ -209,6 +209,12 @@ class Settings(msgspec.Struct, kw_only=True, forbid_unknown_fields=True):
     replay_max_gap_s: float = 5.0  # recorded pace never waits longer than this between events
     shutdown_grace_s: float = 5.0  # runs' time to end on stop
     permission_timeout_s: float = 300.0  # an unanswered approval request is a rejection
+    # Webhooks (A2A push notifications; docs/a2a.md): each POST's bound, how many tries one
+    # delivery gets (waiting 0.5 s, 1 s, 2 s … at most 30 s between them), and how many tasks'
+    # notifications may be followed at once (a config past it is refused).
+    webhook_timeout_s: float = 10.0  # one webhook POST
+    webhook_attempts: int = 5  # tries per webhook delivery
+    webhook_max_jobs: int = 1_000  # tasks whose push notifications are followed at once
     # Hostile input (docs/reliability.md): JSON nested deeper than this is refused where it
     # enters, with the protocol's parse error; a JSON-RPC response (a batch's, or one page of
     # run.events) stops growing past max_batch_response_bytes: later items get an error.

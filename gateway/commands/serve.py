@@ -49,7 +49,26 @@ ENDPOINTS = """endpoints (docs/api.md):
   GET  /v1/models, GET /v1/models/{model:path}   the model names it answers to
   POST /vercel, GET /vercel/{chat_id}/stream   Vercel AI SDK useChat (docs/vercel.md)
   POST /agents/{name}/vercel, GET /agents/{name}/vercel/{chat_id}/stream   the same, one agent
-  POST /mcp                           MCP, streamable HTTP: runs as tools (docs/mcp.md)"""
+  POST /mcp                           MCP, streamable HTTP: runs as tools (docs/mcp.md)
+  GET  /.well-known/agent-card.json   A2A: the default agent's Agent Card (docs/a2a.md)
+  POST /a2a                           A2A's JSON-RPC binding
+  POST /a2a/rest/message:send, POST /a2a/rest/message:stream   A2A's HTTP+JSON binding:
+  GET /a2a/rest/tasks, GET /a2a/rest/tasks/{task_id}, POST /a2a/rest/tasks/{task_id}:cancel,
+  GET /a2a/rest/tasks/{task_id}:subscribe, POST /a2a/rest/tasks/{task_id}:subscribe,
+  POST /a2a/rest/tasks/{task_id}/pushNotificationConfigs,
+  GET /a2a/rest/tasks/{task_id}/pushNotificationConfigs,
+  GET /a2a/rest/tasks/{task_id}/pushNotificationConfigs/{config},
+  DELETE /a2a/rest/tasks/{task_id}/pushNotificationConfigs/{config}
+  the same under /agents/{name}: GET /agents/{name}/.well-known/agent-card.json,
+  POST /agents/{name}/a2a, POST /agents/{name}/a2a/rest/message:send,
+  POST /agents/{name}/a2a/rest/message:stream, GET /agents/{name}/a2a/rest/tasks,
+  GET /agents/{name}/a2a/rest/tasks/{task_id}, POST /agents/{name}/a2a/rest/tasks/{task_id}:cancel,
+  GET /agents/{name}/a2a/rest/tasks/{task_id}:subscribe,
+  POST /agents/{name}/a2a/rest/tasks/{task_id}:subscribe,
+  POST /agents/{name}/a2a/rest/tasks/{task_id}/pushNotificationConfigs,
+  GET /agents/{name}/a2a/rest/tasks/{task_id}/pushNotificationConfigs,
+  GET /agents/{name}/a2a/rest/tasks/{task_id}/pushNotificationConfigs/{config},
+  DELETE /agents/{name}/a2a/rest/tasks/{task_id}/pushNotificationConfigs/{config}"""
 
 
 def register(sub: argparse._SubParsersAction) -> None:  # type: ignore[type-arg]
