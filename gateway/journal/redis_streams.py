@@ -229,7 +229,7 @@ class RedisJournal(GroupCommit[Rows]):
         for run_id, at in order.items():
             result = results[at]
             if isinstance(result, ResponseError) and str(result).startswith("SEQ"):
-                log.error("run %s: another instance appended to it; events refused", run_id)
+                await self._diverged(run_id, rows[run_id][-1][0])
                 lost.append(run_id)
             elif run_id in rows and not isinstance(result, Exception):
                 marks[run_id] = rows[run_id][-1][0]
@@ -239,6 +239,25 @@ class RedisJournal(GroupCommit[Rows]):
                 raise result
         self.cluster.committed(runs.values(), lost)
         return marks
+
+    async def _diverged(self, run_id: str, last: int) -> None:
+        """A run of this instance whose stream in Redis is not where its commits left it:
+        another instance ended it (its lease was thought gone), or Redis lost acknowledged
+        writes (a failover, a rolled-back AOF) and still says the run is ours and running.
+        Then nobody else would end it: it ends here, with one terminal event after every seq
+        it was given (up to ``last``, this refused batch's), so that each client, wherever
+        its cursor, gets it; the seqs Redis lost stay a gap."""
+        ended = await self.cluster.end_running(
+            run_id, self.link.instance, "failed", "journal_diverged", shown=last
+        )
+        if ended == 1:
+            log.error(
+                "run %s: Redis lost events this instance had committed (its stream is behind "
+                "them); ended it (journal_diverged)",
+                run_id,
+            )
+        else:
+            log.error("run %s: another instance appended to it; events refused", run_id)
 
     def _index(self, pipe: Any, record: RunRecord) -> None:
         """The registry around a run's own keys: every run by creation, its thread's runs,
