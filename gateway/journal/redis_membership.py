@@ -35,6 +35,7 @@ from .base import (
 )
 from .redis_entries import decode_record, encode, sized_from_entry
 from .redis_follow import StreamFollower
+from .redis_lease import LeaseJudge
 from .redis_link import (
     COMMAND_TIMEOUT_S,
     FULL,
@@ -90,6 +91,7 @@ class RedisMembership:
         )
         self.threads = ThreadClaims(partial(link.key, "thread-claim"), link.lease_ms)
         self._end_running_script: Any = None
+        self.judge = LeaseJudge(link.lease_s)
         self._resubscribe_delay = RETRY_MIN_S
 
     @property
@@ -147,7 +149,14 @@ class RedisMembership:
         """A commit landed with these records; the runs ``lost`` were refused (another
         instance appended to them: their view here is stale)."""
         self.threads.committed(records)
+        owned = self.judge.owned
+        for record in records:
+            if record.state == "running":
+                owned.add(record.id)
+            else:
+                owned.discard(record.id)
         for run_id in lost:
+            owned.discard(run_id)
             self.threads.forget(run_id)
             if self.on_lost is not None:
                 self.on_lost(run_id)
@@ -192,12 +201,32 @@ class RedisMembership:
         """This instance's lease, and its place in the directory of instances (which the
         reapers read: only the runs of instances whose lease is gone are looked at)."""
         link = self.link
+        started = anyio.current_time()
         pipe = link.client().pipeline(transaction=False)
-        pipe.set(link.lease_key(link.instance), b"1", px=link.lease_ms())
+        pipe.set(link.lease_key(link.instance), b"1", px=link.lease_ms(), get=True)
         pipe.zadd(link.key("instances"), {link.instance: time.time_ns() // 1_000_000})
         claims = await self.threads.renew(pipe)
-        _, _, *kept = await pipe.execute()
+        had, _, *kept = await pipe.execute()
         self.threads.renewed(claims, kept)
+        if self.judge.renewed(started, had is not None):
+            await self._look_at_owned()
+
+    async def _look_at_owned(self) -> None:
+        """This instance's lease had lapsed: a survivor may have ended runs it owns. Those
+        end here now (their clients rejoin the journal's end), not at their next commit."""
+        link = self.link
+        owned = list(self.judge.owned)
+        if not owned or self.on_lost is None:
+            return
+        raws = await link.client().mget([link.run_keys(run_id)[2] for run_id in owned])
+        for run_id, raw in zip(owned, raws, strict=True):
+            if raw is not None and decode_record(raw).state != "running":
+                log.warning(
+                    "run %s: ended by another instance while this one's lease lapsed", run_id
+                )
+                self.judge.owned.discard(run_id)
+                self.threads.forget(run_id)
+                self.on_lost(run_id)
 
     async def _heartbeat(self) -> None:
         while True:
@@ -234,10 +263,17 @@ class RedisMembership:
         ]
         if not others:
             return []
+        started = anyio.current_time()
         pipe = client.pipeline(transaction=False)
+        pipe.exists(link.lease_key(link.instance))
         for instance in others:
             pipe.exists(link.lease_key(instance))
-        alive = await pipe.execute()
+        mine, *alive = await pipe.execute()
+        if not mine:
+            self.judge.hold()  # ours lapsed too: Redis (or this instance) stalled
+        self.judge.timed(started)
+        if not self.judge.may_judge:
+            return []
         ended: list[str] = []
         for instance, live in zip(others, alive, strict=True):
             if live:
