@@ -11,6 +11,8 @@ out, and a cancel whose owner does not answer ends the run from where it was sen
 from __future__ import annotations
 
 import json
+import os
+import signal
 import threading
 from pathlib import Path
 from typing import Any
@@ -85,3 +87,32 @@ def test_a_redis_rolled_back_under_an_owner_ends_its_run_once(tmp_path: Path) ->
         assert cancel["accepted"] is False and "already finished" in cancel["detail"]
         nxt = httpx.post(f"{b}/v1/runs", json={**start, "source": "ingest"})
         assert nxt.status_code == 201, nxt.text
+
+
+def test_a_cancel_its_owner_does_not_answer_ends_the_run() -> None:
+    with (
+        RedisProcess("--save", "", "--appendonly", "no") as server,
+        # A lease that outlasts the wait for an answer (10 s): the owner is alive throughout.
+        instances(f"{server.url}?lease=60", 2) as procs,
+    ):
+        (a, owner), (b, _) = procs
+        start = {"source": "ingest", "thread_id": "unanswered"}
+        run_id = httpx.post(f"{a}/v1/runs", json=start).json()["id"]
+        push(a, run_id, *deltas(0, 3))
+        watcher, on_b = reading(b, run_id)
+        wait_until(lambda: len(on_b) == 3, 20, "B's client at seq 3")
+        os.kill(owner.pid, signal.SIGSTOP)  # alive, its lease too, but it answers nothing
+        try:
+            cancel = httpx.post(f"{b}/v1/runs/{run_id}/cancel", timeout=60).json()
+            assert cancel["accepted"] is True and "did not answer" in cancel["detail"], cancel
+            watcher.join(30)
+            assert not watcher.is_alive()
+            assert [e["seq"] for e in on_b] == [1, 2, 3, 4]
+            assert on_b[-1]["data"] == {"status": "cancelled", "reason": "owner_unreachable"}
+            nxt = httpx.post(f"{b}/v1/runs", json=start)
+            assert nxt.status_code == 201, nxt.text
+        finally:
+            os.kill(owner.pid, signal.SIGCONT)
+        # The owner, woken, applies the cancel it was sent; its end is refused (the run has
+        # one), and its own clients get the run's one end from the journal.
+        assert envelopes(read_stream(a, run_id)) == on_b
