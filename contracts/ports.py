@@ -115,11 +115,16 @@ class CommandResult(msgspec.Struct, kw_only=True):
 
 
 class CutOff(Exception):
-    """The subscriber fell behind its buffer bound; resume from ``cursor`` via the journal."""
+    """The subscriber fell behind its buffer bound; resume from ``cursor`` via the journal.
 
-    def __init__(self, cursor: int) -> None:
+    ``rejoin``: it did nothing wrong — this instance's copy of the run was dropped (another
+    instance, or the journal, has its real end) — and a stream resumes at once, whatever its
+    protocol does with a subscriber that fell behind."""
+
+    def __init__(self, cursor: int, rejoin: bool = False) -> None:
         super().__init__(f"subscriber fell behind; resume after seq {cursor}")
         self.cursor = cursor
+        self.rejoin = rejoin
 
 
 class RunNotFound(LookupError):

@@ -160,7 +160,7 @@ class EventStream(Generic[W, B]):
                         return "ended"
                 break
             except CutOff as cut:
-                if policy.resume:
+                if policy.resume or cut.rejoin:
                     cursor = cut.cursor
                     continue
                 await self._tell(self.cut_off(cut.cursor))

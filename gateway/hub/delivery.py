@@ -103,10 +103,11 @@ class Delivery:
                 if wake:
                     run.notify()
 
-    def cut_all(self, run: Run) -> None:
-        """Cut off every subscriber of the run (each resumes from its cursor elsewhere)."""
+    def cut_all(self, run: Run, rejoin: bool = False) -> None:
+        """Cut off every subscriber of the run (each resumes from its cursor elsewhere;
+        ``rejoin``: at once, from the journal)."""
         for sub in list(run.subscribers):
-            sub.cut()
+            sub.cut(rejoin)
 
     def subscribers(self) -> dict[str, int]:
         """Open subscriptions by consumer (the adapter: "sse", "agui", …). Safe to call from
@@ -148,4 +149,4 @@ class Delivery:
             for observe in self.observers:
                 observe(sub, "close")
         if sub.cut_off and scope.cancelled_caught:
-            raise CutOff(sub.cursor)
+            raise CutOff(sub.cursor, sub.rejoin)

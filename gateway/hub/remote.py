@@ -147,9 +147,10 @@ class Remote:
         hub.delivery.show(run, env.seq, True)
         hub.budget.compact_later(run)
 
-    def let_go(self, run: Run) -> None:
-        """Drop a view: its subscribers are cut off (resumable), its reader stops."""
-        self.hub.delivery.cut_all(run)
+    def let_go(self, run: Run, rejoin: bool = False) -> None:
+        """Drop a view: its subscribers are cut off (resumable; ``rejoin``: they resume at
+        once from the journal), its reader stops."""
+        self.hub.delivery.cut_all(run, rejoin)
         self.cluster.unwatch(run.id)
         self.hub.table.drop(run, None)
 
@@ -187,6 +188,11 @@ class Remote:
     async def command(self, run: Run, verb: str, command: dict[str, Any]) -> CommandResult:
         answer = await self._send(run, command)
         if answer is None:
+            if verb == "cancel" and await self.cluster.end_unanswered(run.id):
+                # Its owner is unreachable, or lost the run (its journal diverged): a run left
+                # running would hold its thread and its watchers for good.
+                detail = "the instance running it did not answer; ended here (cancelled)"
+                return CommandResult(run_id=run.id, accepted=True, detail=detail)
             detail = f"the instance running it did not answer; nothing to {verb}"
             return CommandResult(run_id=run.id, accepted=False, detail=detail)
         return CommandResult(
@@ -261,7 +267,8 @@ class Remote:
         if run is None or run.remote:
             return
         self.hub.forsake(run)
-        self.let_go(run)
+        # Its clients here get that end too, whatever their protocol does when cut off.
+        self.let_go(run, rejoin=True)
 
 
 def _refused_as(exc: Exception) -> str:

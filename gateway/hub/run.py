@@ -268,6 +268,7 @@ class RunSubscription:
         self.max_batch = max_batch
         self.max_batch_bytes = max_batch_bytes
         self.cut_off = False
+        self.rejoin = False  # cut off for no fault of its own (contracts.ports.CutOff)
         self.scope: anyio.CancelScope | None = None
         # Deadlines the hub watches (``Hub._watch``) instead of a timer each: a write to the
         # client must end by ``write_deadline`` (else the subscriber is cut off), and a wait
@@ -290,9 +291,11 @@ class RunSubscription:
     def lagging(self) -> bool:
         return self.run.last_seq - self._cursor > self.max_lag
 
-    def cut(self) -> None:
-        """Called by the hub when this subscriber fell too far behind."""
+    def cut(self, rejoin: bool = False) -> None:
+        """Called by the hub when this subscriber fell too far behind (``rejoin``: when the
+        run's copy here is dropped)."""
         self.cut_off = True
+        self.rejoin = rejoin
         if self.scope is not None:
             # The subscriber may be stuck writing to a client that never reads.
             self.scope.cancel()
@@ -335,7 +338,7 @@ class RunSubscription:
         """The next batch if it can be had at once from memory; None: wait for one (or read a
         page of a cold run)."""
         if self.cut_off:
-            raise CutOff(self._cursor)
+            raise CutOff(self._cursor, self.rejoin)
         run = self.run
         if run.pages is not None:
             return None

@@ -189,3 +189,10 @@ class Cluster(Protocol):
         """Send a command to the instance that owns the run; its answer, or None when no
         instance owning it answered (gone, or the run finished and its owner let it go)."""
         ...
+
+    async def end_unanswered(self, run_id: str) -> bool:
+        """End a running run whose owner did not answer a cancel: one terminal
+        ``completion{cancelled, reason: owner_unreachable}``, committed so that the owner's
+        own later appends are refused (it stops the run when it finds out). False if the run
+        is not running any more."""
+        ...

@@ -35,6 +35,7 @@ from .base import (
 )
 from .redis_entries import decode_record, encode, sized_from_entry
 from .redis_follow import StreamFollower
+from .redis_lease import LeaseJudge
 from .redis_link import (
     COMMAND_TIMEOUT_S,
     FULL,
@@ -52,20 +53,24 @@ RETRY_MAX_S = 1.0
 COMMAND_RETRY_S = 0.05
 REPLY_TTL_S = 30
 SCAN_COUNT = 500
+# Tries at ending a run another instance keeps appending to (a cancel it did not answer).
+END_TRIES = 5
 
-# KEYS: events, seq, record, owner.  ARGV: the owner found dead, the last seq seen, maxlen,
-# ts, kind, data, the finished record, ms to keep it. 1: ended here; 0: not (any more) ours
-# to end — finished meanwhile, or another owner; 2: events appended since (its owner lives
-# after all, or will be looked at again).
-_END_ORPHAN = """
+# KEYS: events, seq, record, owner.  ARGV: the owner it must still have, the last seq seen,
+# maxlen, ts, kind, data, the finished record, ms to keep it, and the terminal event's seq (the
+# last seen + 1, or past it: after seqs Redis lost, past what clients were shown). 1: ended
+# here; 0: not (any more) to end — finished meanwhile, or another owner; 2: events appended
+# since (its owner lives after all, or will be looked at again).
+_END_RUNNING = """
 if redis.call('GET', KEYS[4]) ~= ARGV[1] then return 0 end
 local last = tonumber(redis.call('GET', KEYS[2]) or '0')
 if last ~= tonumber(ARGV[2]) then return 2 end
 local old = redis.call('GET', KEYS[3])
 if not old or cjson.decode(old)['state'] ~= 'running' then return 0 end
-redis.call('XADD', KEYS[1], 'MAXLEN', '~', ARGV[3], (last + 1) .. '-0',
+local seq = tonumber(ARGV[9])
+redis.call('XADD', KEYS[1], 'MAXLEN', '~', ARGV[3], seq .. '-0',
   't', ARGV[4], 'k', ARGV[5], 'd', ARGV[6])
-redis.call('SET', KEYS[2], last + 1)
+redis.call('SET', KEYS[2], seq)
 redis.call('SET', KEYS[3], ARGV[7])
 for i = 1, 4 do redis.call('PEXPIRE', KEYS[i], ARGV[8]) end
 return 1
@@ -85,7 +90,8 @@ class RedisMembership:
             link.key("wake", link.instance), 3 * link.lease_ms(), sized_from_entry
         )
         self.threads = ThreadClaims(partial(link.key, "thread-claim"), link.lease_ms)
-        self._end_orphan_script: Any = None
+        self._end_running_script: Any = None
+        self.judge = LeaseJudge(link.lease_s)
         self._resubscribe_delay = RETRY_MIN_S
 
     @property
@@ -101,7 +107,7 @@ class RedisMembership:
         instance left open is ended by whichever instance finds its lease gone first (the
         reaper), this one included."""
         client = self.link.client()
-        self._end_orphan_script = client.register_script(_END_ORPHAN)
+        self._end_running_script = client.register_script(_END_RUNNING)
         self.threads.register(client)
         await self._renew()
 
@@ -143,7 +149,14 @@ class RedisMembership:
         """A commit landed with these records; the runs ``lost`` were refused (another
         instance appended to them: their view here is stale)."""
         self.threads.committed(records)
+        owned = self.judge.owned
+        for record in records:
+            if record.state == "running":
+                owned.add(record.id)
+            else:
+                owned.discard(record.id)
         for run_id in lost:
+            owned.discard(run_id)
             self.threads.forget(run_id)
             if self.on_lost is not None:
                 self.on_lost(run_id)
@@ -188,12 +201,32 @@ class RedisMembership:
         """This instance's lease, and its place in the directory of instances (which the
         reapers read: only the runs of instances whose lease is gone are looked at)."""
         link = self.link
+        started = anyio.current_time()
         pipe = link.client().pipeline(transaction=False)
-        pipe.set(link.lease_key(link.instance), b"1", px=link.lease_ms())
+        pipe.set(link.lease_key(link.instance), b"1", px=link.lease_ms(), get=True)
         pipe.zadd(link.key("instances"), {link.instance: time.time_ns() // 1_000_000})
         claims = await self.threads.renew(pipe)
-        _, _, *kept = await pipe.execute()
+        had, _, *kept = await pipe.execute()
         self.threads.renewed(claims, kept)
+        if self.judge.renewed(started, had is not None):
+            await self._look_at_owned()
+
+    async def _look_at_owned(self) -> None:
+        """This instance's lease had lapsed: a survivor may have ended runs it owns. Those
+        end here now (their clients rejoin the journal's end), not at their next commit."""
+        link = self.link
+        owned = list(self.judge.owned)
+        if not owned or self.on_lost is None:
+            return
+        raws = await link.client().mget([link.run_keys(run_id)[2] for run_id in owned])
+        for run_id, raw in zip(owned, raws, strict=True):
+            if raw is not None and decode_record(raw).state != "running":
+                log.warning(
+                    "run %s: ended by another instance while this one's lease lapsed", run_id
+                )
+                self.judge.owned.discard(run_id)
+                self.threads.forget(run_id)
+                self.on_lost(run_id)
 
     async def _heartbeat(self) -> None:
         while True:
@@ -230,10 +263,17 @@ class RedisMembership:
         ]
         if not others:
             return []
+        started = anyio.current_time()
         pipe = client.pipeline(transaction=False)
+        pipe.exists(link.lease_key(link.instance))
         for instance in others:
             pipe.exists(link.lease_key(instance))
-        alive = await pipe.execute()
+        mine, *alive = await pipe.execute()
+        if not mine:
+            self.judge.hold()  # ours lapsed too: Redis (or this instance) stalled
+        self.judge.timed(started)
+        if not self.judge.may_judge:
+            return []
         ended: list[str] = []
         for instance, live in zip(others, alive, strict=True):
             if live:
@@ -252,36 +292,45 @@ class RedisMembership:
         return ended
 
     async def _end_orphan(self, run_id: str, owner: str) -> bool:
+        ended = await self.end_running(run_id, owner, "failed", "owner_lost")
+        if ended == 1:
+            log.warning("run %s: its instance %s is gone; ended it (owner_lost)", run_id, owner)
+        if ended != 2:
+            # Ended, here or by another survivor, or not that instance's: no longer its.
+            await self.link.client().srem(self.link.owned_key(owner), run_id)
+        return ended == 1
+
+    async def end_running(
+        self, run_id: str, owner: str, status: str, reason: str, shown: int = 0
+    ) -> int:
+        """End a run still ``running`` under ``owner`` with one terminal ``completion``,
+        committed as a compare-and-set on its owner, last seq and state (``_END_RUNNING``):
+        1 ended here, 0 not running (or not that owner's) any more, 2 appended to meanwhile.
+        The terminal event comes after ``shown`` too: the last seq clients may have been shown,
+        when Redis lost some of it (its stream diverged from what its owner committed)."""
         link = self.link
         client = link.client()
         keys = link.run_keys(run_id)
         raw_last, raw_record = await client.mget(keys[1], keys[2])
-        owned = link.owned_key(owner)
         if raw_record is None:
-            await client.srem(owned, run_id)
-            return False
+            return 0
         record = decode_record(raw_record)
         if record.state != "running":
-            await client.srem(owned, run_id)
-            return False
+            return 0
         last = int(raw_last or 0)
         now = time.time_ns()
         record.state = "finished"
-        record.status = "failed"
+        record.status = status
         record.finished_at = now
-        record.last_seq = last + 1
-        data = encode({"status": "failed", "reason": "owner_lost"})
+        record.last_seq = max(last, shown) + 1
+        data = encode({"status": status, "reason": reason})
         args = [owner, last, link.max_events, now, "completion", data, encode(record)]
-        args.append(link.max_age_ms)
-        done = int(await self._end_orphan_script(keys=keys, args=args))
+        args += [link.max_age_ms, record.last_seq]
+        done = int(await self._end_running_script(keys=keys, args=args))
         if done == 1:
-            log.warning("run %s: its instance %s is gone; ended it (owner_lost)", run_id, owner)
-            # Its thread is free for the next run (else once the dead owner's claim lapses).
+            # Its thread is free for the next run (else once its owner's claim lapses).
             await self.threads.release(record.thread_id, run_id)
-        if done != 2:
-            # Ended, here or by another survivor, or not that instance's: no longer its.
-            await client.srem(owned, run_id)
-        return done == 1
+        return done
 
     # --- commands to the owners of runs -----------------------------------------------------
 
@@ -313,6 +362,25 @@ class RedisMembership:
             return None
         decoded = msgspec.json.decode(answer[1], type=dict[str, Any])
         return None if decoded.get("missing") else decoded
+
+    @reaching
+    async def end_unanswered(self, run_id: str) -> bool:
+        # Appended to meanwhile: its owner still produces (and hears nothing); the end goes
+        # after what it appended, and its next commit is refused.
+        for _ in range(END_TRIES):
+            owner = await self.owner(run_id)
+            if owner is None:
+                return False
+            ended = await self.end_running(run_id, owner, "cancelled", "owner_unreachable")
+            if ended != 2:
+                if ended == 1:
+                    log.warning(
+                        "run %s: its instance %s did not answer a cancel; ended it here",
+                        run_id,
+                        owner,
+                    )
+                return ended == 1
+        return False
 
     async def _serve_commands(self) -> None:
         """Commands other instances send to runs owned here, each answered on its own list.

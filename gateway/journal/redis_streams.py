@@ -229,7 +229,7 @@ class RedisJournal(GroupCommit[Rows]):
         for run_id, at in order.items():
             result = results[at]
             if isinstance(result, ResponseError) and str(result).startswith("SEQ"):
-                log.error("run %s: another instance appended to it; events refused", run_id)
+                await self._diverged(run_id, rows[run_id], int(str(result).split()[1]))
                 lost.append(run_id)
             elif run_id in rows and not isinstance(result, Exception):
                 marks[run_id] = rows[run_id][-1][0]
@@ -239,6 +239,28 @@ class RedisJournal(GroupCommit[Rows]):
                 raise result
         self.cluster.committed(runs.values(), lost)
         return marks
+
+    async def _diverged(self, run_id: str, refused: list[Row], last: int) -> None:
+        """A batch of a run of this instance was refused: its stream in Redis ends at seq
+        ``last``, not right before the batch. Past it, another instance appended (or ended
+        the run: its lease was thought gone) and has the run's real end. Short of it, Redis
+        lost acknowledged writes (a failover, a rolled-back AOF) and still says the run is
+        ours and running: nobody else would end it, so it ends here, with one terminal event
+        after every seq this instance gave out (up to the refused batch's last), so that each
+        client, wherever its cursor, gets it; the seqs Redis lost stay a gap."""
+        if last < refused[0][0] - 1:
+            ended = await self.cluster.end_running(
+                run_id, self.link.instance, "failed", "journal_diverged", shown=refused[-1][0]
+            )
+            if ended == 1:
+                log.error(
+                    "run %s: Redis lost events this instance had committed (its stream ends "
+                    "at seq %d); ended it (journal_diverged)",
+                    run_id,
+                    last,
+                )
+                return
+        log.error("run %s: another instance appended to it; events refused", run_id)
 
     def _index(self, pipe: Any, record: RunRecord) -> None:
         """The registry around a run's own keys: every run by creation, its thread's runs,
