@@ -180,6 +180,12 @@ NOT_RUN: dict[tuple[str, str], str] = {
         '"$PWD/secrets/loopgate_token:/run/secrets/loopgate_token:ro" -e '
         "LOOPGATE_TOKEN_FILE=/run/secrets/loopgate_token loopgate",
     ): f"{_NO_DOCKER}; the commands after it talk to the doc's `loopgate serve` instead",
+    (
+        "docs/benchmarks.md",
+        "git worktree add ../before <revision> && (cd ../before && python3 -m venv .venv && "
+        '.venv/bin/pip install -q -e ".[test]")',
+    ): "a second checkout for benchmarks.hub_instructions to compare with (a placeholder "
+    "revision; a minute of installing)",
     # Benchmarks run here at the smallest size their section gives, when that takes at most
     # ~20 s on two cores (loop_overhead, acp_stream and the --quick lines of retention,
     # loop_plugs and ingest_journal); what takes longer is listed, with its time.
@@ -218,6 +224,12 @@ NOT_RUN: dict[tuple[str, str], str] = {
             "ingest_journal": _LONG.format(took="~4 min", smaller=_QUICK),
             "scale_out --rounds 5": _LONG.format(took="~2 min", smaller=_SMOKE.format("scale_out")),
             "scale_out --quick": _LONG.format(took="23 s", smaller=_SMOKE.format("scale_out")),
+            "hub_instructions --against ../before": _LONG.format(
+                took="~15 min under callgrind", smaller=_NO_SMALLER
+            ),
+            "hub_instructions --against ../before --subscribers 1 10 100": _LONG.format(
+                took="~15 min under callgrind", smaller=_NO_SMALLER
+            ),
         }.items()
     },
 }
