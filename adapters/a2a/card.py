@@ -14,6 +14,9 @@ CARD_PATH = "/.well-known/agent-card.json"
 RPC_PATH = "/a2a"
 REST_PATH = "/a2a/rest"
 MODES = ["text/plain", "application/json"]
+# What a message may carry besides: files as raw bytes or a URL (docs/attachments.md); an agent
+# that does not take a kind refuses it with ContentTypeNotSupported naming the kind.
+INPUT_MODES = [*MODES, "image/*", "audio/*", "application/octet-stream"]
 
 
 def agent_card(base_url: str, agent: AgentInfo, prefix: str, *, push: bool) -> dict[str, Any]:
@@ -50,7 +53,7 @@ def agent_card(base_url: str, agent: AgentInfo, prefix: str, *, push: bool) -> d
             }
         },
         "securityRequirements": [{"schemes": {"bearer": {"list": []}}}],
-        "defaultInputModes": MODES,
+        "defaultInputModes": INPUT_MODES,
         "defaultOutputModes": MODES,
         "skills": [
             {

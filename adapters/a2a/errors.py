@@ -11,7 +11,7 @@ from typing import Any
 
 from starlette.responses import Response
 
-from ...contracts.client_errors import client_message
+from ...contracts.client_errors import ClientError, client_message
 from ...contracts.ports import ThreadBusy
 from ..shared.problem import problem_for
 
@@ -113,6 +113,9 @@ def translate(exc: Exception) -> A2AError | None:
         return exc
     if isinstance(exc, ThreadBusy):
         return A2AError.unsupported(exc.detail)
+    if isinstance(exc, ClientError) and exc.field == "content":
+        # A part of a kind the agent does not take: A2A's own error for a content type.
+        return A2AError.content_type(exc.message)
     problem = problem_for(exc)
     if problem is None:
         return None

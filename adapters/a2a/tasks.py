@@ -10,13 +10,15 @@ caller's task is not found.
 
 from __future__ import annotations
 
-from typing import Any
+from typing import Any, Literal
 
 import msgspec
 
+from ...contracts import parts as content
 from ...contracts.envelope import Envelope
 from ...contracts.events import PermissionRequestView, view_of
 from ...contracts.gateway_events import DECISIONS, PERMISSION_REQUEST, PERMISSION_RESULT
+from ...contracts.parts import Content
 from ...contracts.ports import RunInfo, RunNotFound, RunService, StartRun
 from ...contracts.projector import ProjectorContext
 from ..shared.threads import thread_start
@@ -59,23 +61,46 @@ def task_of(info: RunInfo) -> str:
     return named if isinstance(named, str) else info.id
 
 
-def message_input(parts: list[Part]) -> str:
-    """What the loop is given for a message's parts: its text, data parts as JSON text.
-    The one place A2A content becomes the loop's input."""
-    texts: list[str] = []
+def message_input(parts: list[Part]) -> Content:
+    """What the loop is given for a message's parts: text as text, data parts as JSON text,
+    file parts (``raw`` bytes or a ``url``) as attachments (contracts.parts, checked at the
+    run's start like every front end's). The one place A2A content becomes the loop's input."""
+    out: list[content.Part] = []
     for index, part in enumerate(parts):
         if isinstance(part.text, str):
-            texts.append(part.text)
+            out.append(content.TextPart(text=part.text))
         elif part.data is not msgspec.UNSET:
-            texts.append(_json.encode(part.data).decode())
+            out.append(content.TextPart(text=_json.encode(part.data).decode()))
+        elif isinstance(part.raw, str) or isinstance(part.url, str):
+            media_type = part.media_type if isinstance(part.media_type, str) else None
+            out.append(
+                content.media(
+                    _media_kind(media_type),
+                    media_type=media_type,
+                    data=part.raw if isinstance(part.raw, str) else None,
+                    url=part.url if isinstance(part.url, str) else None,
+                    name=part.filename if isinstance(part.filename, str) else None,
+                )
+            )
         else:
             raise A2AError.content_type(
-                f"message.parts[{index}]: only text and data parts are taken (no files yet)"
+                f"message.parts[{index}]: a part carries text, data, raw bytes or a url"
             )
-    text = "\n".join(texts)
-    if not text.strip():
+    if not content.attachments(out) and not prompt_of(out).strip():
         raise A2AError.invalid_params("message.parts: the message has no text")
-    return text
+    return content.content_of(out)
+
+
+def prompt_of(given: Content | list[content.Part]) -> str:
+    """The message's own words (its text parts), which continue a thread."""
+    if isinstance(given, str):
+        return given
+    return "\n".join(p.text for p in given if isinstance(p, content.TextPart))
+
+
+def _media_kind(media_type: str | None) -> Literal["image", "audio", "file"]:
+    top = (media_type or "").split("/", 1)[0]
+    return "image" if top == "image" else "audio" if top == "audio" else "file"
 
 
 def decision_of(parts: list[Part]) -> str:
@@ -207,15 +232,15 @@ async def send(service: RunService, message: Message, agent: str | None) -> Turn
     """Start a task, or answer the one ``message.taskId`` names."""
     sent = msgspec.to_builtins(message)
     if not isinstance(message.task_id, str) or not message.task_id:
-        text = message_input(message.parts)
+        given = message_input(message.parts)
         context = message.context_id if isinstance(message.context_id, str) else None
         request = StartRun(
-            input=text,
+            input=prompt_of(given),
             thread_id=context or None,
             metadata={"protocol": PROTOCOL, SENT: sent},
             agent=agent,
         )
-        info = await service.start(await thread_start(service, request))
+        info = await service.start(await thread_start(service, request, given))
         return Turn(info=info, task_id=info.id)
     task_id = message.task_id
     runs = await task_runs(service, task_id)
@@ -238,13 +263,14 @@ async def send(service: RunService, message: Message, agent: str | None) -> Turn
             f"task {task_id!r} has ended ({state}); send a message without taskId to start "
             "another on its contextId"
         )
+    given = message_input(message.parts)
     request = StartRun(
-        input=message_input(message.parts),
+        input=prompt_of(given),
         thread_id=latest.thread_id,
         metadata={"protocol": PROTOCOL, TASK: task_id, SENT: sent},
         agent=latest.agent,
     )
-    info = await service.start(await thread_start(service, request))
+    info = await service.start(await thread_start(service, request, given))
     return Turn(info=info, task_id=task_id)
 
 
