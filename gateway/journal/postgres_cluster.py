@@ -283,31 +283,14 @@ class PostgresMembership(RedisMembership):
                 )
                 run_ids = [str(r[0]) for r in await cur.fetchall()]
             for run_id in run_ids:
-                record = await self._end_running_pg(run_id, instance, "failed", "owner_lost")
+                record = await self._end_orphan_pg(run_id, instance)
                 if record is not None:
                     ended.append(run_id)
                     with suppress(RedisError, OSError):
                         await self.threads.release(record.thread_id, run_id)
         return ended
 
-    async def end_unanswered(self, run_id: str) -> bool:
-        """A cancel its owner did not answer: the run ends here (``owner_unreachable``), in
-        PostgreSQL, and the owner's next commit to it is refused."""
-        owner = await self.owner(run_id)
-        if owner is None:
-            return False
-        record = await self._end_running_pg(run_id, owner, "cancelled", "owner_unreachable")
-        if record is None:
-            return False
-        with suppress(RedisError, OSError):
-            await self.threads.release(record.thread_id, run_id)
-        return True
-
-    async def _end_running_pg(
-        self, run_id: str, owner: str, status: str, reason: str
-    ) -> RunRecord | None:
-        """End a run still ``running`` under ``owner`` with one terminal event, in one
-        transaction holding the run's row; None if it ended meanwhile or is not owner's."""
+    async def _end_orphan_pg(self, run_id: str, owner: str) -> RunRecord | None:
         async with self.journal.link.connection() as conn, conn.transaction():
             cur = await conn.execute(
                 "SELECT record, last_seq, instance, state FROM runs WHERE id = %s FOR UPDATE",
@@ -323,9 +306,9 @@ class PostgresMembership(RedisMembership):
             last = max(int(row[1]), int(found[0]) if found else 0)
             record = decode_run(row[0], last)
             now = time.time_ns()
-            record.state, record.status = "finished", status
+            record.state, record.status = "finished", "failed"
             record.finished_at, record.last_seq = now, last + 1
-            data = _encode({"status": status, "reason": reason})
+            data = _encode({"status": "failed", "reason": "owner_lost"})
             await conn.execute(
                 "INSERT INTO events (run_id, seq, ts, kind, data) VALUES (%s, %s, %s, %s, %s)",
                 (run_id, last + 1, now, "completion", data),
@@ -335,7 +318,7 @@ class PostgresMembership(RedisMembership):
                 "last_seq = %s, instance = %s WHERE id = %s",
                 (_encode(record), now, last + 1, self.link.instance, run_id),
             )
-        log.warning("run %s of instance %s: ended it here (%s)", run_id, owner, reason)
+        log.warning("run %s: its instance %s is gone; ended it (owner_lost)", run_id, owner)
         self._bells[run_id] = last + 1
         self._bell.set()
         return record
