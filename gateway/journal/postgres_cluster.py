@@ -290,6 +290,13 @@ class PostgresMembership(RedisMembership):
                         await self.threads.release(record.thread_id, run_id)
         return ended
 
+    async def end_unanswered(self, run_id: str) -> bool:
+        """Not here yet: a run ended in PostgreSQL over its silent owner's head stays running in
+        that owner's memory until it commits again (an ingest run may never), since nothing
+        tells an owner here that its run ended elsewhere. A cancel its owner does not answer is
+        refused (retry) instead, as before R1's fix (docs/scale.md)."""
+        return False
+
     async def _end_orphan_pg(self, run_id: str, owner: str) -> RunRecord | None:
         async with self.journal.link.connection() as conn, conn.transaction():
             cur = await conn.execute(
