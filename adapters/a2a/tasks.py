@@ -83,7 +83,7 @@ def message_input(parts: list[Part]) -> Content:
                 )
             )
         else:
-            raise A2AError.content_type(
+            raise A2AError.invalid_params(
                 f"message.parts[{index}]: a part carries text, data, raw bytes or a url"
             )
     if not content.attachments(out) and not prompt_of(out).strip():
