@@ -13,6 +13,10 @@ import anyio
 
 from loopgate.contracts import validate_event
 from loopgate.contracts.messages import Message, ToolCall, ToolSpec
+from loopgate.gateway.reference.config import LoopConfig
+from loopgate.gateway.reference.core import CoreLoop
+from loopgate.gateway.reference.scripted import ScriptedProvider
+from loopgate.gateway.reference.tools import DemoTools
 from loopgate.gateway.reference.types import (
     FinishChunk,
     LoopContext,
@@ -207,3 +211,14 @@ def loopgate_run(*args: str, cwd: Path, stdin: str = "") -> subprocess.Completed
         encoding="utf-8",
         start_new_session=True,  # no controlling terminal, even under a developer's shell
     )
+
+
+async def run_scripted(
+    prompt: str, tmp_path: Path, config: LoopConfig | None = None, **kwargs: Any
+) -> tuple[Recorder, list[Message], dict[str, Any]]:
+    """One turn of the embedded scripted model with the demo tools: what it emitted (checked
+    by ``check_stream``), its history, and the stream's summary."""
+    loop = CoreLoop(ScriptedProvider(delay_s=0), DemoTools(tmp_path), config, **kwargs)
+    rec = Recorder()
+    history = await loop.run_turn(user(prompt), rec)
+    return rec, history, check_stream(rec.events)

@@ -13,16 +13,9 @@ from loopgate.gateway.reference.providers import make_provider
 from loopgate.gateway.reference.scripted import ScriptedProvider, plan_response, scenario_of
 from loopgate.gateway.reference.tools import DemoTools
 from loopgate.gateway.reference.types import ModelRequest
-from tests.reference.loop_support import Recorder, check_stream, user
+from tests.reference.loop_support import run_scripted, user
 
 pytestmark = pytest.mark.anyio
-
-
-async def run(prompt: str, tmp_path: Path, config: LoopConfig | None = None, **kwargs):
-    loop = CoreLoop(ScriptedProvider(delay_s=0), DemoTools(tmp_path), config, **kwargs)
-    rec = Recorder()
-    history = await loop.run_turn(user(prompt), rec)
-    return rec, history, check_stream(rec.events)
 
 
 def test_same_conversation_same_chunks_different_prompts_differ(tmp_path: Path):
@@ -41,7 +34,7 @@ def test_scenario_keywords():
 
 
 async def test_default_run_has_reasoning_text_and_two_parallel_tools(tmp_path: Path):
-    rec, history, terminal = await run("What time is it, and what is 6 * 7?", tmp_path)
+    rec, history, terminal = await run_scripted("What time is it, and what is 6 * 7?", tmp_path)
     assert terminal["status"] == "completed"
     assert rec.of("reasoning_delta") and rec.of("content_delta")
     first_round = [d for d in rec.of("tool_call_start") if d["round"] == 1]
@@ -69,7 +62,7 @@ async def test_default_run_has_reasoning_text_and_two_parallel_tools(tmp_path: P
     ],
 )
 async def test_scenarios(tmp_path: Path, prompt: str, config, expect: dict):
-    rec, _, terminal = await run(prompt, tmp_path, config)
+    rec, _, terminal = await run_scripted(prompt, tmp_path, config)
     assert terminal["status"] == expect.get("status", "completed")
     kinds = set(rec.kinds())
     for kind in expect.get("kinds", []):
@@ -85,26 +78,26 @@ async def test_scenarios(tmp_path: Path, prompt: str, config, expect: dict):
 
 
 async def test_unicode_deltas(tmp_path: Path):
-    rec, _, _ = await run("unicode please", tmp_path)
+    rec, _, _ = await run_scripted("unicode please", tmp_path)
     text = rec.text()
     assert "🚀" in text and "日本語" in text and "\n" in text
     assert any("\n" in d["delta"] for d in rec.of("content_delta"))
 
 
 async def test_big_result_is_a_megabyte(tmp_path: Path):
-    rec, _, _ = await run("big result", tmp_path, LoopConfig(persist_tool_results=True))
+    rec, _, _ = await run_scripted("big result", tmp_path, LoopConfig(persist_tool_results=True))
     assert len(rec.of("tool_call_result")[0]["result"]) == 1_000_000
 
 
 async def test_provider_error_after_some_text(tmp_path: Path):
-    rec, history, _ = await run("provider error", tmp_path)
+    rec, history, _ = await run_scripted("provider error", tmp_path)
     assert rec.of("content_delta")
     assert history[-1].content == rec.text()
 
 
 async def test_client_tool(tmp_path: Path):
     spec = ToolSpec(name="show_chart", description="render a chart in the UI")
-    rec, _, terminal = await run("client tool: chart it", tmp_path, client_tools=[spec])
+    rec, _, terminal = await run_scripted("client tool: chart it", tmp_path, client_tools=[spec])
     assert terminal["status"] == "waiting_user"
     assert terminal["pendingToolCallIds"] == [rec.of("tool_call_start")[0]["id"]]
 
@@ -141,7 +134,7 @@ def test_make_provider():
 async def test_the_demo_calculates_the_prompts_own_arithmetic(
     tmp_path: Path, prompt: str, expression: str, result: str
 ) -> None:
-    rec, _, _ = await run(prompt, tmp_path)
+    rec, _, _ = await run_scripted(prompt, tmp_path)
     calls = [data for kind, data in rec.events if kind == "tool_call_start"]
     assert [c["arguments"] for c in calls if c["name"] == "calculate"] == [
         {"expression": expression}
@@ -161,7 +154,7 @@ async def test_the_demo_calculates_the_prompts_own_arithmetic(
 async def test_the_default_looks_up_only_what_the_prompt_asks(
     prompt: str, tools: list[str], tmp_path: Path
 ) -> None:
-    rec, history, terminal = await run(prompt, tmp_path)
+    rec, history, terminal = await run_scripted(prompt, tmp_path)
     assert terminal["status"] == "completed"
     assert [d["name"] for d in rec.of("tool_call_start")] == tools
     if "calculate" in tools:
@@ -170,7 +163,7 @@ async def test_the_default_looks_up_only_what_the_prompt_asks(
 
 
 async def test_an_unmatched_prompt_is_told_what_the_model_is(tmp_path: Path) -> None:
-    rec, history, terminal = await run("What is the capital of France?", tmp_path)
+    rec, history, terminal = await run_scripted("What is the capital of France?", tmp_path)
     assert terminal["status"] == "completed" and not rec.of("tool_call_start")
     answer = history[-1].content
     assert "scripted model" in answer and "--provider openai" in answer

@@ -10,15 +10,13 @@ import pytest
 from loopgate.gateway.reference.config import LoopConfig
 from loopgate.gateway.reference.core import CoreLoop
 from loopgate.gateway.reference.hooks import NoHooks, Proceed
-from loopgate.gateway.reference.scripted import ScriptedProvider
-from loopgate.gateway.reference.tools import DemoTools
 from tests.reference.loop_support import (
     FakeExecutor,
     FakeProvider,
     Recorder,
     calls,
-    check_stream,
     ok,
+    run_scripted,
     text,
     user,
 )
@@ -27,10 +25,7 @@ pytestmark = pytest.mark.anyio
 
 
 async def scripted(prompt: str, tmp_path: Path, config: LoopConfig | None = None, hooks=None):
-    loop = CoreLoop(ScriptedProvider(delay_s=0), DemoTools(tmp_path), config, hooks=hooks)
-    rec = Recorder()
-    history = await loop.run_turn(user(prompt), rec)
-    check_stream(rec.events)
+    rec, history, _ = await run_scripted(prompt, tmp_path, config, hooks=hooks)
     return rec, history
 
 
