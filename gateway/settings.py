@@ -199,9 +199,10 @@ class Settings(msgspec.Struct, kw_only=True, forbid_unknown_fields=True):
     subscriber_max_lag: int = 10_000  # events a subscriber may fall behind before it is cut off
     max_batch: int = 512  # events written to a client per write
     keepalive_s: float = 15.0  # comments on quiet streams
-    # Live deliveries coalesced: subscribers of a run with new events are woken together once
-    # per window, so a model streaming a token every few ms costs a write per window, not per
-    # token (docs/benchmarks.md). 0: woken at each event.
+    # Live deliveries coalesced: events that come within a window of the last wake-up reach a
+    # run's subscribers together at the window's end, so a loop streaming a token every
+    # fraction of a ms costs a write per window, not per token; an event after a window of
+    # quiet (a run's first) goes at once (docs/benchmarks.md). 0: woken at each event.
     delivery_window_s: float = 0.002
     write_timeout_s: float = 30.0  # a client that accepts no bytes for this long is cut off
     ingest_idle_timeout_s: float = 300.0  # an ingest run quiet this long fails

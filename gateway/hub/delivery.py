@@ -4,12 +4,15 @@ when they stall.
 Every wake-up goes through :meth:`Delivery.show`: an event becomes visible when its journal
 has it (at once with the memory journal, at its commit with a durable one, as it arrives from
 the owner for another instance's run), and its run's waiting subscribers are woken either at
-once (a terminal event, a commit: already coalesced) or with the next delivery window, one
-timer for the whole hub and one write per window per subscriber, not per event.
+once (a terminal event, a commit: already coalesced; an event after a window or more of quiet:
+nothing to coalesce it with) or with the next delivery window, one timer for the whole hub and
+at most two writes per window per subscriber (the leading event, then the rest), not one per
+event.
 """
 
 from __future__ import annotations
 
+import time
 from collections.abc import AsyncIterator, Callable
 from contextlib import asynccontextmanager
 
@@ -49,10 +52,17 @@ class Delivery:
             self.wake(run, now)
 
     def wake(self, run: Run, now: bool = False) -> None:
-        """Wake the run's waiting subscribers: ``now``, or with the next delivery window."""
+        """Wake the run's waiting subscribers: ``now``; at once too when they were last woken
+        a window ago or more (a run's first event, one after a pause: nothing to coalesce it
+        with, so it never waits); else with the next delivery window."""
         if now or not self._window:
             run.notify()
         elif run.has_waiters and run not in self._dirty:
+            clock = time.monotonic()
+            if clock - run.woken_at >= self._window:
+                run.woken_at = clock
+                run.notify()
+                return
             self._dirty[run] = None
             if self._woken is not None:
                 self._woken.set()
@@ -81,7 +91,9 @@ class Delivery:
                 self._woken = None
             await anyio.sleep(self._window)
             dirty, self._dirty = self._dirty, {}
+            clock = time.monotonic()
             for run in dirty:
+                run.woken_at = clock
                 run.notify()
 
     async def deadlines(self) -> None:

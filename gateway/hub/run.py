@@ -2,6 +2,7 @@
 
 from __future__ import annotations
 
+import math
 from array import array
 from bisect import bisect_right
 from collections.abc import Awaitable, Callable, Sequence
@@ -103,6 +104,9 @@ class Run:
         # load returns): the sweep, which lets go of views nobody watches, leaves it be.
         self.loading = False
         self._waiter: anyio.Event | None = None
+        # When its subscribers were last woken by a live event (time.monotonic): the
+        # delivery window holds an event back only within a window of that.
+        self.woken_at = -math.inf
         if record.state == "finished":
             self.ended.set()
 

@@ -20,14 +20,35 @@ import redis.asyncio.sentinel as aiosentinel
 import redis.sentinel
 from redis.asyncio.connection import parse_url
 from redis.exceptions import AuthenticationError, RedisError, ResponseError
+from redis.exceptions import ConnectionError as RedisConnectionError
 
 SENTINEL = "redis+sentinel://"
 # Query parameters that are loopgate's, not the Redis client's (docs/scale.md).
-OURS = ("lease", "prefix", "replicas")
+OURS = ("lease", "prefix", "replicas", "pool_wait")
+# How long a command waits for one of the pool's connections to come free (``pool_wait``).
+DEFAULT_POOL_WAIT_S = 5.0
 DEFAULT_SENTINEL_PORT = 26379
 # redis-py's Sentinel classes carry no annotations.
 _AsyncSentinel: Any = aiosentinel.Sentinel
 _SyncSentinel: Any = redis.sentinel.Sentinel
+
+
+class PoolBusy(RedisError):
+    """Every connection of the pool stayed in use for the whole wait: the connections are
+    not at fault (not a ConnectionError, which drops the idle ones as stale)."""
+
+
+class WaitingPool(aioredis.BlockingConnectionPool):
+    """redis-py's blocking pool, whose timeout is :class:`PoolBusy`."""
+
+    async def get_connection(self, *args: Any, **kwargs: Any) -> Any:
+        try:
+            # redis-py leaves this method unannotated.
+            return await super().get_connection(*args, **kwargs)  # type: ignore[no-untyped-call]
+        except RedisConnectionError as exc:
+            if isinstance(exc.__cause__, TimeoutError):
+                raise PoolBusy("every pooled connection stayed in use") from None
+            raise
 
 
 @dataclass(frozen=True)
@@ -94,11 +115,17 @@ class RedisTarget:
         parts = urlsplit(self.url)
         return f"{parts.hostname}:{parts.port or 6379}"
 
-    def client(self, **kwargs: Any) -> aioredis.Redis:
+    def client(self, pool_wait_s: float = DEFAULT_POOL_WAIT_S, **kwargs: Any) -> aioredis.Redis:
         """A client with a connection pool of its own (so a blocking read on one holds none
-        of another's connections)."""
+        of another's connections). Past the pool's ``max_connections`` (the URL's; redis-py's
+        default, 100) a command waits up to ``pool_wait_s`` for a connection to come free,
+        then fails as a connection error (503): redis-py's plain pool refuses it at once, so
+        a burst of requests past the pool was 503 with Redis idle."""
         if not self.sentinels:
-            return aioredis.Redis.from_url(self.url, **kwargs)
+            if kwargs.get("single_connection_client"):
+                return aioredis.Redis.from_url(self.url, **kwargs)
+            pool = WaitingPool.from_url(self.url, timeout=pool_wait_s, **kwargs)
+            return aioredis.Redis.from_pool(pool)
         kwargs.pop("single_connection_client", None)  # its own pool is what that asks for
         sentinel = _AsyncSentinel(
             list(self.sentinels),

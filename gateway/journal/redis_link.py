@@ -19,7 +19,7 @@ from redis.exceptions import OutOfMemoryError, RedisError, ResponseError
 
 from ...contracts.ports import Unavailable
 from . import redis_follow
-from .redis_connect import RedisTarget
+from .redis_connect import DEFAULT_POOL_WAIT_S, PoolBusy, RedisTarget
 
 log = logging.getLogger("loopgate.journal")
 
@@ -27,11 +27,13 @@ T = TypeVar("T", int, float)
 Method = TypeVar("Method", bound=Callable[..., Coroutine[Any, Any, Any]])
 
 UNAVAILABLE = "the shared journal (Redis) does not answer; retry shortly"
+BUSY = "this instance's connections to the shared journal (Redis) are all busy; retry shortly"
 FULL = (
     "Redis is full (maxmemory reached, with maxmemory-policy noeviction): nothing more can be "
     "committed until it has room"
 )
 DEFAULT_LEASE_S = 10.0
+MAX_POOL_WAIT_S = 60.0
 DEFAULT_PREFIX = "loopgate"
 # The longest a command sent to another instance waits for its answer (a blocking read).
 COMMAND_TIMEOUT_S = 10.0
@@ -61,6 +63,12 @@ class RedisLink:
         if self.lease_s <= 0:
             raise ValueError(f"the Redis lease must be positive, got {self.lease_s}")
         self.prefix = prefix or params.get("prefix", DEFAULT_PREFIX)
+        self.pool_wait_s = _number(params, "pool_wait", DEFAULT_POOL_WAIT_S)
+        if not 0 < self.pool_wait_s <= MAX_POOL_WAIT_S:
+            raise ValueError(
+                f"the Redis URL's pool_wait must be above 0 and at most {MAX_POOL_WAIT_S:g} s, "
+                f"got {self.pool_wait_s:g}"
+            )
         # What a run keeps: a stream is capped at ``max_events`` entries, and a finished
         # run's keys expire ``max_age_ms`` after its end.
         self.max_events = max_events
@@ -102,6 +110,7 @@ class RedisLink:
         # would end a 10 s BLPOP as a network error); a timeout in the URL still wins.
         name = f"{self.prefix}:{self.instance}"
         client = self.target.client(
+            self.pool_wait_s,
             decode_responses=False,
             client_name=name,
             socket_timeout=COMMAND_TIMEOUT_S + SOCKET_SLACK_S,
@@ -172,6 +181,13 @@ def reaching(method: Method) -> Method:
     async def reaching(*args: Any, **kwargs: Any) -> Any:
         try:
             return await method(*args, **kwargs)
+        except PoolBusy:
+            log.warning(
+                "journal: a request's %s found every Redis connection of this instance in use "
+                "(the journal URL's max_connections and pool_wait)",
+                method.__name__,
+            )
+            raise Unavailable(BUSY, retry_after=1) from None
         except (RedisError, OSError):
             log.warning("journal: Redis did not answer a request's %s", method.__name__)
             raise Unavailable(UNAVAILABLE, retry_after=1) from None
@@ -205,6 +221,8 @@ def trouble(exc: BaseException) -> str:
     may quote a host or a script)."""
     if isinstance(exc, OutOfMemoryError):
         return FULL
+    if isinstance(exc, PoolBusy):
+        return "every connection to Redis is busy"
     if isinstance(exc, ResponseError):
         return "Redis refuses the journal's commands"
     return "Redis does not answer"

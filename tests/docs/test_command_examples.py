@@ -230,6 +230,10 @@ NOT_RUN: dict[tuple[str, str], str] = {
             "loop_plugs --events 200000 --repeat 5 --rate 5000 --delivery-window-ms 0": (
                 _LONG.format(took="~1.5 min", smaller=_SMOKE.format("loop_plugs"))
             ),
+            "loop_plugs --events 20000 --repeat 2 --rate 200 --paced-events 600 "
+            "--delivery-window-ms 2": _LONG.format(
+                took="~45 s", smaller=_SMOKE.format("loop_plugs")
+            ),
             "ingest_journal": _LONG.format(took="~4 min", smaller=_QUICK),
             "scale_out --rounds 5": _LONG.format(took="~2 min", smaller=_SMOKE.format("scale_out")),
             "scale_out --quick": _LONG.format(took="23 s", smaller=_SMOKE.format("scale_out")),

@@ -325,7 +325,8 @@ async def test_live_wake_ups_are_coalesced_over_the_delivery_window(
 ) -> None:
     """Events published while a subscriber waits reach it together once the window closes
     (a long window here, so the test does not depend on the machine's pace); without one,
-    each event wakes it. The terminal event is not held back."""
+    each event wakes it. The run's first event, with nothing to coalesce it with, and the
+    terminal event are not held back."""
     async with hub_for(tmp_path, delivery_window_s=window) as hub:
         run_id = await ingest_run(hub)
         batches: list[list[int]] = []
@@ -349,10 +350,42 @@ async def test_live_wake_ups_are_coalesced_over_the_delivery_window(
                 await hub.push(run_id, DONE)
         assert [seq for batch in batches for seq in batch] == list(range(1, 12))
         if window:
-            # The terminal event wakes at once: it comes with whatever the window held.
-            assert batches == [list(range(1, 12))]
+            # The first event goes at once; the terminal event wakes at once too: it comes
+            # with whatever the window held.
+            assert batches == [[1], list(range(2, 12))]
         else:
             assert len(batches) == most_batches + 1  # each event woke the reader
+
+
+async def test_an_event_after_a_quiet_window_is_not_held_back(tmp_path: Path) -> None:
+    """The window coalesces events that come close together; one that comes a window or more
+    after the last wake-up has nothing to wait for and wakes its subscriber at once."""
+    window = 0.2
+    async with hub_for(tmp_path, delivery_window_s=window) as hub:
+        run_id = await ingest_run(hub)
+        batches: list[list[int]] = []
+        waiting = anyio.Event()
+
+        async def reader() -> None:
+            async with hub.subscribe(run_id) as sub:
+                while not sub.done:
+                    waiting.set()
+                    batch = await sub.next_batch()
+                    batches.append([e.seq for e in batch])
+
+        with anyio.fail_after(10):
+            async with anyio.create_task_group() as tg:
+                tg.start_soon(reader)
+                await waiting.wait()
+                for i in range(3):
+                    await hub.push(run_id, delta(str(i)))
+                    for _ in range(5):  # the reader's turn: it was woken, not the window
+                        await anyio.lowlevel.checkpoint()
+                    assert batches[-1:] == [[i + 1]]
+                    # A quiet window: what the next event's promptness depends on.
+                    await anyio.sleep(window * 1.5)
+                await hub.push(run_id, DONE)
+        assert batches == [[1], [2], [3], [4]]
 
 
 async def test_one_id_started_twice_at_once_is_started_once(tmp_path: Path) -> None:
