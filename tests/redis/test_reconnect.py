@@ -46,9 +46,11 @@ def test_after_a_redis_restart_no_stale_pooled_connection_fails_a_request() -> N
     ):
         ((base, _),) = procs
         run_id = httpx.post(f"{base}/v1/runs", json={"source": "ingest"}).json()["id"]
-        # As many connections in the pool as requests at once.
+        # Connections in the pool: about as many as requests at once, fewer when some of the
+        # burst ended before others began (on a busy machine, 37 of 40 were seen). Each would
+        # have failed one request after the restart; two are enough to tell.
         assert anyio.run(burst, base, "/v1/runs") == {200: BURST}
-        assert proxy.lose_connections() >= BURST
+        assert proxy.lose_connections() >= 2
         server.kill()
         server.start()  # answering again: the runs it held are gone (it persists nothing)
         assert anyio.run(burst, base, "/v1/runs") == {200: BURST}
