@@ -238,6 +238,14 @@ def multitask_strategy(body: RunAgentInput) -> MultitaskStrategy | None:
     )
 
 
+def webhook_url(body: RunAgentInput) -> str | None:
+    """``forwardedProps.loopgate.webhook``: told of the run's end (docs/api.md)."""
+    url = loopgate_props(body).get("webhook")
+    if url is None or isinstance(url, str):
+        return url
+    raise ClientError("forwardedProps.loopgate.webhook must be a URL string")
+
+
 def attach_cursor(body: RunAgentInput) -> int | None:
     """``forwardedProps.loopgate.attach``: watch the existing run ``runId`` (after the seq
     ``forwardedProps.loopgate.after``, default 0) instead of starting one; None otherwise."""

@@ -11,6 +11,9 @@ taken (ThreadBusy, from the adapter's look-up or from the claim):
 - ``rollback``: the running run is cancelled and left out of the conversation: the new run goes
   on from the thread as it was before it (the run itself stays listed, ``cancelled``).
 
+Every start passes here, strategy or not: a ``webhook`` it names is checked first
+(adapters/shared/webhooks.py), so a refused one starts nothing and cancels nothing.
+
 Every wait is bounded by ``thread_wait_s`` (EndpointLimits): past it the start is refused as
 ThreadBusy naming the run still going. Only ports are used, so the same holds wherever the run
 going is served from (this instance, or another one sharing the journal).
@@ -21,8 +24,11 @@ from __future__ import annotations
 import anyio
 import msgspec
 
+from ...contracts.limits import EndpointLimits
+from ...contracts.parts import Content
 from ...contracts.ports import CutOff, RunInfo, RunService, StartRun, ThreadBusy
 from .threads import thread_start
+from .webhooks import check_webhook
 
 __all__ = ["start_on_thread"]
 
@@ -30,19 +36,27 @@ __all__ = ["start_on_thread"]
 _IDLE_S = 1.0
 
 
-async def start_on_thread(service: RunService, request: StartRun, wait_s: float) -> RunInfo:
-    """Start ``request`` as its ``multitask_strategy`` says (None: as before strategies)."""
+async def start_on_thread(
+    service: RunService,
+    request: StartRun,
+    limits: EndpointLimits,
+    content: Content | None = None,
+) -> RunInfo:
+    """Start ``request`` as its ``multitask_strategy`` says (None: as before strategies).
+    ``content``: the prompt with its attachments (adapters/shared/threads.py)."""
+    check_webhook(request.webhook, limits)
     strategy, thread_id = request.multitask_strategy, request.thread_id
     if strategy is None or thread_id is None:
-        return await service.start(await thread_start(service, request))
+        return await service.start(await thread_start(service, request, content))
     request = msgspec.structs.replace(request, exclusive=True)
     skipped: set[str] = set()
     busy: ThreadBusy | None = None
-    with anyio.move_on_after(wait_s):
+    with anyio.move_on_after(limits.thread_wait_s):
         while True:
             try:
                 await _check_free(service, thread_id, skipped)
-                return await service.start(await thread_start(service, request, skip=skipped))
+                started = await thread_start(service, request, content, skipped)
+                return await service.start(started)
             except ThreadBusy as exc:
                 busy = exc
             if strategy == "reject":

@@ -1,0 +1,184 @@
+"""A run's ``webhook``: a real receiver (Starlette on uvicorn, 127.0.0.1) is sent the run's
+final state once it has ended, once, retried while it fails; a URL the operator did not allow
+is refused at the start, in each protocol's error shape, and never contacted.
+
+The gateway has a token and ``allowed_outbound`` naming the receiver's ``/hook/`` path only;
+a second receiver on another port stands for a host the operator did not allow.
+"""
+
+from __future__ import annotations
+
+import json
+import threading
+from collections.abc import Iterator
+from typing import Any
+
+import httpx
+import openai
+import pytest
+from starlette.applications import Starlette
+from starlette.requests import Request
+from starlette.responses import Response
+from starlette.routing import Route
+
+from tests.fakes.servers import serve_app
+from tests.gateway.harness import running_gateway
+from tests.waiting import wait_until
+
+TOKEN = "webhook-t0ken-0123456789"
+counter = iter(range(1_000_000))
+
+
+class Receiver:
+    """Every POST by path; ``/hook/flaky-…`` answers 503 twice, then 200."""
+
+    def __init__(self) -> None:
+        self.posts: dict[str, list[dict[str, Any]]] = {}
+        self.answered: dict[str, list[int]] = {}
+        self.lock = threading.Lock()
+
+    async def hook(self, request: Request) -> Response:
+        key = request.path_params["key"]
+        body = json.loads(await request.body())
+        with self.lock:
+            tries = self.answered.setdefault(key, [])
+            status = 503 if key.startswith("flaky") and len(tries) < 2 else 200
+            tries.append(status)
+            if status == 200:
+                self.posts.setdefault(key, []).append(body)
+        return Response(status_code=status)
+
+    def of(self, key: str) -> list[dict[str, Any]]:
+        with self.lock:
+            return list(self.posts.get(key, []))
+
+    def tries(self, key: str) -> list[int]:
+        with self.lock:
+            return list(self.answered.get(key, []))
+
+
+class Setup:
+    def __init__(self, base: str, hooks: tuple[str, Receiver], elsewhere: tuple[str, Receiver]):
+        self.base = base
+        self.hooks, self.receiver = hooks
+        self.elsewhere, self.elsewhere_receiver = elsewhere
+        self.http = httpx.Client(
+            base_url=base, headers={"authorization": f"Bearer {TOKEN}"}, timeout=30
+        )
+
+
+@pytest.fixture(scope="module")
+def setup() -> Iterator[Setup]:
+    allowed, other = Receiver(), Receiver()
+    app = Starlette(routes=[Route("/hook/{key}", allowed.hook, methods=["POST"])])
+    elsewhere_app = Starlette(routes=[Route("/hook/{key}", other.hook, methods=["POST"])])
+    with serve_app(app) as hooks, serve_app(elsewhere_app) as elsewhere:
+        settings = {
+            "token": TOKEN,
+            "allowed_outbound": [f"{hooks}/hook/"],
+            "scripted_delay_s": 0.002,
+            "webhook_backoff_s": 0.05,
+        }
+        with running_gateway(**settings) as (base, _):
+            found = Setup(base, (hooks, allowed), (elsewhere, other))
+            yield found
+            found.http.close()
+
+
+def key(name: str) -> str:
+    return f"{name}-{next(counter)}"
+
+
+def delivered(setup: Setup, hook: str) -> dict[str, Any]:
+    posts = wait_until(lambda: setup.receiver.of(hook), 20, f"the webhook {hook}")
+    assert len(posts) == 1, posts
+    return posts[0]
+
+
+def test_the_final_state_is_posted_once(setup: Setup) -> None:
+    hook = key("native")
+    started = setup.http.post(
+        "/v1/runs",
+        json={"input": "plain say hello", "webhook": f"{setup.hooks}/hook/{hook}"},
+    )
+    assert started.status_code == 201, started.text
+    run_id = started.json()["id"]
+    body = delivered(setup, hook)
+    shown = setup.http.get(f"/v1/runs/{run_id}").json()
+    assert body["id"] == run_id and body["state"] == "finished"
+    assert body["status"] == shown["status"] == "completed"
+    for field in ("thread_id", "source", "created_at", "last_seq", "input", "agent", "owner"):
+        assert body[field] == shown[field], field
+    assert "webhook" not in shown and "webhook" not in body  # the URL is not shown back
+    # A later run's webhook arrives after it: still the one POST for the first.
+    other = key("native")
+    setup.http.post(
+        "/v1/runs", json={"input": "plain hi", "webhook": f"{setup.hooks}/hook/{other}"}
+    )
+    delivered(setup, other)
+    assert len(setup.receiver.of(hook)) == 1
+    assert setup.receiver.tries(hook) == [200]
+
+
+def test_a_failing_receiver_gets_it_on_the_third_try(setup: Setup) -> None:
+    hook = key("flaky")
+    url = f"{setup.hooks}/hook/{hook}"
+    started = setup.http.post("/v1/runs", json={"input": "plain say hello", "webhook": url})
+    assert started.status_code == 201, started.text
+    body = delivered(setup, hook)
+    assert body["id"] == started.json()["id"] and body["state"] == "finished"
+    assert setup.receiver.tries(hook) == [503, 503, 200]
+
+
+def test_a_cancelled_run_says_so(setup: Setup) -> None:
+    hook = key("cancel")
+    url = f"{setup.hooks}/hook/{hook}"
+    run = setup.http.post("/v1/runs", json={"input": "slow tool", "webhook": url}).json()
+    setup.http.post(f"/v1/runs/{run['id']}/cancel")
+    body = delivered(setup, hook)
+    assert (body["id"], body["status"]) == (run["id"], "cancelled")
+    assert body["reason"]
+
+
+def test_json_rpc_and_openai_take_a_webhook(setup: Setup) -> None:
+    rpc_hook, openai_hook = key("rpc"), key("openai")
+    params = {"input": "plain say hello", "webhook": f"{setup.hooks}/hook/{rpc_hook}"}
+    call = {"jsonrpc": "2.0", "id": 1, "method": "run.start", "params": params}
+    answer = setup.http.post("/rpc", json=call).json()
+    assert delivered(setup, rpc_hook)["id"] == answer["result"]["runId"]
+    client = openai.OpenAI(base_url=f"{setup.base}/v1", api_key=TOKEN)
+    client.chat.completions.create(
+        model="loopgate",
+        messages=[{"role": "user", "content": "plain say hello"}],
+        extra_body={"loopgate": {"webhook": f"{setup.hooks}/hook/{openai_hook}"}},
+    )
+    assert delivered(setup, openai_hook)["metadata"]["protocol"] == "openai"
+
+
+def test_a_host_not_allowed_is_refused_and_never_contacted(setup: Setup) -> None:
+    elsewhere = f"{setup.elsewhere}/hook/{key('refused')}"
+    before = len(setup.http.get("/v1/runs").json()["runs"])
+    refused = setup.http.post("/v1/runs", json={"input": "plain hi", "webhook": elsewhere})
+    assert refused.status_code == 422
+    assert "allowed_outbound" in refused.json()["detail"]
+    call = {
+        "jsonrpc": "2.0",
+        "id": 2,
+        "method": "run.start",
+        "params": {"input": "plain hi", "webhook": elsewhere},
+    }
+    error = setup.http.post("/rpc", json=call).json()["error"]
+    assert error["code"] == -32602 and error["data"]["param"] == "webhook"
+    assert "allowed_outbound" in error["data"]["detail"]
+    client = openai.OpenAI(base_url=f"{setup.base}/v1", api_key=TOKEN)
+    with pytest.raises(openai.BadRequestError, match="allowed_outbound"):
+        client.chat.completions.create(
+            model="loopgate",
+            messages=[{"role": "user", "content": "plain hi"}],
+            extra_body={"loopgate": {"webhook": elsewhere}},
+        )
+    not_http = setup.http.post("/v1/runs", json={"input": "hi", "webhook": "file:///etc/passwd"})
+    assert not_http.status_code == 422 and "http(s)" in not_http.json()["detail"]
+    # Nothing started, nothing sent.
+    assert len(setup.http.get("/v1/runs").json()["runs"]) == before
+    assert setup.elsewhere_receiver.tries(elsewhere.rsplit("/", 1)[1]) == []
