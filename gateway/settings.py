@@ -75,7 +75,8 @@ class Settings(msgspec.Struct, kw_only=True, forbid_unknown_fields=True):
     proxy_groups_header: str | None = None  # e.g. "x-forwarded-groups", comma separated
     proxy_admin_groups: list[str] = msgspec.field(default_factory=list)  # these give admin
     # Where network clients may have the gateway send requests (the http MCP servers an ACP
-    # client names): URL prefixes or host[:port] patterns; none by default (docs/auth.md).
+    # client names, A2A push notifications, runs' webhooks): URL prefixes or host[:port]
+    # patterns; none by default (docs/auth.md).
     allowed_outbound: list[str] = msgspec.field(default_factory=list)
     # Hostile connections (docs/reliability.md): a request head must arrive within this, its
     # body within body_timeout_s with no gap over body_idle_timeout_s (else 408); past

@@ -46,11 +46,11 @@ class AcpAdapter:
         from .rpc import NdjsonTransport
         from .server import serve_connection
 
-        agent_options = msgspec.convert(
-            {"version": options.version, "default_cwd": options.cwd, **options.options},
-            AgentOptions,
-        )
         limits = options.limits
+        given = {"thread_wait_s": limits.thread_wait_s, **options.options}
+        agent_options = msgspec.convert(
+            {"version": options.version, "default_cwd": options.cwd, **given}, AgentOptions
+        )
         transport = NdjsonTransport(
             read, write, limits.max_line_bytes, max_depth=limits.max_json_depth
         )

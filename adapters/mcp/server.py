@@ -22,6 +22,7 @@ from mcp.server.context import ServerRequestContext
 from mcp.server.lowlevel import Server
 from mcp.shared.exceptions import MCPError
 
+from ...contracts.limits import EndpointLimits
 from ...contracts.ports import RunNotFound, RunService
 from . import resources
 from .agents import Menu
@@ -47,6 +48,8 @@ from .tools import (
 )
 
 log = logging.getLogger("loopgate.mcp")
+# A server built without the gateway's limits (a test's): the default wait for a thread.
+NO_LIMITS = EndpointLimits()
 
 NAME = "loopgate"
 INSTRUCTIONS = (
@@ -84,9 +87,11 @@ def _client_metadata(ctx: _Context, tool: str) -> dict[str, Any]:
     return {"mcp": mcp}
 
 
-def build_server(service: RunService, version: str) -> Server[Any]:
+def build_server(
+    service: RunService, version: str, limits: EndpointLimits = NO_LIMITS
+) -> Server[Any]:
     """One server for every connection to ``service`` (it holds no connection's state)."""
-    calls = Calls(service)
+    calls = Calls(service, limits)
     single = types.ListToolsResult(tools=[types.Tool.model_validate(t) for t in TOOLS])
     templates = types.ListResourceTemplatesResult(
         resource_templates=[types.ResourceTemplate.model_validate(resources.template())]

@@ -21,16 +21,25 @@ going is served from (this instance, or another one sharing the journal).
 
 from __future__ import annotations
 
+from collections.abc import Awaitable, Callable, Collection
+
 import anyio
 import msgspec
 
 from ...contracts.limits import EndpointLimits
 from ...contracts.parts import Content
-from ...contracts.ports import CutOff, RunInfo, RunService, StartRun, ThreadBusy
+from ...contracts.ports import (
+    CutOff,
+    MultitaskStrategy,
+    RunInfo,
+    RunService,
+    StartRun,
+    ThreadBusy,
+)
 from .threads import thread_start
 from .webhooks import check_webhook
 
-__all__ = ["start_on_thread"]
+__all__ = ["start_on_thread", "take_turn"]
 
 # A wait for a run's end re-reads its record this often when its stream says nothing.
 _IDLE_S = 1.0
@@ -49,14 +58,30 @@ async def start_on_thread(
     if strategy is None or thread_id is None:
         return await service.start(await thread_start(service, request, content))
     request = msgspec.structs.replace(request, exclusive=True)
+
+    async def start(skipped: Collection[str]) -> RunInfo:
+        return await service.start(await thread_start(service, request, content, skipped))
+
+    return await take_turn(service, thread_id, strategy, limits.thread_wait_s, start)
+
+
+async def take_turn(
+    service: RunService,
+    thread_id: str,
+    strategy: MultitaskStrategy,
+    wait_s: float,
+    start: Callable[[Collection[str]], Awaitable[RunInfo]],
+) -> RunInfo:
+    """``start`` once the thread is free, as ``strategy`` makes way for it; it is handed the
+    runs to leave out of the conversation (rollback's) and raises ThreadBusy when another
+    start took the thread first (its exclusive claim), which is waited out like any run."""
     skipped: set[str] = set()
     busy: ThreadBusy | None = None
-    with anyio.move_on_after(limits.thread_wait_s):
+    with anyio.move_on_after(wait_s):
         while True:
             try:
                 await _check_free(service, thread_id, skipped)
-                started = await thread_start(service, request, content, skipped)
-                return await service.start(started)
+                return await start(skipped)
             except ThreadBusy as exc:
                 busy = exc
             if strategy == "reject":
