@@ -8,53 +8,18 @@ a second receiver on another port stands for a host the operator did not allow.
 
 from __future__ import annotations
 
-import json
-import threading
 from collections.abc import Iterator
 from typing import Any
 
 import httpx
 import openai
 import pytest
-from starlette.applications import Starlette
-from starlette.requests import Request
-from starlette.responses import Response
-from starlette.routing import Route
 
-from tests.fakes.servers import serve_app
 from tests.gateway.harness import running_gateway
-from tests.waiting import wait_until
+from tests.gateway.webhook_receiver import Receiver, receiving
 
 TOKEN = "webhook-t0ken-0123456789"
 counter = iter(range(1_000_000))
-
-
-class Receiver:
-    """Every POST by path; ``/hook/flaky-…`` answers 503 twice, then 200."""
-
-    def __init__(self) -> None:
-        self.posts: dict[str, list[dict[str, Any]]] = {}
-        self.answered: dict[str, list[int]] = {}
-        self.lock = threading.Lock()
-
-    async def hook(self, request: Request) -> Response:
-        key = request.path_params["key"]
-        body = json.loads(await request.body())
-        with self.lock:
-            tries = self.answered.setdefault(key, [])
-            status = 503 if key.startswith("flaky") and len(tries) < 2 else 200
-            tries.append(status)
-            if status == 200:
-                self.posts.setdefault(key, []).append(body)
-        return Response(status_code=status)
-
-    def of(self, key: str) -> list[dict[str, Any]]:
-        with self.lock:
-            return list(self.posts.get(key, []))
-
-    def tries(self, key: str) -> list[int]:
-        with self.lock:
-            return list(self.answered.get(key, []))
 
 
 class Setup:
@@ -69,10 +34,7 @@ class Setup:
 
 @pytest.fixture(scope="module")
 def setup() -> Iterator[Setup]:
-    allowed, other = Receiver(), Receiver()
-    app = Starlette(routes=[Route("/hook/{key}", allowed.hook, methods=["POST"])])
-    elsewhere_app = Starlette(routes=[Route("/hook/{key}", other.hook, methods=["POST"])])
-    with serve_app(app) as hooks, serve_app(elsewhere_app) as elsewhere:
+    with receiving() as (hooks, allowed), receiving() as (elsewhere, other):
         settings = {
             "token": TOKEN,
             "allowed_outbound": [f"{hooks}/hook/"],
@@ -90,9 +52,7 @@ def key(name: str) -> str:
 
 
 def delivered(setup: Setup, hook: str) -> dict[str, Any]:
-    posts = wait_until(lambda: setup.receiver.of(hook), 20, f"the webhook {hook}")
-    assert len(posts) == 1, posts
-    return posts[0]
+    return setup.receiver.delivered(hook)
 
 
 def test_the_final_state_is_posted_once(setup: Setup) -> None:
@@ -153,6 +113,33 @@ def test_json_rpc_and_openai_take_a_webhook(setup: Setup) -> None:
         extra_body={"loopgate": {"webhook": f"{setup.hooks}/hook/{openai_hook}"}},
     )
     assert delivered(setup, openai_hook)["metadata"]["protocol"] == "openai"
+
+
+def test_agui_and_vercel_take_a_webhook(setup: Setup) -> None:
+    agui_hook, vercel_hook = key("agui"), key("vercel")
+    agui = {
+        "threadId": key("agui-thread"),
+        "runId": key("agui-run"),
+        "messages": [{"id": "m1", "role": "user", "content": "plain hi"}],
+        "forwardedProps": {"loopgate": {"webhook": f"{setup.hooks}/hook/{agui_hook}"}},
+    }
+    with setup.http.stream("POST", "/agui", json=agui) as response:
+        assert response.status_code == 200
+        response.read()
+    assert delivered(setup, agui_hook)["id"] == agui["runId"]
+    vercel = {
+        "messages": [{"id": "u1", "role": "user", "parts": [{"type": "text", "text": "plain"}]}],
+        "loopgate": {"webhook": f"{setup.hooks}/hook/{vercel_hook}"},
+    }
+    with setup.http.stream("POST", "/vercel", json=vercel) as response:
+        assert response.status_code == 200
+        response.read()
+        run_id = response.headers["x-loopgate-run-id"]
+    assert delivered(setup, vercel_hook)["id"] == run_id
+    refused = setup.http.post(
+        "/agui", json={**agui, "forwardedProps": {"loopgate": {"webhook": 7}}}
+    )
+    assert refused.status_code == 422 and "webhook" in refused.json()["detail"]
 
 
 def test_a_host_not_allowed_is_refused_and_never_contacted(setup: Setup) -> None:
