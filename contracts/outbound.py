@@ -44,6 +44,9 @@ class OutboundPolicy(msgspec.Struct, frozen=True, kw_only=True):
         parts = urlsplit(url)
         if parts.scheme not in DEFAULT_PORTS or not parts.hostname:
             return "the webhook must be an http(s) URL"
+        if parts.username is not None or parts.password is not None:
+            # Where it goes must be plain to see, and a password in the URL would be logged.
+            return "the webhook's URL may not carry a user or password (use its path or query)"
         allowed = parts.hostname in LOOPBACK if self.unrestricted else self.allows(url)
         if allowed:
             return None

@@ -46,15 +46,15 @@ class AcpAdapter:
         from .rpc import NdjsonTransport
         from .server import serve_connection
 
-        limits = options.limits
-        given = {"thread_wait_s": limits.thread_wait_s, **options.options}
         agent_options = msgspec.convert(
-            {"version": options.version, "default_cwd": options.cwd, **given}, AgentOptions
+            {"version": options.version, "default_cwd": options.cwd, **options.options},
+            AgentOptions,
         )
+        limits = options.limits
         transport = NdjsonTransport(
             read, write, limits.max_line_bytes, max_depth=limits.max_json_depth
         )
-        await serve_connection(AcpAgent(service, agent_options), transport)
+        await serve_connection(AcpAgent(service, agent_options, limits), transport)
 
 
 ADAPTER = AcpAdapter()

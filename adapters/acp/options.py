@@ -31,9 +31,6 @@ class AgentOptions(msgspec.Struct, frozen=True, kw_only=True):
     # The URLs of http MCP servers this agent contacts for its client; None: any (a client
     # that started the gateway itself). Over the network, the operator's allowed_outbound.
     mcp_outbound: OutboundPolicy | None = None
-    # How long a prompt with a multitask_strategy waits for its session's turn (the
-    # gateway's thread_wait_s).
-    thread_wait_s: float = 60.0
 
 
 class Peer(Protocol):

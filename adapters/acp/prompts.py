@@ -17,9 +17,9 @@ from ...contracts.agents import UnknownAgent
 from ...contracts.client_errors import ClientError
 from ...contracts.envelope import Envelope
 from ...contracts.history import Conversation, asked_text, continued, conversation_after
+from ...contracts.limits import EndpointLimits
 from ...contracts.messages import Message
 from ...contracts.ports import (
-    MULTITASK_STRATEGIES,
     LimitReached,
     MultitaskStrategy,
     QuotaExceeded,
@@ -30,10 +30,11 @@ from ...contracts.ports import (
 )
 from ...contracts.projector import ProjectorContext
 from ..shared.follow import RESUMING, EventStream
-from ..shared.multitask import take_turn
+from ..shared.multitask import named_strategy, take_turn
 from ..shared.projector import SEEN_CALLS, SeenCall, seen_calls
 from ..shared.rpc_errors import INTERNAL_ERROR, INVALID_PARAMS
 from ..shared.threads import ThreadBusy, conversation_after_run, latest_run
+from ..shared.webhooks import check_webhook
 from . import permissions
 from .errors import AgentError, busy
 from .options import PROTOCOL_VERSION, AgentOptions, Peer
@@ -96,29 +97,42 @@ def prompt_content(blocks: list[Any], max_chars: int) -> parts.Content:
     return out
 
 
+def loopgate_meta(meta: dict[str, Any]) -> dict[str, Any]:
+    """``_meta.loopgate`` of a session/prompt: loopgate's own options on it."""
+    ours = meta.get("loopgate")
+    return ours if isinstance(ours, dict) else {}
+
+
+def prompt_webhook(meta: dict[str, Any], limits: EndpointLimits) -> str | None:
+    """``_meta.loopgate.webhook``: told of the run's end (docs/api.md), checked now, before
+    anything waits or starts; -32602 for one the gateway will not send."""
+    url = loopgate_meta(meta).get("webhook")
+    try:
+        if url is not None and not isinstance(url, str):
+            raise ClientError("webhook: a URL string")
+        check_webhook(url, limits)
+    except ClientError as exc:
+        raise AgentError(INVALID_PARAMS, f"Invalid params: _meta.loopgate.{exc.message}") from None
+    return url
+
+
 def prompt_strategy(meta: dict[str, Any]) -> MultitaskStrategy | None:
     """``_meta.loopgate.multitask_strategy`` of a session/prompt: what it does when the
     session's thread has a run going from elsewhere; -32602 for an unknown one."""
-    ours = meta.get("loopgate")
-    strategy = ours.get("multitask_strategy") if isinstance(ours, dict) else None
-    if strategy is None:
-        return None
-    for known in MULTITASK_STRATEGIES:
-        if strategy == known:
-            return known
-    raise AgentError(
-        INVALID_PARAMS,
-        "Invalid params: _meta.loopgate.multitask_strategy must be one of: "
-        + ", ".join(MULTITASK_STRATEGIES),
-    )
+    strategy = loopgate_meta(meta).get("multitask_strategy")
+    try:
+        return named_strategy(strategy, "_meta.loopgate.multitask_strategy")
+    except ClientError as exc:
+        raise AgentError(INVALID_PARAMS, f"Invalid params: {exc.message}") from None
 
 
 class Prompts:
     """The prompts of one connection's sessions, and the live runs they follow."""
 
-    def __init__(self, service: RunService, options: AgentOptions) -> None:
+    def __init__(self, service: RunService, options: AgentOptions, limits: EndpointLimits) -> None:
         self.service = service
         self.options = options
+        self.limits = limits
         self.peer: Peer | None = None
         self.background: TaskGroup | None = None
         self.projector_options: dict[str, Any] = {"toolKinds": dict(options.tool_kinds)}
@@ -156,6 +170,7 @@ class Prompts:
             raise busy(session.id)
         content = prompt_content(prompt, self.options.max_prompt_chars)
         strategy = prompt_strategy(meta)
+        prompt_webhook(meta, self.limits)
         active = session.active = ActivePrompt()
         try:
             if strategy is None or strategy == "reject":
@@ -208,7 +223,7 @@ class Prompts:
 
         try:
             return await take_turn(
-                self.service, session.id, strategy, self.options.thread_wait_s, start
+                self.service, session.id, strategy, self.limits.thread_wait_s, start
             )
         except ThreadBusy as exc:
             raise busy(session.id, exc.run_id) from None
@@ -233,6 +248,8 @@ class Prompts:
             traceparent=traceparent if isinstance(traceparent, str) else None,
             tracestate=tracestate if isinstance(tracestate, str) else None,
             exclusive=exclusive,
+            # Checked when the prompt came (prompt_webhook).
+            webhook=loopgate_meta(meta).get("webhook"),
         )
         try:
             return await self.service.start(request)

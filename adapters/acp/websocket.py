@@ -39,10 +39,9 @@ def routes(
         agent_options = options or AgentOptions(
             mcp_transports=("stdio", "http") if limits.client_stdio_mcp else ("http",),
             mcp_outbound=limits.client_outbound,
-            thread_wait_s=limits.thread_wait_s,
         )
         server = await sdk.get()
-        await server.serve_connection(AcpAgent(service, agent_options), transport)
+        await server.serve_connection(AcpAgent(service, agent_options, limits), transport)
         await transport.close()
 
     return [WebSocketRoute(PATH, acp_socket)]

@@ -138,6 +138,7 @@ class Calls:
         delivered: Delivered | None = None,
         agent: str | None = None,
         tell_agent: bool = False,
+        webhook: str | None = None,
     ) -> dict[str, Any]:
         """``delivered`` is awaited between the last progress notification and the result:
         clients that handle a response at once and a notification a tick later (the
@@ -153,6 +154,7 @@ class Calls:
             tracestate=trace.tracestate,
             agent=agent,
             multitask_strategy=args.multitask_strategy,
+            webhook=webhook,
         )
         info = await self._start(request, prompt_content(args))
         projector = McpProjector(ProjectorContext(run_id=info.id, thread_id=info.thread_id))

@@ -144,6 +144,7 @@ def build_server(
                     delivered=_delivered(ctx),
                     agent=runner.agent_of(args),
                     tell_agent=runner.tells,
+                    webhook=_webhook(ctx),
                 )
         except ArgumentError as exc:
             body = text_result(exc.message, error=True)
@@ -220,6 +221,16 @@ def _run_id(ctx: _Context) -> str | None:
 def _meta(ctx: _Context) -> Mapping[str, Any] | None:
     meta = ctx.params.get("_meta") if ctx.params else None
     return meta if isinstance(meta, Mapping) else None
+
+
+def _webhook(ctx: _Context) -> str | None:
+    """``params._meta.loopgate.webhook`` of a tools/call: told of the run's end. In ``_meta``,
+    not the arguments: the client program names it, never the model that writes arguments."""
+    ours = (_meta(ctx) or {}).get("loopgate")
+    url = ours.get("webhook") if isinstance(ours, Mapping) else None
+    if url is None or isinstance(url, str):
+        return url
+    raise ArgumentError("invalid _meta.loopgate.webhook: a URL string")
 
 
 def _progress_sender(ctx: _Context) -> SendProgress | None:

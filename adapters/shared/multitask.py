@@ -26,9 +26,11 @@ from collections.abc import Awaitable, Callable, Collection
 import anyio
 import msgspec
 
+from ...contracts.client_errors import ClientError
 from ...contracts.limits import EndpointLimits
 from ...contracts.parts import Content
 from ...contracts.ports import (
+    MULTITASK_STRATEGIES,
     CutOff,
     MultitaskStrategy,
     RunInfo,
@@ -39,10 +41,21 @@ from ...contracts.ports import (
 from .threads import thread_start
 from .webhooks import check_webhook
 
-__all__ = ["start_on_thread", "take_turn"]
+__all__ = ["named_strategy", "start_on_thread", "take_turn"]
 
 # A wait for a run's end re-reads its record this often when its stream says nothing.
 _IDLE_S = 1.0
+
+
+def named_strategy(value: object, field: str) -> MultitaskStrategy | None:
+    """The strategy ``value`` names (None for none), from a protocol's loose options (AG-UI's
+    forwardedProps, ACP's ``_meta``); ClientError naming ``field`` for anything else."""
+    if value is None:
+        return None
+    for known in MULTITASK_STRATEGIES:
+        if value == known:
+            return known
+    raise ClientError(f"{field} must be one of: " + ", ".join(MULTITASK_STRATEGIES))
 
 
 async def start_on_thread(

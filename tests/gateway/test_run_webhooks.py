@@ -11,12 +11,17 @@ from __future__ import annotations
 from collections.abc import Iterator
 from typing import Any
 
+import anyio
 import httpx
 import openai
 import pytest
+from acp import RequestError, connect_to_agent, text_block
+from acp.ws import create_websocket_stream
 
+from tests.acp.support import RecordingClient, open_session
 from tests.gateway.harness import running_gateway
 from tests.gateway.webhook_receiver import Receiver, receiving
+from tests.mcp.support import http_session
 
 TOKEN = "webhook-t0ken-0123456789"
 counter = iter(range(1_000_000))
@@ -166,6 +171,42 @@ def test_a_host_not_allowed_is_refused_and_never_contacted(setup: Setup) -> None
         )
     not_http = setup.http.post("/v1/runs", json={"input": "hi", "webhook": "file:///etc/passwd"})
     assert not_http.status_code == 422 and "http(s)" in not_http.json()["detail"]
+    # A user in the URL would hide where it goes ("allowed@elsewhere") and be logged.
+    hidden = f"http://user:secret@{setup.hooks.removeprefix('http://')}/hook/{key('userinfo')}"
+    with_user = setup.http.post("/v1/runs", json={"input": "hi", "webhook": hidden})
+    assert with_user.status_code == 422 and "user or password" in with_user.json()["detail"]
     # Nothing started, nothing sent.
     assert len(setup.http.get("/v1/runs").json()["runs"]) == before
     assert setup.elsewhere_receiver.tries(elsewhere.rsplit("/", 1)[1]) == []
+
+
+@pytest.mark.anyio
+async def test_mcp_and_acp_take_a_webhook_in_their_meta(setup: Setup) -> None:
+    mcp_hook, acp_hook = key("mcp"), key("acp")
+    auth = {"authorization": f"Bearer {TOKEN}"}
+    async with http_session(f"{setup.base}/mcp", headers=auth) as session:
+        meta = {"loopgate": {"webhook": f"{setup.hooks}/hook/{mcp_hook}"}}
+        result = await session.call_tool("run", {"prompt": "plain hi"}, meta=meta)  # type: ignore[arg-type]
+        assert not result.is_error
+        sent = await anyio.to_thread.run_sync(setup.receiver.delivered, mcp_hook)
+        assert sent["id"] == result.meta["loopgate"]["runId"]
+        elsewhere = {"loopgate": {"webhook": f"{setup.elsewhere}/hook/{key('mcp')}"}}
+        refused = await session.call_tool("run", {"prompt": "plain hi"}, meta=elsewhere)  # type: ignore[arg-type]
+        assert refused.is_error and "allowed_outbound" in refused.content[0].text
+    url = setup.base.replace("http://", "ws://") + "/acp"
+    conn = connect_to_agent(RecordingClient(), await create_websocket_stream(url, headers=auth))
+    try:
+        session_id = await open_session(conn)
+        hook = {"webhook": f"{setup.hooks}/hook/{acp_hook}"}
+        answer = await conn.prompt(
+            session_id=session_id, prompt=[text_block("plain hi")], loopgate=hook
+        )
+        sent = await anyio.to_thread.run_sync(setup.receiver.delivered, acp_hook)
+        assert sent["id"] == answer.field_meta["loopgate"]["runId"]
+        with pytest.raises(RequestError) as bad:
+            hook = {"webhook": f"{setup.elsewhere}/hook/{key('acp')}"}
+            await conn.prompt(session_id=session_id, prompt=[text_block("hi")], loopgate=hook)
+        assert bad.value.code == -32602 and "allowed_outbound" in str(bad.value)
+    finally:
+        await conn.close()
+    assert setup.elsewhere_receiver.posts == {}
