@@ -21,6 +21,7 @@ from urllib.parse import urlsplit
 import msgspec
 
 DEFAULT_PORTS = {"http": 80, "https": 443}
+LOOPBACK = frozenset({"127.0.0.1", "localhost", "::1"})
 
 
 class OutboundPolicy(msgspec.Struct, frozen=True, kw_only=True):
@@ -35,6 +36,24 @@ class OutboundPolicy(msgspec.Struct, frozen=True, kw_only=True):
             return True
         target = _Target.of(url)
         return target is not None and any(_matches(entry, target) for entry in self.allowed)
+
+    def webhook_refusal(self, url: str) -> str | None:
+        """Why the gateway will not POST to ``url`` (a client's webhook), or None when it will.
+        Unrestricted is loopback only here: a webhook is sent later, on the gateway's own, so
+        not even a local user's reach is a reason to send it anywhere else."""
+        parts = urlsplit(url)
+        if parts.scheme not in DEFAULT_PORTS or not parts.hostname:
+            return "the webhook must be an http(s) URL"
+        if parts.username is not None or parts.password is not None:
+            # Where it goes must be plain to see, and a password in the URL would be logged.
+            return "the webhook's URL may not carry a user or password (use its path or query)"
+        allowed = parts.hostname in LOOPBACK if self.unrestricted else self.allows(url)
+        if allowed:
+            return None
+        return (
+            "this gateway does not send webhooks there; the operator allows hosts with "
+            "allowed_outbound (a gateway without credentials: loopback only)"
+        )
 
 
 def check_outbound_entry(entry: str) -> str:

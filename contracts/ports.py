@@ -65,6 +65,9 @@ class StartRun(msgspec.Struct, kw_only=True, omit_defaults=True):
     # One run per thread at a time, and what to do when the thread has one going. None: the
     # rule above as it was (``exclusive`` starts are refused, others run side by side).
     multitask_strategy: MultitaskStrategy | None = None
+    # Where the gateway POSTs the run's final state once it has ended (contracts.webhooks):
+    # checked against the operator's allowlist by the adapter, before the start.
+    webhook: str | None = None
 
 
 class RunInfo(msgspec.Struct, kw_only=True):

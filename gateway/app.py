@@ -32,6 +32,7 @@ from .outbound import outbound_policy
 from .reference.types import ModelProvider
 from .refusals import Refusals
 from .registry import load_adapters
+from .run_webhooks import RunWebhooks
 from .settings import Settings
 from .sources.ingest import IngestSource
 from .sources.replay import ReplaySource
@@ -119,12 +120,15 @@ def create_app(
         if telemetry is None:
             telemetry = owned = build_telemetry(settings, os.environ)
         hub = build_hub(settings, telemetry=telemetry, loop=loop)
-    # Webhooks (A2A push notifications) go out from jobs of the app's own, not of a request.
+    # Webhooks (A2A push notifications, runs' webhooks) go out from jobs of the app's own, not
+    # of a request.
     outbox = WebhookOutbox(
         timeout_s=settings.webhook_timeout_s,
         attempts=settings.webhook_attempts,
+        backoff_s=settings.webhook_backoff_s,
         max_jobs=settings.webhook_max_jobs,
     )
+    hub.run_observers.append(RunWebhooks(hub, outbox).observe)
     limits = endpoint_limits(settings, outbox)
     adapters = load_adapters()
 

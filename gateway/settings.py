@@ -75,7 +75,8 @@ class Settings(msgspec.Struct, kw_only=True, forbid_unknown_fields=True):
     proxy_groups_header: str | None = None  # e.g. "x-forwarded-groups", comma separated
     proxy_admin_groups: list[str] = msgspec.field(default_factory=list)  # these give admin
     # Where network clients may have the gateway send requests (the http MCP servers an ACP
-    # client names): URL prefixes or host[:port] patterns; none by default (docs/auth.md).
+    # client names, A2A push notifications, runs' webhooks): URL prefixes or host[:port]
+    # patterns; none by default (docs/auth.md).
     allowed_outbound: list[str] = msgspec.field(default_factory=list)
     # Hostile connections (docs/reliability.md): a request head must arrive within this, its
     # body within body_timeout_s with no gap over body_idle_timeout_s (else 408); past
@@ -210,12 +211,14 @@ class Settings(msgspec.Struct, kw_only=True, forbid_unknown_fields=True):
     replay_max_gap_s: float = 5.0  # recorded pace never waits longer than this between events
     shutdown_grace_s: float = 5.0  # runs' time to end on stop
     permission_timeout_s: float = 300.0  # an unanswered approval request is a rejection
-    # Webhooks (A2A push notifications; docs/a2a.md): each POST's bound, how many tries one
-    # delivery gets (waiting 0.5 s, 1 s, 2 s … at most 30 s between them), and how many tasks'
-    # notifications may be followed at once (a config past it is refused).
+    # Webhooks (A2A push notifications, docs/a2a.md; a run's webhook, docs/api.md): each POST's
+    # bound, how many tries one delivery gets (waiting webhook_backoff_s, then twice as long
+    # each time, at most 30 s), and how many deliveries may be under way at once (past it a
+    # push config is refused, a run's webhook not sent).
     webhook_timeout_s: float = 10.0  # one webhook POST
     webhook_attempts: int = 5  # tries per webhook delivery
-    webhook_max_jobs: int = 1_000  # tasks whose push notifications are followed at once
+    webhook_backoff_s: float = 0.5  # the first wait between tries (at most 30 s)
+    webhook_max_jobs: int = 1_000  # webhook deliveries (and push-notified tasks) at once
     # Hostile input (docs/reliability.md): JSON nested deeper than this is refused where it
     # enters, with the protocol's parse error; a JSON-RPC response (a batch's, or one page of
     # run.events) stops growing past max_batch_response_bytes: later items get an error.
@@ -245,6 +248,8 @@ class Settings(msgspec.Struct, kw_only=True, forbid_unknown_fields=True):
         for name in POSITIVE_FIELDS:
             if getattr(self, name) <= 0:
                 raise ValueError(f"{name} must be positive, got {getattr(self, name)}")
+        if self.webhook_backoff_s > 30:
+            raise ValueError(f"webhook_backoff_s must be 30 s or less: {self.webhook_backoff_s}")
         if not 0 <= self.delivery_window_s <= 1:
             raise ValueError(f"delivery_window_s must be 0 to 1 s, got {self.delivery_window_s}")
         if not (0 < self.port < 65536):

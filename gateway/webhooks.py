@@ -101,6 +101,11 @@ class WebhookOutbox:
 
 
 def _where(url: str) -> str:
-    """The URL without its path and query (which may carry a secret), for the log."""
+    """The URL's scheme, host and port only (its user, password, path and query may carry a
+    secret), for the log."""
     parts = urlsplit(url)
-    return f"{parts.scheme}://{parts.netloc}"
+    try:
+        port = f":{parts.port}" if parts.port is not None else ""
+    except ValueError:
+        port = ""
+    return f"{parts.scheme}://{parts.hostname or '?'}{port}"

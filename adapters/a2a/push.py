@@ -15,7 +15,6 @@ are kept in this process's memory (at most ``MAX_CONFIGS`` per task): they do no
 from __future__ import annotations
 
 import logging
-from urllib.parse import urlsplit
 from uuid import uuid4
 
 import msgspec
@@ -30,7 +29,6 @@ from .wire import INPUT_REQUIRED, TERMINAL_STATES, PushConfig, StatusUpdate, Tas
 log = logging.getLogger("loopgate.a2a")
 MAX_CONFIGS = 10
 MAX_TASKS = 10_000
-LOOPBACK = frozenset({"127.0.0.1", "localhost", "::1"})
 TOKEN_HEADER = "X-A2A-Notification-Token"
 _encode = msgspec.json.Encoder().encode
 
@@ -49,18 +47,9 @@ class PushConfigs:
         return self.outbox is not None
 
     def check_url(self, url: str) -> None:
-        parts = urlsplit(url)
-        if parts.scheme not in ("http", "https") or not parts.hostname:
-            raise A2AError.invalid_params("url: the webhook must be an http(s) URL")
-        if self.policy.unrestricted:
-            allowed = parts.hostname in LOOPBACK
-        else:
-            allowed = self.policy.allows(url)
-        if not allowed:
-            raise A2AError.invalid_params(
-                "url: this gateway does not send webhooks there; the operator allows hosts "
-                "with allowed_outbound (a gateway without credentials: loopback only)"
-            )
+        refusal = self.policy.webhook_refusal(url)
+        if refusal is not None:
+            raise A2AError.invalid_params(f"url: {refusal}")
 
     async def create(self, task_id: str, config: PushConfig) -> PushConfig:
         if self.outbox is None:

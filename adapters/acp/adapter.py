@@ -54,7 +54,7 @@ class AcpAdapter:
         transport = NdjsonTransport(
             read, write, limits.max_line_bytes, max_depth=limits.max_json_depth
         )
-        await serve_connection(AcpAgent(service, agent_options), transport)
+        await serve_connection(AcpAgent(service, agent_options, limits), transport)
 
 
 ADAPTER = AcpAdapter()

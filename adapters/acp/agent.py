@@ -19,6 +19,7 @@ import anyio
 from anyio.abc import TaskGroup
 
 from ...contracts.history import Conversation
+from ...contracts.limits import EndpointLimits
 from ...contracts.ports import RunService
 from ..shared.rpc_errors import INVALID_PARAMS, INVALID_REQUEST
 from .choices import (
@@ -38,14 +39,22 @@ from .prompts import Prompts
 from .sessions import Session, Sessions
 
 log = logging.getLogger("loopgate.acp")
+# An agent built without the gateway's limits (a test's): no webhooks, the default wait.
+NO_LIMITS = EndpointLimits()
 
 
 class AcpAgent:
-    def __init__(self, service: RunService, options: AgentOptions | None = None) -> None:
+    def __init__(
+        self,
+        service: RunService,
+        options: AgentOptions | None = None,
+        limits: EndpointLimits = NO_LIMITS,
+    ) -> None:
         self.service = service
         self.options = options or AgentOptions()
         self.sessions = Sessions(service, self.options)
-        self.prompts = Prompts(service, self.options)
+        # The gateway's bounds of a prompt's start: its wait for the thread, its webhook.
+        self.prompts = Prompts(service, self.options, limits)
         self.client_info: dict[str, Any] = {}
 
     # --- connection lifecycle -------------------------------------------------------------

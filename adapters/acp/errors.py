@@ -26,10 +26,14 @@ def not_found(session_id: str) -> AgentError:
     )
 
 
-def busy(session_id: str) -> AgentError:
+def busy(session_id: str, run_id: str | None = None) -> AgentError:
+    """A prompt while the session's thread has a run going (``run_id``, where known)."""
+    data = {"sessionId": session_id}
+    if run_id is not None:
+        data["runId"] = run_id
     return AgentError(
         INVALID_REQUEST,
         f"session {session_id!r} already has a prompt running; wait for its answer or "
         "send session/cancel",
-        {"sessionId": session_id},
+        data,
     )

@@ -6,6 +6,7 @@ from __future__ import annotations
 
 import contextlib
 import logging
+from collections.abc import Collection
 from typing import Any
 
 import anyio
@@ -16,9 +17,11 @@ from ...contracts.agents import UnknownAgent
 from ...contracts.client_errors import ClientError
 from ...contracts.envelope import Envelope
 from ...contracts.history import Conversation, asked_text, continued, conversation_after
+from ...contracts.limits import EndpointLimits
 from ...contracts.messages import Message
 from ...contracts.ports import (
     LimitReached,
+    MultitaskStrategy,
     QuotaExceeded,
     RunInfo,
     RunNotFound,
@@ -27,9 +30,11 @@ from ...contracts.ports import (
 )
 from ...contracts.projector import ProjectorContext
 from ..shared.follow import RESUMING, EventStream
+from ..shared.multitask import named_strategy, take_turn
 from ..shared.projector import SEEN_CALLS, SeenCall, seen_calls
 from ..shared.rpc_errors import INTERNAL_ERROR, INVALID_PARAMS
 from ..shared.threads import ThreadBusy, conversation_after_run, latest_run
+from ..shared.webhooks import check_webhook
 from . import permissions
 from .errors import AgentError, busy
 from .options import PROTOCOL_VERSION, AgentOptions, Peer
@@ -92,12 +97,42 @@ def prompt_content(blocks: list[Any], max_chars: int) -> parts.Content:
     return out
 
 
+def loopgate_meta(meta: dict[str, Any]) -> dict[str, Any]:
+    """``_meta.loopgate`` of a session/prompt: loopgate's own options on it."""
+    ours = meta.get("loopgate")
+    return ours if isinstance(ours, dict) else {}
+
+
+def prompt_webhook(meta: dict[str, Any], limits: EndpointLimits) -> str | None:
+    """``_meta.loopgate.webhook``: told of the run's end (docs/api.md), checked now, before
+    anything waits or starts; -32602 for one the gateway will not send."""
+    url = loopgate_meta(meta).get("webhook")
+    try:
+        if url is not None and not isinstance(url, str):
+            raise ClientError("webhook: a URL string")
+        check_webhook(url, limits)
+    except ClientError as exc:
+        raise AgentError(INVALID_PARAMS, f"Invalid params: _meta.loopgate.{exc.message}") from None
+    return url
+
+
+def prompt_strategy(meta: dict[str, Any]) -> MultitaskStrategy | None:
+    """``_meta.loopgate.multitask_strategy`` of a session/prompt: what it does when the
+    session's thread has a run going from elsewhere; -32602 for an unknown one."""
+    strategy = loopgate_meta(meta).get("multitask_strategy")
+    try:
+        return named_strategy(strategy, "_meta.loopgate.multitask_strategy")
+    except ClientError as exc:
+        raise AgentError(INVALID_PARAMS, f"Invalid params: {exc.message}") from None
+
+
 class Prompts:
     """The prompts of one connection's sessions, and the live runs they follow."""
 
-    def __init__(self, service: RunService, options: AgentOptions) -> None:
+    def __init__(self, service: RunService, options: AgentOptions, limits: EndpointLimits) -> None:
         self.service = service
         self.options = options
+        self.limits = limits
         self.peer: Peer | None = None
         self.background: TaskGroup | None = None
         self.projector_options: dict[str, Any] = {"toolKinds": dict(options.tool_kinds)}
@@ -134,11 +169,17 @@ class Prompts:
         if session.active is not None:
             raise busy(session.id)
         content = prompt_content(prompt, self.options.max_prompt_chars)
+        strategy = prompt_strategy(meta)
+        prompt_webhook(meta, self.limits)
         active = session.active = ActivePrompt()
         try:
-            # After an ask_user, the prompt is its answer: the waiting call's result.
-            messages = continued(await self.history(session), content)
-            info = await self.start(session, messages, meta)
+            if strategy is None or strategy == "reject":
+                # After an ask_user, the prompt is its answer: the waiting call's result.
+                messages = continued(await self.history(session), content)
+                info = await self.start(session, messages, meta)
+            else:
+                info = await self.take_turn(session, content, meta, strategy)
+                messages = info.input
             active.run_id = info.id
             if active.cancelled:
                 await self.service.cancel(info.id)
@@ -154,16 +195,46 @@ class Prompts:
         native or JSON-RPC run on a thread); a prompt running on it is -32600."""
         try:
             last = await latest_run(self.service, session.id)
-        except ThreadBusy:
-            raise busy(session.id) from None
+        except ThreadBusy as exc:
+            raise busy(session.id, exc.run_id) from None
         if session.history is not None:
             return session.history
         return (
             Conversation([]) if last is None else await conversation_after_run(self.service, last)
         )
 
+    async def take_turn(
+        self,
+        session: Session,
+        content: parts.Content,
+        meta: dict[str, Any],
+        strategy: MultitaskStrategy,
+    ) -> RunInfo:
+        """The prompt's run once the session's thread is free of runs started elsewhere
+        (another connection, another front end), as ``strategy`` makes way for it; the
+        conversation is read from the thread then, as it is after the run waited for."""
+
+        async def start(skipped: Collection[str]) -> RunInfo:
+            last = await latest_run(self.service, session.id, skipped)
+            history = Conversation([])
+            if last is not None:
+                history = await conversation_after_run(self.service, last)
+            return await self.start(session, continued(history, content), meta, exclusive=True)
+
+        try:
+            return await take_turn(
+                self.service, session.id, strategy, self.limits.thread_wait_s, start
+            )
+        except ThreadBusy as exc:
+            raise busy(session.id, exc.run_id) from None
+
     async def start(
-        self, session: Session, messages: list[Message], meta: dict[str, Any]
+        self,
+        session: Session,
+        messages: list[Message],
+        meta: dict[str, Any],
+        *,
+        exclusive: bool = False,
     ) -> RunInfo:
         # The prompt's `_meta` trace context (W3C names); the hub ignores a malformed one.
         traceparent, tracestate = meta.get("traceparent"), meta.get("tracestate")
@@ -176,6 +247,9 @@ class Prompts:
             mcp_servers=session.mcp_servers,
             traceparent=traceparent if isinstance(traceparent, str) else None,
             tracestate=tracestate if isinstance(tracestate, str) else None,
+            exclusive=exclusive,
+            # Checked when the prompt came (prompt_webhook).
+            webhook=loopgate_meta(meta).get("webhook"),
         )
         try:
             return await self.service.start(request)

@@ -41,7 +41,7 @@ def routes(
             mcp_outbound=limits.client_outbound,
         )
         server = await sdk.get()
-        await server.serve_connection(AcpAgent(service, agent_options), transport)
+        await server.serve_connection(AcpAgent(service, agent_options, limits), transport)
         await transport.close()
 
     return [WebSocketRoute(PATH, acp_socket)]

@@ -64,7 +64,7 @@ def routes(adapter: AguiAdapter, service: RunService, limits: EndpointLimits) ->
             headers.get("traceparent"),
             headers.get("tracestate"),
             agent=agent,
-            thread_wait_s=limits.thread_wait_s,
+            limits=limits,
         )
 
         async def cancel() -> None:
@@ -169,7 +169,7 @@ class _Socket:
                     body,
                     None,
                     agent=self.agent,
-                    thread_wait_s=self.limits.thread_wait_s,
+                    limits=self.limits,
                 )
             except Exception as exc:
                 problem = problem_for(exc)

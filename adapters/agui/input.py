@@ -13,9 +13,10 @@ import msgspec
 from ...contracts import parts
 from ...contracts.client_errors import ClientError
 from ...contracts.messages import Message, ToolSpec
-from ...contracts.ports import MULTITASK_STRATEGIES, MultitaskStrategy
+from ...contracts.ports import MultitaskStrategy
 from ..shared.chat import AssistantToolCall, to_tool_calls
 from ..shared.chat import parse_arguments as parse_arguments  # its old home
+from ..shared.multitask import named_strategy
 
 # A seq: what every 64-bit integer and the SQLite journal hold.
 MAX_CURSOR = (1 << 63) - 1
@@ -227,15 +228,15 @@ def multitask_strategy(body: RunAgentInput) -> MultitaskStrategy | None:
     """``forwardedProps.loopgate.multitask_strategy``: what the run does when its thread has
     one going (adapters/shared/multitask.py); None: runs on a thread go side by side."""
     strategy = loopgate_props(body).get("multitask_strategy")
-    if strategy is None:
-        return None
-    for known in MULTITASK_STRATEGIES:
-        if strategy == known:
-            return known
-    raise ClientError(
-        "forwardedProps.loopgate.multitask_strategy must be one of: "
-        + ", ".join(MULTITASK_STRATEGIES)
-    )
+    return named_strategy(strategy, "forwardedProps.loopgate.multitask_strategy")
+
+
+def webhook_url(body: RunAgentInput) -> str | None:
+    """``forwardedProps.loopgate.webhook``: told of the run's end (docs/api.md)."""
+    url = loopgate_props(body).get("webhook")
+    if url is None or isinstance(url, str):
+        return url
+    raise ClientError("forwardedProps.loopgate.webhook must be a URL string")
 
 
 def attach_cursor(body: RunAgentInput) -> int | None:

@@ -9,6 +9,7 @@ from typing import Any, NamedTuple, cast
 from ...contracts.client_errors import ClientError
 from ...contracts.gateway_events import DECISIONS
 from ...contracts.history import answer_call, suspended_call
+from ...contracts.limits import EndpointLimits
 from ...contracts.messages import Message, ToolCall
 from ...contracts.ports import MultitaskStrategy, RunInfo, RunNotFound, RunService, StartRun
 from ...contracts.projector import ProjectorContext
@@ -23,10 +24,14 @@ from .input import (
     multitask_strategy,
     received_count,
     to_history,
+    webhook_url,
 )
 from .interrupts import InterruptRef, parse_interrupt_id
 
 ASKABLE = DECISIONS[:4]
+# A start's bounds where none are given (a test's, or a binding without the gateway's): no
+# webhooks (no outbox), the default wait for a thread's turn.
+NO_LIMITS = EndpointLimits()
 
 
 class RunPlan(NamedTuple):
@@ -48,7 +53,7 @@ async def plan_run(
     tracestate: str | None = None,
     *,
     agent: str | None = None,
-    thread_wait_s: float = 60.0,
+    limits: EndpointLimits = NO_LIMITS,
 ) -> RunPlan:
     """``agent``: the one a new run goes to (None: the thread's, else the default); a request
     that continues or watches a run follows that run, whichever agent has it."""
@@ -56,6 +61,7 @@ async def plan_run(
         after = attach_cursor(body)
         received = received_count(body)
         strategy = multitask_strategy(body)
+        webhook = webhook_url(body)
     except ClientError as exc:
         raise HttpProblem(422, exc.message) from None
     refs = [(entry, parse_interrupt_id(entry.interrupt_id)) for entry in body.resume or []]
@@ -91,7 +97,8 @@ async def plan_run(
         tracestate,
         agent=agent,
         strategy=strategy,
-        thread_wait_s=thread_wait_s,
+        webhook=webhook,
+        limits=limits,
     )
     return RunPlan(info, context, 0, drives=True)
 
@@ -177,7 +184,8 @@ async def start_run(
     *,
     agent: str | None = None,
     strategy: MultitaskStrategy | None = None,
-    thread_wait_s: float = 60.0,
+    webhook: str | None = None,
+    limits: EndpointLimits = NO_LIMITS,
 ) -> tuple[RunInfo, ProjectorContext]:
     history = to_history(body)
     for entry in body.resume or []:
@@ -195,12 +203,10 @@ async def start_run(
         tracestate=tracestate,
         agent=agent,
         multitask_strategy=strategy,
+        webhook=webhook,
     )
     # The client sends the whole conversation: nothing of the thread's is added to it.
-    if strategy is None:
-        info = await service.start(request)
-    else:
-        info = await start_on_thread(service, request, thread_wait_s)
+    info = await start_on_thread(service, request, limits)
     return info, projector_context(info, body)
 
 

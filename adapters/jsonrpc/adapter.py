@@ -47,7 +47,7 @@ class JsonRpcAdapter:
         from .limits import RpcLimits
 
         rpc_limits = RpcLimits.from_endpoint(limits, **self.limit_overrides)
-        return routes(Dispatcher(service, rpc_limits), limits)
+        return routes(Dispatcher(service, rpc_limits, start_limits=limits), limits)
 
     async def serve_stdio(
         self, service: RunService, options: StdioOptions, read: ReadBytes, write: WriteBytes
@@ -61,7 +61,8 @@ class JsonRpcAdapter:
         rpc_limits = RpcLimits.from_stdio(
             options.limits, **{**self.limit_overrides, **options.options}
         )
-        await serve_lines(Dispatcher(service, rpc_limits), read, write)
+        dispatcher = Dispatcher(service, rpc_limits, start_limits=options.limits)
+        await serve_lines(dispatcher, read, write)
 
 
 ADAPTER = JsonRpcAdapter()

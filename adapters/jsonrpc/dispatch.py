@@ -12,6 +12,7 @@ from collections.abc import Awaitable, Callable, Mapping
 from typing import Any
 
 from ...contracts.client_errors import ClientError, client_message
+from ...contracts.limits import EndpointLimits
 from ...contracts.ports import (
     Forbidden,
     LimitReached,
@@ -49,6 +50,7 @@ from .errors import RpcError, error_object
 from .limits import RpcLimits
 from .methods import (
     METHODS,
+    NO_START_LIMITS,
     NO_TRACE,
     CallContext,
     Method,
@@ -117,9 +119,13 @@ class Dispatcher:
         service: RunService,
         limits: RpcLimits,
         methods: Mapping[str, Method] = METHODS,
+        *,
+        start_limits: EndpointLimits = NO_START_LIMITS,
     ) -> None:
         self.service = service
         self.limits = limits
+        # What run.start is bound by (a thread's turn, webhooks): the gateway's.
+        self.start_limits = start_limits
         self.methods = with_discover(methods)
 
     async def handle(
@@ -231,7 +237,9 @@ class Dispatcher:
                 )
             params, meta_trace = bind(method, call.params)
             # The call's own context, else the transport's (HTTP headers); never a mix.
-            ctx = CallContext(self.service, streams, meta_trace or trace, max_result_bytes)
+            ctx = CallContext(
+                self.service, streams, meta_trace or trace, max_result_bytes, self.start_limits
+            )
             result = await method.handler(ctx, params)
         except Exception as exc:
             error = error_for(exc)

@@ -19,9 +19,11 @@ from ...contracts.client_errors import ClientError
 from ...contracts.contract import contract_bytes
 from ...contracts.envelope import Envelope, encode_envelope
 from ...contracts.gateway_events import Decision
+from ...contracts.limits import EndpointLimits
 from ...contracts.messages import Message
-from ...contracts.ports import CommandResult, RunInfo, RunService, StartRun
+from ...contracts.ports import CommandResult, MultitaskStrategy, RunInfo, RunService, StartRun
 from ...contracts.principal import Owner
+from ..shared.multitask import start_on_thread
 from ..shared.rpc_errors import (
     INVALID_PARAMS,
     LIMIT_REACHED,
@@ -32,7 +34,7 @@ from ..shared.rpc_errors import (
     STREAMING_REQUIRED,
     SUBSCRIPTION_NOT_FOUND,
 )
-from ..shared.threads import ThreadBusy, thread_start
+from ..shared.threads import ThreadBusy
 from .errors import RpcError, invalid_params
 
 RunId = Annotated[str, msgspec.Meta(pattern=r"^[A-Za-z0-9_.:-]{1,128}$")]
@@ -41,6 +43,8 @@ PageSize = Annotated[int, msgspec.Meta(ge=1, le=1000)]
 Cursor = Annotated[int, msgspec.Meta(ge=0, le=(1 << 63) - 1)]
 # What a result may add to a response when nothing bounds it (a call outside a batch).
 UNBOUNDED = 1 << 62
+# run.start's bounds where the gateway gave none (a test's dispatcher): no webhooks.
+NO_START_LIMITS = EndpointLimits()
 
 
 class Streams(Protocol):
@@ -64,7 +68,7 @@ NO_TRACE = Trace()
 
 
 class CallContext:
-    __slots__ = ("max_result_bytes", "service", "streams", "trace")
+    __slots__ = ("limits", "max_result_bytes", "service", "streams", "trace")
 
     def __init__(
         self,
@@ -72,10 +76,12 @@ class CallContext:
         streams: Streams | None,
         trace: Trace,
         max_result_bytes: int = UNBOUNDED,
+        limits: EndpointLimits = NO_START_LIMITS,
     ) -> None:
         self.service = service
         self.streams = streams
         self.trace = trace
+        self.limits = limits  # the gateway's, for run.start (a thread's turn, webhooks)
         # The bytes left in this response: methods that page (run.events) stop before them.
         self.max_result_bytes = max_result_bytes
 
@@ -114,6 +120,8 @@ class StartParams(Params):
     pace: Literal["recorded", "fast"] = "fast"
     # The agent to run (agent.list names them); none: the thread's, else the default one.
     agent: str | None = None
+    multitask_strategy: MultitaskStrategy | None = None  # as POST /v1/runs takes it
+    webhook: str | None = None  # told of the run's end (docs/api.md)
 
 
 class RunParams(Params):
@@ -242,14 +250,12 @@ async def run_start(ctx: CallContext, p: StartParams) -> StartResult:
         traceparent=ctx.trace.traceparent,
         tracestate=ctx.trace.tracestate,
         agent=p.agent,
+        multitask_strategy=p.multitask_strategy,
+        webhook=p.webhook,
     )
     try:
-        request = await thread_start(ctx.service, request)
+        info = await start_on_thread(ctx.service, request, ctx.limits)
     except ThreadBusy as exc:
-        raise RpcError(NOT_ACCEPTED, exc.detail, threadId=exc.thread_id, runId=exc.run_id) from None
-    try:
-        info = await ctx.service.start(request)
-    except ThreadBusy as exc:  # the thread claimed by another start meanwhile
         raise RpcError(NOT_ACCEPTED, exc.detail, threadId=exc.thread_id, runId=exc.run_id) from None
     except UnknownAgent as exc:
         raise RpcError(INVALID_PARAMS, exc.message, param="agent", agents=exc.known) from None

@@ -40,7 +40,7 @@ class McpAdapter:
         def build() -> Any:
             from .server import build_server
 
-            return build_server(service, __version__)
+            return build_server(service, __version__, limits)
 
         return routes(build, service, limits)
 
@@ -52,7 +52,8 @@ class McpAdapter:
         from .server import build_server
         from .stdio import serve_lines
 
-        await serve_lines(build_server(service, options.version), read, write, options.limits)
+        server = build_server(service, options.version, options.limits)
+        await serve_lines(server, read, write, options.limits)
 
 
 ADAPTER = McpAdapter()

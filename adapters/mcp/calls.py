@@ -20,6 +20,8 @@ import msgspec
 
 from ...contracts.client_errors import client_message
 from ...contracts.envelope import Envelope
+from ...contracts.limits import EndpointLimits
+from ...contracts.parts import Content
 from ...contracts.ports import (
     RunExists,
     RunInfo,
@@ -29,7 +31,8 @@ from ...contracts.ports import (
 )
 from ...contracts.projector import ProjectorContext
 from ..shared.follow import RESUMING, EventStream
-from ..shared.threads import ThreadBusy, thread_start
+from ..shared.multitask import start_on_thread
+from ..shared.threads import ThreadBusy
 from .projector import Answer, McpItem, McpProjector, Progress, result_body
 from .resources import events_uri
 from .tools import ListArgs, RunArgs, RunIdArgs, prompt_content
@@ -120,8 +123,9 @@ class _CallStream(EventStream[McpItem, list[Envelope]]):
 class Calls:
     """The tools over one run service (shared by every connection of a server)."""
 
-    def __init__(self, service: RunService) -> None:
+    def __init__(self, service: RunService, limits: EndpointLimits) -> None:
         self.service = service
+        self.limits = limits  # the gateway's: how long a start waits for its thread's turn
 
     async def run(
         self,
@@ -134,6 +138,7 @@ class Calls:
         delivered: Delivered | None = None,
         agent: str | None = None,
         tell_agent: bool = False,
+        webhook: str | None = None,
     ) -> dict[str, Any]:
         """``delivered`` is awaited between the last progress notification and the result:
         clients that handle a response at once and a notification a tick later (the
@@ -148,9 +153,10 @@ class Calls:
             traceparent=trace.traceparent,
             tracestate=trace.tracestate,
             agent=agent,
+            multitask_strategy=args.multitask_strategy,
+            webhook=webhook,
         )
-        request = await thread_start(self.service, request, prompt_content(args))
-        info = await self._start(request)
+        info = await self._start(request, prompt_content(args))
         projector = McpProjector(ProjectorContext(run_id=info.id, thread_id=info.thread_id))
         answer = await self._follow(info.id, projector, progress)
         if progress is not None and delivered is not None:
@@ -160,16 +166,18 @@ class Calls:
             body["_meta"]["loopgate"] = {**body["_meta"]["loopgate"], "agent": info.agent}
         return body
 
-    async def _start(self, request: StartRun) -> RunInfo:
+    async def _start(self, request: StartRun, content: Content) -> RunInfo:
         # Shielded: a call cancelled while its run starts is cancelled once it has the run,
-        # in _follow, which then cancels the run too.
+        # in _follow, which then cancels the run too (a wait for the thread's turn included:
+        # it is bounded by thread_wait_s).
         with anyio.CancelScope(shield=True):
             try:
-                return await self.service.start(request)
+                return await start_on_thread(self.service, request, self.limits, content)
             except RunExists:
                 # A client that reuses a request id in its session (which the protocol
                 # forbids) still gets its run, one a cancellation cannot name.
-                return await self.service.start(msgspec.structs.replace(request, run_id=None))
+                request = msgspec.structs.replace(request, run_id=None)
+                return await start_on_thread(self.service, request, self.limits, content)
         # Type checkers see that a cancel scope may swallow an exception; one nobody cancels
         # swallows none, so this line is never reached.
         raise AssertionError("a shielded start neither returned nor raised")

@@ -22,6 +22,7 @@ from mcp.server.context import ServerRequestContext
 from mcp.server.lowlevel import Server
 from mcp.shared.exceptions import MCPError
 
+from ...contracts.limits import EndpointLimits
 from ...contracts.ports import RunNotFound, RunService
 from . import resources
 from .agents import Menu
@@ -47,6 +48,8 @@ from .tools import (
 )
 
 log = logging.getLogger("loopgate.mcp")
+# A server built without the gateway's limits (a test's): the default wait for a thread.
+NO_LIMITS = EndpointLimits()
 
 NAME = "loopgate"
 INSTRUCTIONS = (
@@ -84,9 +87,11 @@ def _client_metadata(ctx: _Context, tool: str) -> dict[str, Any]:
     return {"mcp": mcp}
 
 
-def build_server(service: RunService, version: str) -> Server[Any]:
+def build_server(
+    service: RunService, version: str, limits: EndpointLimits = NO_LIMITS
+) -> Server[Any]:
     """One server for every connection to ``service`` (it holds no connection's state)."""
-    calls = Calls(service)
+    calls = Calls(service, limits)
     single = types.ListToolsResult(tools=[types.Tool.model_validate(t) for t in TOOLS])
     templates = types.ListResourceTemplatesResult(
         resource_templates=[types.ResourceTemplate.model_validate(resources.template())]
@@ -139,6 +144,7 @@ def build_server(service: RunService, version: str) -> Server[Any]:
                     delivered=_delivered(ctx),
                     agent=runner.agent_of(args),
                     tell_agent=runner.tells,
+                    webhook=_webhook(ctx),
                 )
         except ArgumentError as exc:
             body = text_result(exc.message, error=True)
@@ -215,6 +221,16 @@ def _run_id(ctx: _Context) -> str | None:
 def _meta(ctx: _Context) -> Mapping[str, Any] | None:
     meta = ctx.params.get("_meta") if ctx.params else None
     return meta if isinstance(meta, Mapping) else None
+
+
+def _webhook(ctx: _Context) -> str | None:
+    """``params._meta.loopgate.webhook`` of a tools/call: told of the run's end. In ``_meta``,
+    not the arguments: the client program names it, never the model that writes arguments."""
+    ours = (_meta(ctx) or {}).get("loopgate")
+    url = ours.get("webhook") if isinstance(ours, Mapping) else None
+    if url is None or isinstance(url, str):
+        return url
+    raise ArgumentError("invalid _meta.loopgate.webhook: a URL string")
 
 
 def _progress_sender(ctx: _Context) -> SendProgress | None:

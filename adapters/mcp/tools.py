@@ -14,6 +14,7 @@ import msgspec
 
 from ...contracts import parts
 from ...contracts.client_errors import describe_input_error
+from ...contracts.ports import MULTITASK_STRATEGIES, MultitaskStrategy
 
 MAX_LIST = 100
 DEFAULT_LIST = 20
@@ -46,6 +47,8 @@ class RunArgs(msgspec.Struct, forbid_unknown_fields=True):
     prompt: Annotated[str, msgspec.Meta(min_length=1)]
     thread_id: Id | None = None
     attachments: list[Attachment] | None = None
+    # One run per thread at a time (adapters/shared/multitask.py): what to do when it has one.
+    multitask_strategy: MultitaskStrategy | None = None
 
 
 def prompt_content(args: RunArgs) -> parts.Content:
@@ -136,6 +139,12 @@ _ATTACHMENTS = {
         "required": ["type"],
     },
 }
+_STRATEGY = {
+    "enum": list(MULTITASK_STRATEGIES),
+    "description": "When thread_id has a run going: reject (an error, as without this), "
+    "enqueue (wait for its end, then continue from it), interrupt (cancel it, keep its "
+    "output) or rollback (cancel it, leave it out of the thread).",
+}
 _RUN_ID = {
     "type": "string",
     "minLength": 1,
@@ -189,6 +198,7 @@ TOOLS: list[dict[str, Any]] = [
                 },
                 "thread_id": _THREAD_ID,
                 "attachments": _ATTACHMENTS,
+                "multitask_strategy": _STRATEGY,
             },
             "required": ["prompt"],
             "additionalProperties": False,

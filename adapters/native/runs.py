@@ -89,6 +89,13 @@ class StartBody(msgspec.Struct, kw_only=True, forbid_unknown_fields=True):
             "`rollback` (cancel it, leave it out of the thread)"
         ),
     ] = None
+    webhook: Annotated[
+        str | None,
+        about(
+            "a URL the gateway POSTs the run's final state to once it has ended (retried on "
+            "failure); only hosts the operator allows (`allowed_outbound`)"
+        ),
+    ] = None
 
 
 class SteerBody(msgspec.Struct, forbid_unknown_fields=True):
@@ -181,6 +188,7 @@ def to_start_request(
         tracestate=tracestate,
         agent=body.agent,
         multitask_strategy=body.multitask_strategy,
+        webhook=body.webhook,
     )
 
 
@@ -196,7 +204,7 @@ def routes(service: RunService, limits: EndpointLimits) -> list[BaseRoute]:
         start = to_start_request(body, headers.get("traceparent"), headers.get("tracestate"))
         try:
             # Which claims the thread: ThreadBusy from the claim too.
-            info = await start_on_thread(service, start, limits.thread_wait_s)
+            info = await start_on_thread(service, start, limits)
         except ThreadBusy as exc:
             raise HttpProblem(409, exc.detail) from None
         return json_response(run_json(info), 201, {"location": f"/v1/runs/{info.id}"})

@@ -91,10 +91,7 @@ def routes(adapter: OpenAIAdapter, service: RunService, limits: EndpointLimits) 
             raise unknown_model(body.model, "model")
         start = start_request(body, request, agent or None)
         # The client sends the whole conversation: nothing of the thread's is added to it.
-        if start.multitask_strategy is None:
-            info = await service.start(start)
-        else:
-            info = await start_on_thread(service, start, limits.thread_wait_s)
+        info = await start_on_thread(service, start, limits)
         context = projector_context(info, body)
         headers = {RUN_HEADER: info.id}
 
@@ -158,6 +155,7 @@ def start_request(body: ChatRequest, request: Request, agent: str | None = None)
         tracestate=request.headers.get("tracestate"),
         agent=agent,
         multitask_strategy=ours.multitask_strategy if ours is not None else None,
+        webhook=ours.webhook if ours is not None else None,
     )
 
 

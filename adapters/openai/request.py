@@ -110,6 +110,8 @@ class LoopgateOptions(msgspec.Struct, kw_only=True, forbid_unknown_fields=True):
     thread_id: str | None = None
     # One run per thread at a time (adapters/shared/multitask.py): what to do when it has one.
     multitask_strategy: MultitaskStrategy | None = None
+    # Told of the run's end (docs/api.md, "Webhooks"); an allowed host only.
+    webhook: str | None = None
 
 
 class ChatRequest(msgspec.Struct, kw_only=True):

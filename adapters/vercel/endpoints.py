@@ -26,6 +26,7 @@ from ..shared.agents import AGENT_PREFIX, served_agent
 from ..shared.body import decode_json, read_body
 from ..shared.endpoint import guarded
 from ..shared.follow import FollowPolicy, stream_policy
+from ..shared.multitask import start_on_thread
 from ..shared.projector import CLIENT_TOOLS
 from ..shared.stream import ResponseStream, StreamResponse
 
@@ -58,7 +59,8 @@ def routes(adapter: VercelAdapter, service: RunService, limits: EndpointLimits) 
         raw = await read_body(request, limits.max_body_bytes)
         body = decode_json(raw, ChatRequest, max_depth=limits.max_json_depth)
         check(body)
-        info = await service.start(start_request(body, request.headers, agent))
+        # The client sends the whole conversation: nothing of the chat's is added to it.
+        info = await start_on_thread(service, start_request(body, request.headers, agent), limits)
         detached = body.loopgate is not None and body.loopgate.detached
 
         async def cancel() -> None:
@@ -104,6 +106,8 @@ def start_request(body: ChatRequest, headers: Headers, agent: str | None = None)
         traceparent=headers.get("traceparent"),
         tracestate=headers.get("tracestate"),
         agent=agent,
+        multitask_strategy=ours.multitask_strategy if ours is not None else None,
+        webhook=ours.webhook if ours is not None else None,
     )
 
 

@@ -22,6 +22,7 @@ from ...contracts import parts as parts_
 from ...contracts.client_errors import ClientError
 from ...contracts.history import NO_RESULT, Conversation, continued
 from ...contracts.messages import Message, ToolCall, ToolSpec
+from ...contracts.ports import MultitaskStrategy
 
 # What OpenAI-compatible models accept as a function's name (client tools reach the model).
 ToolName = Annotated[str, msgspec.Meta(pattern=r"^[A-Za-z0-9_-]{1,64}$")]
@@ -70,6 +71,10 @@ class LoopgateOptions(msgspec.Struct, kw_only=True, forbid_unknown_fields=True):
     approval: Literal["auto", "always", "never"] | None = None
     # The run goes on when the client disconnects (by default it is cancelled: stop()).
     detached: bool = False
+    # One run per chat at a time (adapters/shared/multitask.py): what to do when it has one.
+    multitask_strategy: MultitaskStrategy | None = None
+    # Told of the run's end (docs/api.md, "Webhooks"); an allowed host only.
+    webhook: str | None = None
 
 
 class ChatRequest(msgspec.Struct, kw_only=True, rename="camel"):

@@ -338,6 +338,7 @@ class Hub:
         record.input = input_messages(request)
         record.owner = principal.owner
         record.agent = agent.name if agent is not None else None
+        record.webhook = request.webhook
         run = Run(record)
         for ticket in tickets:
             ticket.bind(run)

@@ -64,6 +64,9 @@ class RunRecord(msgspec.Struct, kw_only=True):
     owner: Owner | None = None
     # The agent that ran it (``loop`` runs only).
     agent: str | None = None
+    # Where its final state is POSTed once it ends (gateway/run_webhooks.py); kept with the
+    # record, never shown in RunInfo (its path or query may carry the receiver's secret).
+    webhook: str | None = None
 
 
 class Journal(Protocol):

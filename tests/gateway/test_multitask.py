@@ -10,8 +10,6 @@ from __future__ import annotations
 
 import json
 import threading
-from collections.abc import Iterator
-from contextlib import contextmanager
 from typing import Any
 
 import ag_ui.core
@@ -21,7 +19,16 @@ import pytest
 from openai import OpenAI
 from pydantic import TypeAdapter
 
-from tests.waiting import wait_until
+from tests.gateway.multitask_support import (
+    after_slow,
+    ended,
+    fresh_thread,
+    in_background,
+    roles,
+    run_of,
+    slow_run,
+    start,
+)
 
 # A wait for a thread's turn gives up after 3 s: long beside a cancel, short for the test that
 # waits it out.
@@ -29,58 +36,6 @@ pytestmark = pytest.mark.gateway(scripted_delay_s=0.002, thread_wait_s=3.0)
 
 EVENT = TypeAdapter(ag_ui.core.Event)
 counter = iter(range(1_000_000))
-
-
-def fresh_thread() -> str:
-    return f"mt-thread-{next(counter)}"
-
-
-def start(http: httpx.Client, body: dict[str, Any], status: int = 201) -> dict[str, Any]:
-    response = http.post("/v1/runs", json=body)
-    assert response.status_code == status, response.text
-    answer: dict[str, Any] = response.json()
-    return answer
-
-
-def run_of(http: httpx.Client, run_id: str) -> dict[str, Any]:
-    found: dict[str, Any] = http.get(f"/v1/runs/{run_id}").json()
-    return found
-
-
-def ended(http: httpx.Client, run_id: str) -> dict[str, Any]:
-    """The run once it has finished."""
-    return wait_until(
-        lambda: (run := run_of(http, run_id))["state"] == "finished" and run,
-        20,
-        f"run {run_id} to end",
-    )
-
-
-def slow_run(http: httpx.Client, thread_id: str) -> dict[str, Any]:
-    """A run that goes on until cancelled, once it is in its tool (its call is out)."""
-    run = start(http, {"input": "slow tool", "thread_id": thread_id})
-    with http.stream("GET", f"/v1/runs/{run['id']}/events") as stream:
-        for line in stream.iter_lines():
-            if line.startswith("data:") and json.loads(line[5:])["kind"] == "tool_call_start":
-                return run
-    raise AssertionError("the slow run ended before its tool call")
-
-
-def roles(messages: list[dict[str, Any]]) -> list[str]:
-    return [m["role"] for m in messages]
-
-
-@contextmanager
-def in_background(http: httpx.Client, body: dict[str, Any]) -> Iterator[list[httpx.Response]]:
-    """POST /v1/runs in a thread of its own; its response is in the list once the block ends."""
-    out: list[httpx.Response] = []
-    worker = threading.Thread(target=lambda: out.append(http.post("/v1/runs", json=body)))
-    worker.start()
-    try:
-        yield out
-    finally:
-        worker.join(30)
-    assert out, "the background start did not answer"
 
 
 # --- native HTTP API -------------------------------------------------------------------------
@@ -106,7 +61,7 @@ def test_enqueue_waits_for_the_run_going_and_continues_from_it(gateway: str) -> 
         thread = fresh_thread()
         slow = slow_run(http, thread)
         queued = {"input": "what did i say", "thread_id": thread, "multitask_strategy": "enqueue"}
-        with in_background(http, queued) as answers:
+        with in_background(lambda: http.post("/v1/runs", json=queued)) as answers:
             # Refused while the slow run goes: the thread is busy and the queued start waits.
             busy = {**queued, "multitask_strategy": "reject"}
             assert http.post("/v1/runs", json=busy).status_code == 409
@@ -116,9 +71,7 @@ def test_enqueue_waits_for_the_run_going_and_continues_from_it(gateway: str) -> 
         second = answers[0].json()
         # It started after the slow run ended, from the conversation it ended with.
         assert ended(http, slow["id"])["status"] == "cancelled"
-        assert second["input"][0] == {"role": "user", "content": "slow tool"}
-        assert second["input"][1]["tool_calls"][0]["name"] == "sleep"
-        assert second["input"][-1] == {"role": "user", "content": "what did i say"}
+        assert after_slow(second, "what did i say")
         assert ended(http, second["id"])["status"] == "completed"
 
 

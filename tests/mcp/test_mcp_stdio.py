@@ -40,7 +40,12 @@ async def test_lists_its_tools_and_resources() -> None:
         assert list(tools) == TOOL_NAMES
         run = tools["run"]
         assert run.input_schema["required"] == ["prompt"]
-        assert set(run.input_schema["properties"]) == {"prompt", "thread_id", "attachments"}
+        assert set(run.input_schema["properties"]) == {
+            "prompt",
+            "thread_id",
+            "attachments",
+            "multitask_strategy",
+        }
         for tool in tools.values():
             assert tool.description and tool.annotations is not None
             for name, schema in tool.input_schema["properties"].items():

@@ -256,6 +256,49 @@ function live(base) {
       };
     },
 
+    async multitask() {
+      // One run per chat: the transport's `body` option carries loopgate.multitask_strategy.
+      // A slow run holds the chat; reject is refused (409), interrupt cancels it and runs.
+      const chatId = "v-multitask";
+      const controller = new AbortController();
+      const first = await new DefaultChatTransport({ api, body: { loopgate: { detached: true } } })
+        .sendMessages({
+          chatId,
+          trigger: "submit-message",
+          messageId: undefined,
+          messages: [user("slow tool: hold the chat")],
+          abortSignal: controller.signal,
+        });
+      const reader = first.getReader();
+      const { found } = await readUntil(reader, (c) => c.type === "tool-input-available");
+      const slowRunId = found?.messageMetadata?.loopgate?.runId ?? null;
+      const send = (strategy) =>
+        new DefaultChatTransport({ api, body: { loopgate: { multitask_strategy: strategy } } })
+          .sendMessages({
+            chatId,
+            trigger: "submit-message",
+            messageId: undefined,
+            messages: [user("plain after the slow one")],
+            abortSignal: undefined,
+          });
+      let rejected = null;
+      try {
+        await send("reject");
+      } catch (error) {
+        rejected = caught(error);
+      }
+      const interrupting = await collect(await send("interrupt"));
+      const rest = await readUntil(reader, () => false);
+      controller.abort();
+      return {
+        slowRunId,
+        rejected,
+        interrupted: interrupting.map((c) => c.type),
+        slowEnd: rest.types.slice(-2),
+        slowStatus: await runEnd(base, slowRunId),
+      };
+    },
+
     async badRequest() {
       try {
         await transport.sendMessages({

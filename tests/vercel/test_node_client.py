@@ -5,7 +5,8 @@ Offline: every recording, rendered as the gateway sends it, through the package'
 (``uiMessageChunkSchema``), ``readUIMessageStream`` and a ``Chat`` (useChat's core) — plus two
 broken streams, to show that the same checks catch what is wrong. Live: DefaultChatTransport
 and a Chat drive runs on a real gateway: a tool round, a conversation, a client tool's round
-trip, a failed run, a cancel by abortSignal and by stop(), a reconnect, a refused request.
+trip, a failed run, a cancel by abortSignal and by stop(), a reconnect, a refused request, and
+the transport's ``body`` option naming a multitask_strategy (reject, then interrupt).
 """
 
 from __future__ import annotations
@@ -236,3 +237,15 @@ def test_a_refused_request_is_the_transports_error(live: dict[str, Any]) -> None
     thrown = ran(live, "badRequest")["thrown"]
     assert thrown["name"] == "APICallError" and thrown["statusCode"] == 422
     assert '"detail":"messages must hold at least one message"' in thrown["message"]
+
+
+def test_the_transport_body_names_a_multitask_strategy(live: dict[str, Any]) -> None:
+    seen = ran(live, "multitask")
+    assert seen["slowRunId"]
+    rejected = seen["rejected"]
+    assert rejected["name"] == "APICallError" and rejected["statusCode"] == 409
+    assert seen["slowRunId"] in rejected["message"]
+    # interrupt: the slow run is cancelled (its own stream ends so), the new one runs through.
+    assert seen["interrupted"][0] == "start" and seen["interrupted"][-1] == "finish"
+    assert seen["slowStatus"] == "cancelled"
+    assert seen["slowEnd"][-1] == "abort"  # how a cancelled run's stream ends
