@@ -175,6 +175,9 @@ class Settings(msgspec.Struct, kw_only=True, forbid_unknown_fields=True):
     # With a PostgreSQL journal: the Redis through which instances share it (leases, live
     # fan-out, commands); none: one instance (docs/scale.md).
     bus: str | None = None
+    # all: accepts runs and runs loops; api: accepts (queues) runs, runs none; worker: runs
+    # the queued runs of the others (docs/scale.md: roles). api and worker need a Redis journal.
+    role: Literal["all", "api", "worker"] = "all"
     replay_dir: str = str(RECORDINGS)  # where {"replay": NAME} finds recorded streams
 
     max_body_bytes: int = 1 << 20  # a request body; 413 beyond
@@ -262,6 +265,11 @@ class Settings(msgspec.Struct, kw_only=True, forbid_unknown_fields=True):
                 raise ValueError(
                     f"bus must be a Redis URL (redis://HOST:PORT/DB), got {self.bus!r}"
                 )
+        if self.role != "all" and not self.journal.startswith(REDIS_SCHEMES):
+            raise ValueError(
+                f"role {self.role} needs a journal the instances share through a run queue "
+                f"(--journal redis://HOST:PORT/DB), got {self.journal!r}"
+            )
         plugs = [n for n in ("loop", "loop_url", "loop_cmd") if getattr(self, n)]
         if len(plugs) > 1:
             raise ValueError(f"give at most one of --loop, --loop-url, --loop-cmd (got {plugs})")

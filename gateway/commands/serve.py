@@ -257,6 +257,12 @@ def add_setting_flags(p: argparse.ArgumentParser) -> None:
         help="with --journal postgresql://: the Redis (redis://HOST:PORT/DB) through which "
         "several instances share it (docs/scale.md)",
     )
+    p.add_argument(
+        "--role",
+        choices=("all", "api", "worker"),
+        help="all (default): accept runs and run them; api: accept runs into the shared queue "
+        "and run none; worker: run queued runs (docs/scale.md; needs --journal redis://)",
+    )
     p.add_argument("--workspace", help="directory the demo file tools may read and write")
     p.add_argument(
         "--keepalive",
@@ -374,6 +380,7 @@ SETTING_FLAGS = (
     "acp_remote_stdio_mcp",
     "journal",
     "bus",
+    "role",
     "workspace",
     "keepalive_s",
     "delivery_window_s",
