@@ -295,10 +295,8 @@ class Hub:
         if source is None:
             raise ClientError(f"unknown source {request.source!r}")
         run_id = request.run_id or f"run_{uuid.uuid4().hex}"
-        if queued is not None:
-            assert self.remote is not None  # a shared queue's run: the journal is shared
-            self.remote.adopt(run_id)
-        elif run_id in table or await self.journal.load_run(run_id) is not None:
+        taken = queued is None and (run_id in table or await self.journal.load_run(run_id))
+        if taken:
             raise RunExists(run_id)
         table.reuse(run_id)
         # The shared queue's: a worker runs it (and takes its quota and thread then).
@@ -321,7 +319,10 @@ class Hub:
             claims = bool(request.run_id) and queued is None
             if claims and self.remote is not None and not await self.remote.claim(run_id):
                 raise RunExists(run_id)
-            if run_id in table:
+            if queued is not None:
+                assert self.remote is not None  # a shared queue's run: the journal is shared
+                self.remote.adopt(run_id)  # a reader here may have loaded its view meanwhile
+            elif run_id in table:
                 raise RunExists(run_id)  # started here by another request while this one waited
             if request.exclusive and request.thread_id and not shared:
                 await self.threads.claim(request.thread_id, run_id)
