@@ -194,7 +194,8 @@ class Settings(msgspec.Struct, kw_only=True, forbid_unknown_fields=True):
     # once, over HTTP): a burst of this many fits; memory is bounded in bytes besides (below).
     max_active_runs: int = 1_000  # runs going; past it 429, or queued (max_queued_runs)
     # Loop runs past max_active_runs that wait for room (state queued) before 429; 0: none.
-    max_queued_runs: int = 0
+    # With a Redis journal, the runs waiting in the queue all instances share.
+    max_queued_runs: int = 1_000
     max_runs: int = 1_000  # retention: finished runs beyond this are dropped, oldest first
     cache_runs: int = 256  # finished runs a durable journal also keeps in memory
     max_run_age_s: float = 24 * 3600.0  # finished runs older are dropped
@@ -270,6 +271,8 @@ class Settings(msgspec.Struct, kw_only=True, forbid_unknown_fields=True):
                 f"role {self.role} needs a journal the instances share through a run queue "
                 f"(--journal redis://HOST:PORT/DB), got {self.journal!r}"
             )
+        if self.role == "api" and not self.max_queued_runs:
+            raise ValueError("role api queues every run it accepts: max_queued_runs must be >0")
         plugs = [n for n in ("loop", "loop_url", "loop_cmd") if getattr(self, n)]
         if len(plugs) > 1:
             raise ValueError(f"give at most one of --loop, --loop-url, --loop-cmd (got {plugs})")

@@ -205,7 +205,7 @@ def add_setting_flags(p: argparse.ArgumentParser) -> None:
         type=int,
         metavar="N",
         help="loop runs past max_active_runs wait, queued, for room to run; 429 once N wait "
-        "(default 0: no queue)",
+        "(default 1000; 0: no queue)",
     )
     p.add_argument(
         "--thread-wait",
