@@ -138,6 +138,10 @@ class SharedQueue:
         if found is None:
             return  # ended while it waited
         record, raw = found
+        if self.hub.closing:
+            # Not begun: it stays in this instance's taken list, and goes back to the queue
+            # as soon as this instance's lease is gone (it gives it up as it leaves).
+            return
         if not await self.store.begin(record):
             return
         request = _decode(raw)
