@@ -94,6 +94,9 @@ def test_a_run_started_on_the_api_instance_runs_on_the_worker(pair: Pair) -> Non
     assert [e["kind"] for e in on_api].count("completion") == 1
     assert events(worker, run["id"]) == on_api
     assert info(api, run["id"])["state"] == "finished"
+    # An external loop's run is not queued: its events come from where it pushes them.
+    ingest = httpx.post(f"{api}/v1/runs", json={"source": "ingest"}, timeout=DEADLINE_S)
+    assert ingest.status_code == 201 and ingest.json()["state"] == "running"
 
 
 def test_runs_past_the_workers_room_wait_in_order_and_a_full_queue_is_429(pair: Pair) -> None:
