@@ -272,7 +272,9 @@ class Settings(msgspec.Struct, kw_only=True, forbid_unknown_fields=True):
                 f"(--journal redis://HOST:PORT/DB), got {self.journal!r}"
             )
         if self.role == "api" and not self.max_queued_runs:
-            raise ValueError("role api queues every run it accepts: max_queued_runs must be >0")
+            raise ValueError(
+                "role api queues every run it accepts: max_queued_runs must be at least 1"
+            )
         plugs = [n for n in ("loop", "loop_url", "loop_cmd") if getattr(self, n)]
         if len(plugs) > 1:
             raise ValueError(f"give at most one of --loop, --loop-url, --loop-cmd (got {plugs})")
