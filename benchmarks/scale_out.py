@@ -1,7 +1,7 @@
 """Scale-out: runs shared through Redis Streams or PostgreSQL (+ a Redis bus) vs the memory
 and SQLite journals, 1 and 2 instances.
 
-    .venv/bin/python -m benchmarks.scale_out [--quick] [--rounds 3]
+    .venv/bin/python -m benchmarks.scale_out [--quick] [--rounds 3] [--only-queue]
 
 Side by side in one run, rounds interleaved (the order rotates each round), each cell the
 median and range over the rounds:
@@ -27,6 +27,10 @@ of its own (tests/fakes/postgres_server.py: initdb in a temporary directory, ``f
 measures the journal's work, not a disk; with a real one each group commit waits for an
 fsync). Targets (issue #20): ≥ 100k events/s ingest per instance;
 p99 < 20 ms at 100 clients over 2 instances.
+
+(d) Queue wait (benchmarks/queue_wait.py): a burst of runs on a ``--role api`` instance, taken
+    by 1, 2 and 3 ``--role worker`` instances; accepted → first event, p50 and p99
+    (``--only-queue``: this part alone).
 """
 
 from __future__ import annotations
@@ -69,6 +73,7 @@ from benchmarks._common import (  # noqa: E402
     tree_cpu_s,
 )
 from benchmarks.fanout import push_lines, read_sse  # noqa: E402
+from benchmarks.queue_wait import QueueReport, QueueSizes, measure, print_queue  # noqa: E402
 
 BATCH = 500
 CONFIGS = ("memory ×1", "sqlite ×1", "redis ×1", "redis ×2", "postgres ×1", "postgres ×2")
@@ -452,14 +457,22 @@ def main(argv: list[str] | None = None) -> int:
     parser = argparse.ArgumentParser(description=__doc__.split("\n", 1)[0])
     parser.add_argument("--quick", action="store_true", help="tiny sizes (a smoke run)")
     parser.add_argument("--rounds", type=int, default=3)
+    parser.add_argument("--only-queue", action="store_true", help="only (d), the queue wait")
     args = parser.parse_args(argv)
     sizes = Sizes(rounds=args.rounds)
+    queue_sizes = QueueSizes(rounds=args.rounds)
     if args.quick:
         sizes = Sizes(rounds=1, events=2_000, live_events=300, clients=10, memory_runs=(20, 20))
+        queue_sizes = QueueSizes(rounds=1, runs=12)
     report = Report()
-    run(sizes, report)
-    print_report(report, sizes)
-    return 1 if report.failures else 0
+    if not args.only_queue:
+        run(sizes, report)
+        print_report(report, sizes)
+    queued = QueueReport()
+    with redis_server() as redis_url:
+        measure(redis_url, queue_sizes, queued)
+    print_queue(queued, queue_sizes)
+    return 1 if report.failures or queued.failures else 0
 
 
 if __name__ == "__main__":

@@ -176,6 +176,9 @@ class Settings(msgspec.Struct, kw_only=True, forbid_unknown_fields=True):
     # With a PostgreSQL journal: the Redis through which instances share it (leases, live
     # fan-out, commands); none: one instance (docs/scale.md).
     bus: str | None = None
+    # all: accepts runs and runs loops; api: accepts (queues) runs, runs none; worker: runs
+    # the queued runs of the others (docs/scale.md: roles). api and worker need a Redis journal.
+    role: Literal["all", "api", "worker"] = "all"
     replay_dir: str = str(RECORDINGS)  # where {"replay": NAME} finds recorded streams
 
     max_body_bytes: int = 1 << 20  # a request body; 413 beyond
@@ -192,7 +195,8 @@ class Settings(msgspec.Struct, kw_only=True, forbid_unknown_fields=True):
     # once, over HTTP): a burst of this many fits; memory is bounded in bytes besides (below).
     max_active_runs: int = 1_000  # runs going; past it 429, or queued (max_queued_runs)
     # Loop runs past max_active_runs that wait for room (state queued) before 429; 0: none.
-    max_queued_runs: int = 0
+    # With a Redis journal, the runs waiting in the queue all instances share.
+    max_queued_runs: int = 1_000
     max_runs: int = 1_000  # retention: finished runs beyond this are dropped, oldest first
     cache_runs: int = 256  # finished runs a durable journal also keeps in memory
     max_run_age_s: float = 24 * 3600.0  # finished runs older are dropped
@@ -268,6 +272,15 @@ class Settings(msgspec.Struct, kw_only=True, forbid_unknown_fields=True):
                 raise ValueError(
                     f"bus must be a Redis URL (redis://HOST:PORT/DB), got {self.bus!r}"
                 )
+        if self.role != "all" and not self.journal.startswith(REDIS_SCHEMES):
+            raise ValueError(
+                f"role {self.role} needs a journal the instances share through a run queue "
+                f"(--journal redis://HOST:PORT/DB), got {self.journal!r}"
+            )
+        if self.role == "api" and not self.max_queued_runs:
+            raise ValueError(
+                "role api queues every run it accepts: max_queued_runs must be at least 1"
+            )
         plugs = [n for n in ("loop", "loop_url", "loop_cmd") if getattr(self, n)]
         if len(plugs) > 1:
             raise ValueError(f"give at most one of --loop, --loop-url, --loop-cmd (got {plugs})")

@@ -4,9 +4,9 @@ A start that names a ``multitask_strategy`` (and a thread) is ``exclusive``: the
 claims the thread for it, atomically across instances sharing a journal. When the thread is
 taken (ThreadBusy, from the adapter's look-up or from the claim):
 
-- ``reject``: refused, ThreadBusy (409 in every HTTP protocol), as exclusive starts always were;
-- ``enqueue``: the start waits for the running run's terminal event, then goes on from the
-  conversation it ended with;
+- ``reject``: refused, ThreadBusy (409 in every HTTP protocol), as exclusive starts once were;
+- ``enqueue`` (the default of a prompt string continuing a thread): the start waits for the
+  running run's terminal event, then goes on from the conversation it ended with;
 - ``interrupt``: the running run is cancelled (its output stays in the thread), then as enqueue;
 - ``rollback``: the running run is cancelled and left out of the conversation: the new run goes
   on from the thread as it was before it (the run itself stays listed, ``cancelled``).
@@ -64,10 +64,13 @@ async def start_on_thread(
     limits: EndpointLimits,
     content: Content | None = None,
 ) -> RunInfo:
-    """Start ``request`` as its ``multitask_strategy`` says (None: as before strategies).
+    """Start ``request`` as its ``multitask_strategy`` says. None: ``enqueue`` for a prompt
+    string on a thread (it continues it); any other start goes beside the run going.
     ``content``: the prompt with its attachments (adapters/shared/threads.py)."""
     check_webhook(request.webhook, limits)
     strategy, thread_id = request.multitask_strategy, request.thread_id
+    if strategy is None and _continues(request):
+        strategy = "enqueue"  # a prompt continuing a busy thread waits its turn by default
     if strategy is None or thread_id is None:
         return await service.start(await thread_start(service, request, content))
     request = msgspec.structs.replace(request, exclusive=True)
@@ -106,6 +109,17 @@ async def take_turn(
             await _ended(service, busy.run_id)
     assert busy is not None  # only a wait can run out of time
     raise ThreadBusy(thread_id, busy.run_id)
+
+
+def _continues(request: StartRun) -> bool:
+    """A prompt string continuing a thread: the start that takes the thread to itself."""
+    prompt = request.input
+    return (
+        request.source == "loop"
+        and bool(request.thread_id)
+        and isinstance(prompt, str)
+        and bool(prompt)
+    )
 
 
 async def _check_free(service: RunService, thread_id: str, skipped: set[str]) -> None:

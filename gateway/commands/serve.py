@@ -205,7 +205,7 @@ def add_setting_flags(p: argparse.ArgumentParser) -> None:
         type=int,
         metavar="N",
         help="loop runs past max_active_runs wait, queued, for room to run; 429 once N wait "
-        "(default 0: no queue)",
+        "(default 1000; 0: no queue)",
     )
     p.add_argument(
         "--thread-wait",
@@ -256,6 +256,12 @@ def add_setting_flags(p: argparse.ArgumentParser) -> None:
         "--bus",
         help="with --journal postgresql://: the Redis (redis://HOST:PORT/DB) through which "
         "several instances share it (docs/scale.md)",
+    )
+    p.add_argument(
+        "--role",
+        choices=("all", "api", "worker"),
+        help="all (default): accept runs and run them; api: accept runs into the shared queue "
+        "and run none; worker: run queued runs (docs/scale.md; needs --journal redis://)",
     )
     p.add_argument("--workspace", help="directory the demo file tools may read and write")
     p.add_argument(
@@ -374,6 +380,7 @@ SETTING_FLAGS = (
     "acp_remote_stdio_mcp",
     "journal",
     "bus",
+    "role",
     "workspace",
     "keepalive_s",
     "delivery_window_s",

@@ -66,6 +66,11 @@ class Commands:
         run = await hub.load(run_id)
         principal = access.check_run(run_id, run.record.owner, control=True)
         audit(f"run_{verb}", principal, run_id=run_id)
+        if run.remote and verb == "cancel" and hub.shared is not None:
+            # Waiting in the shared queue: it ends there (None: a worker has it now).
+            ended = await hub.shared.cancel(run)
+            if ended is not None:
+                return ended
         if run.remote and not run.finished and hub.remote is not None:
             return await hub.remote.command(run, verb, remote)
         if run.finished or run.producer is None:

@@ -26,7 +26,6 @@ from ...contracts.client_errors import ClientError
 from ...contracts.contract import is_terminal_completion
 from ...contracts.envelope import Envelope, LoopEvent
 from ...contracts.ports import (
-    MAX_TRACESTATE_CHARS,
     CommandResult,
     LimitReached,
     RunExists,
@@ -39,7 +38,7 @@ from ...contracts.ports import (
 )
 from ..agents.table import Agent, Agents
 from ..identity.audit import audit
-from ..journal.base import EVENT_OVERHEAD_BYTES, Journal
+from ..journal.base import EVENT_OVERHEAD_BYTES, Journal, RunRecord
 from ..settings import Settings
 from . import access
 from .budget import MemoryBudget
@@ -49,9 +48,10 @@ from .ingest import Ingest
 from .loader import Loader
 from .queue import RunQueue, table_active
 from .remote import Remote
-from .run import Producer, Run, RunSubscription, new_record
-from .shutdown import stop_runs
-from .source import RunObserver, Source, input_messages
+from .run import Producer, Run, RunSubscription
+from .shared_queue import SharedQueue
+from .shutdown import end_interrupted, stop_runs
+from .source import RunObserver, Source, start_record
 from .table import HubStats, RunTable
 from .threads import Threads
 
@@ -104,8 +104,25 @@ class Hub:
         self.remote = Remote(self, journal.cluster) if journal.cluster is not None else None
         self.loader = Loader(self.table, journal)
         self.loader.remote = self.remote
+        # The run queue the instances share (a Redis journal's): runs past this instance's
+        # room, or all of an api instance's, wait there for a worker.
+        store = journal.cluster.run_queue if journal.cluster is not None else None
+        self.shared = SharedQueue(self, store) if store is not None else None
+        if self.shared is not None and self.runs_loops:
+            self.services.append(self.shared.serve)
         self._tg: TaskGroup | None = None
         self._closing = False
+
+    @property
+    def runs_loops(self) -> bool:
+        """Whether this instance runs loops (starts runs' producers, takes queued runs): an
+        ``api`` instance only accepts them."""
+        return self.settings.role != "api"
+
+    @property
+    def closing(self) -> bool:
+        """Shutting down: no new runs."""
+        return self._closing
 
     @property
     def roster(self) -> Agents | None:
@@ -122,18 +139,7 @@ class Hub:
     # --- lifecycle ----------------------------------------------------------------------
 
     async def __aenter__(self) -> Hub:
-        interrupted = await self.journal.open()
-        for record in interrupted:
-            # A previous process died with these runs open: give them their terminal event.
-            # Its seq follows the last committed one, and no client saw more than that.
-            run = await self.loader.hot(record)
-            self.table.active += 1
-            self.publish(run, "completion", {"status": "failed", "reason": "server_restarted"})
-            await self.journal.flush()
-            # One at a time, then read back from the journal like any finished run: however
-            # many were open, a restart never holds more than one of them in memory.
-            self.table.drop(run, None)
-        await self.journal.flush()
+        await end_interrupted(self, await self.journal.open())
         if self.roster is not None:
             await self.roster.start()
         self._tg = anyio.create_task_group()
@@ -269,21 +275,10 @@ class Hub:
         if run.committed >= run.last_seq:
             self.budget.compact_later(run)
 
-    def forsake(self, run: Run) -> None:
-        """A run produced here that another instance has ended (gateway.hub.remote): it ends
-        here without an event of its own, and its producer stops."""
-        if not run.finished:
-            run.record.state = "finished"
-            run.record.status = "failed"
-            self.table.active -= 1
-            self.threads.release_claim(run)
-            run.ended.set()
-        if run.producer is not None:
-            run.producer.cancel()
-
     # --- RunService: runs ---------------------------------------------------------------
 
-    async def start(self, request: StartRun) -> RunInfo:
+    async def start(self, request: StartRun, *, queued: RunRecord | None = None) -> RunInfo:
+        """``queued``: the record of a run this instance took from the shared queue."""
         if self._closing:
             raise LimitReached("the server is shutting down", retry_after=5)
         if self.remote is not None:
@@ -300,16 +295,20 @@ class Hub:
         if source is None:
             raise ClientError(f"unknown source {request.source!r}")
         run_id = request.run_id or f"run_{uuid.uuid4().hex}"
-        if run_id in table or await self.journal.load_run(run_id) is not None:
+        taken = queued is None and (run_id in table or await self.journal.load_run(run_id))
+        if taken:
             raise RunExists(run_id)
         table.reuse(run_id)
+        # The shared queue's: a worker runs it (and takes its quota and thread then).
+        shared = queued is None and self.shared is not None and self.shared.takes(request)
         # Room to run now, or a place in the queue (loop runs of a local journal; 429 past it).
-        goes = self.queue.admit(request.source == "loop" and self.remote is None)
+        local = request.source == "loop" and self.remote is None
+        goes = queued is not None or shared or self.queue.admit(local)
         if request.thread_id and request.thread_id != run_id:
             await self.threads.check(request.thread_id)
         tickets: list[access.Ticket] = []
         try:
-            for admit in self.admission:
+            for admit in [] if shared else self.admission:
                 if (ticket := await admit(principal)) is not None:
                     tickets.append(ticket)
             # The loop learns who asked from here only: whatever a client put in the request
@@ -317,28 +316,24 @@ class Hub:
             request.principal = principal
             prepared = source.prepare(request)
             # Last, once nothing else can refuse the start: a claimed id stays taken.
-            if request.run_id and self.remote is not None and not await self.remote.claim(run_id):
+            claims = bool(request.run_id) and queued is None
+            if claims and self.remote is not None and not await self.remote.claim(run_id):
                 raise RunExists(run_id)
-            if run_id in table:
+            if queued is not None:
+                assert self.remote is not None  # a shared queue's run: the journal is shared
+                self.remote.adopt(run_id)  # a reader here may have loaded its view meanwhile
+            elif run_id in table:
                 raise RunExists(run_id)  # started here by another request while this one waited
-            if request.exclusive and request.thread_id:
+            if request.exclusive and request.thread_id and not shared:
                 await self.threads.claim(request.thread_id, run_id)
         except BaseException:
             await access.refund(tickets)
             raise
-        metadata = dict(request.metadata)
-        if request.traceparent:
-            metadata.setdefault("traceparent", request.traceparent)
-            # W3C: at most 32 members of 256 characters; a longer one is dropped, not cut.
-            if request.tracestate and len(request.tracestate) <= MAX_TRACESTATE_CHARS:
-                metadata.setdefault("tracestate", request.tracestate)
-        record = new_record(
-            run_id, request.thread_id or run_id, request.source, self.clock(), metadata
-        )
-        record.input = input_messages(request)
-        record.owner = principal.owner
-        record.agent = agent.name if agent is not None else None
-        record.webhook = request.webhook
+        now = queued.created_at if queued is not None else self.clock()
+        named = agent.name if agent is not None else None
+        record = start_record(request, run_id, principal, named, now)
+        if shared and self.shared is not None:
+            return await self.shared.accept(request, record)
         run = Run(record)
         for ticket in tickets:
             ticket.bind(run)
@@ -373,7 +368,10 @@ class Hub:
             run.producer = None
 
     async def get(self, run_id: str) -> RunInfo:
-        return self.queue.info(await self.visible(run_id))
+        run = await self.visible(run_id)
+        if self.shared is not None and run.remote:
+            return await self.shared.info(run)
+        return self.queue.info(run)
 
     async def list_runs(self, *, limit: int = 100, thread_id: str | None = None) -> list[RunInfo]:
         owner = access.owner_filter()

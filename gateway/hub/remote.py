@@ -24,6 +24,7 @@ from ...contracts.envelope import Envelope, LoopEvent
 from ...contracts.ports import (
     CommandResult,
     LimitReached,
+    RunExists,
     RunFinished,
     RunNotIngest,
     RunTooLarge,
@@ -128,6 +129,8 @@ class Remote:
         run.retained += size
         run.ends.append(run.retained)
         hub.table.retained += size
+        if run.record.state == "queued":
+            run.record.state = "running"  # a worker took it from the shared queue
         if terminal:
             self._finish(run, env)
             return False
@@ -153,6 +156,16 @@ class Remote:
         self.hub.delivery.cut_all(run, rejoin)
         self.cluster.unwatch(run.id)
         self.hub.table.drop(run, None)
+
+    def adopt(self, run_id: str) -> None:
+        """A run taken from the shared queue starts here: a view of it held here (someone
+        here read it while it waited) goes, its readers resuming from the run itself."""
+        view = self.hub.table.get(run_id)
+        if view is None:
+            return
+        if not view.remote:
+            raise RunExists(run_id)
+        self.let_go(view, rejoin=True)
 
     def sweep(self) -> None:
         """Views of running runs nobody here watches (or is loading for) go."""
@@ -266,9 +279,21 @@ class Remote:
         run = self.hub.table.get(run_id)
         if run is None or run.remote:
             return
-        self.hub.forsake(run)
+        self._forsake(run)
         # Its clients here get that end too, whatever their protocol does when cut off.
         self.let_go(run, rejoin=True)
+
+    def _forsake(self, run: Run) -> None:
+        """A run produced here that another instance has ended: it ends here without an
+        event of its own, and its producer stops."""
+        if not run.finished:
+            run.record.state = "finished"
+            run.record.status = "failed"
+            self.hub.table.active -= 1
+            self.hub.threads.release_claim(run)
+            run.ended.set()
+        if run.producer is not None:
+            run.producer.cancel()
 
 
 def _refused_as(exc: Exception) -> str:

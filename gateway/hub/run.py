@@ -215,7 +215,7 @@ class Run:
             id=r.id,
             thread_id=r.thread_id,
             source=r.source,
-            state="finished" if ended else "running",
+            state="finished" if ended else "queued" if r.state == "queued" else "running",
             status=r.status if ended else None,
             created_at=r.created_at,
             last_seq=self.visible_seq,

@@ -8,6 +8,8 @@ from typing import TYPE_CHECKING
 
 import anyio
 
+from ..journal.base import RunRecord
+
 if TYPE_CHECKING:
     from .hub import Hub
 
@@ -16,6 +18,20 @@ log = logging.getLogger("loopgate.hub")
 # The least time a shutdown gives the commit of its runs' ends, should they have taken the
 # whole grace to stop.
 FINAL_COMMIT_S = 1.0
+
+
+async def end_interrupted(hub: Hub, interrupted: list[RunRecord]) -> None:
+    """A previous process died with these runs open: give them their terminal event. Its seq
+    follows the last committed one, and no client saw more than that."""
+    for record in interrupted:
+        run = await hub.loader.hot(record)
+        hub.table.active += 1
+        hub.publish(run, "completion", {"status": "failed", "reason": "server_restarted"})
+        await hub.journal.flush()
+        # One at a time, then read back from the journal like any finished run: however
+        # many were open, a restart never holds more than one of them in memory.
+        hub.table.drop(run, None)
+    await hub.journal.flush()
 
 
 async def stop_runs(hub: Hub) -> None:

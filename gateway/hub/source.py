@@ -7,8 +7,10 @@ from collections.abc import Callable
 from typing import TYPE_CHECKING, Any, Protocol
 
 from ...contracts.messages import Message
-from ...contracts.ports import StartRun
-from .run import Producer, Run
+from ...contracts.ports import MAX_TRACESTATE_CHARS, StartRun
+from ...contracts.principal import Principal
+from ..journal.base import RunRecord
+from .run import Producer, Run, new_record
 
 if TYPE_CHECKING:
     from .hub import Hub
@@ -18,6 +20,24 @@ def input_messages(request: StartRun) -> list[Message]:
     if isinstance(request.input, str):
         return [Message(role="user", content=request.input)]
     return list(request.input or [])
+
+
+def start_record(
+    request: StartRun, run_id: str, principal: Principal, agent: str | None, now: int
+) -> RunRecord:
+    """The record of a run ``request`` starts, as ``principal``, at ``now``."""
+    metadata = dict(request.metadata)
+    if request.traceparent:
+        metadata.setdefault("traceparent", request.traceparent)
+        # W3C: at most 32 members of 256 characters; a longer one is dropped, not cut.
+        if request.tracestate and len(request.tracestate) <= MAX_TRACESTATE_CHARS:
+            metadata.setdefault("tracestate", request.tracestate)
+    record = new_record(run_id, request.thread_id or run_id, request.source, now, metadata)
+    record.input = input_messages(request)
+    record.owner = principal.owner
+    record.agent = agent
+    record.webhook = request.webhook
+    return record
 
 
 class Source(Protocol):

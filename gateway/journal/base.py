@@ -163,6 +163,9 @@ class Cluster(Protocol):
     # this instance that another one ended (its owner was thought gone).
     on_command: CommandHandler | None
     on_lost: LostListener | None
+    # The queue of runs waiting for a worker, shared by the instances; None where the journal
+    # cannot hold one (PostgreSQL: not yet).
+    run_queue: SharedRunQueue | None
 
     @property
     def full(self) -> bool:
@@ -198,4 +201,46 @@ class Cluster(Protocol):
         ``completion{cancelled, reason: owner_unreachable}``, committed so that the owner's
         own later appends are refused (it stops the run when it finds out). False if the run
         is not running any more."""
+        ...
+
+
+class SharedRunQueue(Protocol):
+    """Runs accepted and waiting for a worker, in a queue every instance sharing the journal
+    sees (gateway.journal.redis_queue): any instance accepts, any instance that runs loops
+    takes the oldest when it has room and becomes the run's owner."""
+
+    async def push(self, record: RunRecord, request: bytes, limit: int) -> int | None:
+        """Queue a run (its record ``queued``, and the request a worker starts it from); its
+        place (1: next), or None when ``limit`` runs wait already."""
+        ...
+
+    async def position(self, run_id: str) -> int | None:
+        """1 for the next run to be taken; None for one not waiting (taken, or not queued)."""
+        ...
+
+    async def take(self, timeout_s: float) -> str | None:
+        """The oldest waiting run's id, now this instance's to start (None: none came)."""
+        ...
+
+    async def entry(self, run_id: str) -> tuple[RunRecord, bytes] | None:
+        """A taken run's record and request; None once it left the queue (cancelled)."""
+        ...
+
+    async def begin(self, record: RunRecord) -> bool:
+        """Make a taken run this instance's, ``running``; False if it is not to run (ended
+        while it waited, or another taker got it after this one was thought gone)."""
+        ...
+
+    async def end(self, run_id: str, status: str, reason: str) -> bool:
+        """End a run still waiting (never started) with one terminal ``completion``; False if
+        it is not waiting any more."""
+        ...
+
+    async def fail_begun(self, run_id: str, reason: str) -> None:
+        """End a run this instance began but could not start (``completion{failed}``)."""
+        ...
+
+    async def requeue_lost(self) -> list[str]:
+        """Runs taken by instances that are gone before they started them: queued again at
+        the front, or ended once they were taken too often. Returns the ones queued again."""
         ...

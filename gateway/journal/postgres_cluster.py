@@ -70,6 +70,8 @@ class PostgresMembership(RedisMembership):
         self, link: RedisLink, journal: PostgresJournal, commit_trouble: Callable[[], str | None]
     ) -> None:
         super().__init__(link, commit_trouble)
+        # Queued runs' records would be PostgreSQL's: not shared through the bus (yet).
+        self.run_queue = None
         self.journal = journal
         self._watched: dict[str, _Watch] = {}
         self._due: set[str] = set()

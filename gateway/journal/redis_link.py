@@ -102,6 +102,16 @@ class RedisLink:
     def lease_ms(self) -> int:
         return max(int(self.lease_s * 1000), 1)
 
+    async def leases(self, instances: list[str]) -> tuple[bool, list[bool]]:
+        """Whether this instance's lease is there, and each of ``instances``'s (one round
+        trip): one that finds its own gone has stalled, and judges no other."""
+        pipe = self.client().pipeline(transaction=False)
+        pipe.exists(self.lease_key(self.instance))
+        for instance in instances:
+            pipe.exists(self.lease_key(instance))
+        mine, *alive = await pipe.execute()
+        return bool(mine), [bool(a) for a in alive]
+
     # --- connections ----------------------------------------------------------------------
 
     async def open(self) -> None:

@@ -32,6 +32,7 @@ from .base import (
     Deliver,
     LostListener,
     RunRecord,
+    SharedRunQueue,
 )
 from .redis_entries import decode_record, encode, sized_from_entry
 from .redis_follow import StreamFollower
@@ -44,6 +45,7 @@ from .redis_link import (
     reading,
     trouble,
 )
+from .redis_queue import RedisRunQueue
 from .redis_threads import ThreadClaims
 
 log = logging.getLogger("loopgate.journal")
@@ -93,6 +95,7 @@ class RedisMembership:
         self._end_running_script: Any = None
         self.judge = LeaseJudge(link.lease_s)
         self._resubscribe_delay = RETRY_MIN_S
+        self.run_queue: SharedRunQueue | None = RedisRunQueue(link, self)
 
     @property
     def full(self) -> bool:
@@ -264,11 +267,7 @@ class RedisMembership:
         if not others:
             return []
         started = anyio.current_time()
-        pipe = client.pipeline(transaction=False)
-        pipe.exists(link.lease_key(link.instance))
-        for instance in others:
-            pipe.exists(link.lease_key(instance))
-        mine, *alive = await pipe.execute()
+        mine, alive = await link.leases(others)
         if not mine:
             self.judge.hold()  # ours lapsed too: Redis (or this instance) stalled
         self.judge.timed(started)

@@ -342,7 +342,11 @@ def test_steering_is_applied_at_the_next_round() -> None:
 
 def test_errors_have_problem_bodies() -> None:
     with running_gateway(
-        max_body_bytes=1000, max_active_runs=2, max_subscribers_per_run=1, scripted_delay_s=0.05
+        max_body_bytes=1000,
+        max_active_runs=2,
+        max_queued_runs=0,
+        max_subscribers_per_run=1,
+        scripted_delay_s=0.05,
     ) as (base, _):
         post = lambda body, **kw: httpx.post(f"{base}/v1/runs", content=body, **kw)  # noqa: E731
         assert_problem(post(b"{nope"), 400, "malformed JSON")

@@ -56,11 +56,17 @@ def test_refused_while_the_thread_has_a_run_going(gateway: str, strategy: str) -
         http.post(f"/v1/runs/{slow['id']}/cancel")
 
 
-def test_enqueue_waits_for_the_run_going_and_continues_from_it(gateway: str) -> None:
+@pytest.mark.parametrize("strategy", ["enqueue", None])
+def test_enqueue_waits_for_the_run_going_and_continues_from_it(
+    gateway: str, strategy: str | None
+) -> None:
+    """enqueue, named or not: a prompt string continuing a thread waits its turn by default."""
     with httpx.Client(base_url=gateway, timeout=30) as http:
         thread = fresh_thread()
         slow = slow_run(http, thread)
-        queued = {"input": "what did i say", "thread_id": thread, "multitask_strategy": "enqueue"}
+        queued: dict[str, Any] = {"input": "what did i say", "thread_id": thread}
+        if strategy is not None:
+            queued["multitask_strategy"] = strategy
         with in_background(lambda: http.post("/v1/runs", json=queued)) as answers:
             # Refused while the slow run goes: the thread is busy and the queued start waits.
             busy = {**queued, "multitask_strategy": "reject"}

@@ -122,7 +122,9 @@ def test_ask_user_is_answered_by_the_next_run_on_the_thread(gateway: str) -> Non
 def test_a_thread_with_a_run_going_refuses_another(gateway: str) -> None:
     with httpx.Client(base_url=gateway, timeout=30) as http:
         slow = start(http, {"input": "slow tool", "thread_id": "th-busy"})  # a 30 s sleep
-        refused = http.post("/v1/runs", json={"input": "plain", "thread_id": "th-busy"})
+        # Refused when it says so (by default it would wait its turn: test_multitask.py).
+        body = {"input": "plain", "thread_id": "th-busy", "multitask_strategy": "reject"}
+        refused = http.post("/v1/runs", json=body)
         assert refused.status_code == 409
         assert refused.headers["content-type"].startswith("application/problem+json")
         detail = refused.json()["detail"]

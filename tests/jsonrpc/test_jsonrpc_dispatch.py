@@ -25,7 +25,9 @@ TRACEPARENT = "00-4bf92f3577b34da6a3ce929d0e0e4736-00f067aa0ba902b7-01"
 
 @pytest.fixture
 async def hub() -> AsyncIterator[Hub]:
-    async with build_hub(Settings(scripted_delay_s=0.0, max_active_runs=4)) as hub:
+    # No run queue: past the limit a start is refused (-32002), the refusal tested here.
+    settings = Settings(scripted_delay_s=0.0, max_active_runs=4, max_queued_runs=0)
+    async with build_hub(settings) as hub:
         yield hub
 
 

@@ -1,5 +1,6 @@
 """``run.start`` on a thread that has runs continues it (issue 19, item 4): a client sends only
-the new prompt, or the answer to an ``ask_user``; a running thread is -32007."""
+the new prompt, or the answer to an ``ask_user``; a running thread is -32007 with ``reject``
+(by default the start waits its turn)."""
 
 from __future__ import annotations
 
@@ -81,7 +82,8 @@ async def test_a_running_thread_refuses_run_start(gateway: str) -> None:
     async with rpc_connect(gateway) as ws:
         rpc = RpcSocket(ws)
         slow = await rpc.result("run.start", {"input": "slow tool", "threadId": "rpc-busy"})
-        refused = await post_rpc(gateway, "run.start", {"input": "plain", "threadId": "rpc-busy"})
+        busy = {"input": "plain", "threadId": "rpc-busy", "multitaskStrategy": "reject"}
+        refused = await post_rpc(gateway, "run.start", busy)
         error = refused["error"]
         assert error["code"] == -32007 and error["message"] == "Not accepted"
         assert error["data"]["threadId"] == "rpc-busy"

@@ -342,7 +342,7 @@ def test_the_native_api_keeps_its_problem_bodies(guarded_base: str) -> None:
 
 
 def test_a_full_gateway_is_openais_rate_limit() -> None:
-    with running_gateway(max_active_runs=1) as (url, _):
+    with running_gateway(max_active_runs=1, max_queued_runs=0) as (url, _):
         busy = httpx.post(f"{url}/v1/runs", json={"input": "slow tool"}).json()["id"]
         try:
             client = OpenAI(base_url=f"{url}/v1", api_key="unused", max_retries=0)

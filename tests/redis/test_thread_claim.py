@@ -49,7 +49,9 @@ def start_together(hosts: list[str], path: str, body: dict[str, Any]) -> list[ht
 
 def native(hosts: list[str], thread: str) -> tuple[int, str, str]:
     """Two ``POST /v1/runs`` at once: (the one that started, its run, the other's refusal)."""
-    answers = start_together(hosts, "/v1/runs", {"input": "slow tool", "thread_id": thread})
+    # reject: by default the second would wait its turn (enqueue) instead of being refused.
+    body = {"input": "slow tool", "thread_id": thread, "multitask_strategy": "reject"}
+    answers = start_together(hosts, "/v1/runs", body)
     assert sorted(a.status_code for a in answers) == [201, 409], [a.text for a in answers]
     won = next(i for i, a in enumerate(answers) if a.status_code == 201)
     refused = answers[1 - won].json()
@@ -59,7 +61,8 @@ def native(hosts: list[str], thread: str) -> tuple[int, str, str]:
 
 def jsonrpc(hosts: list[str], thread: str) -> tuple[int, str, str]:
     """Two ``run.start`` at once: one result, one NOT_ACCEPTED naming the thread and run."""
-    call = {"input": "slow tool", "threadId": thread}
+    # reject, as for native: without it the second would wait its turn.
+    call = {"input": "slow tool", "threadId": thread, "multitaskStrategy": "reject"}
     answers = start_together(
         hosts, "/rpc", {"jsonrpc": "2.0", "id": 1, "method": "run.start", "params": call}
     )
