@@ -121,6 +121,9 @@ class Settings(msgspec.Struct, kw_only=True, forbid_unknown_fields=True):
     loop: str | None = None  # "package.module:attr": an in-process Python loop
     loop_url: str | None = None  # an HTTP loop: the run request POSTed, NDJSON events back
     loop_cmd: str | None = None  # a child process speaking JSON-RPC on stdio
+    # The plugged loop resumes runs from their events so far (docs/scale.md): another instance
+    # sharing the journal resumes a lost instance's run instead of ending it owner_lost.
+    loop_resumable: bool = False
     # Named agents ([agents.NAME] tables, docs/agents.md): each its own loop, chosen per run
     # by every front end. The loop settings above define one more, named "default", when no
     # agent is declared or when they name a loop or a real model.
@@ -208,6 +211,9 @@ class Settings(msgspec.Struct, kw_only=True, forbid_unknown_fields=True):
     thread_wait_s: float = 60.0  # a start's longest wait for its thread's turn (multitask)
     replay_max_gap_s: float = 5.0  # recorded pace never waits longer than this between events
     shutdown_grace_s: float = 5.0  # runs' time to end on stop
+    # Attempts at a run whose instance was lost or shut down, when its loop can resume (a
+    # shared journal: docs/scale.md); past the last it ends owner_lost. 1: never resumed.
+    max_run_attempts: int = 3
     permission_timeout_s: float = 300.0  # an unanswered approval request is a rejection
     # Webhooks (A2A push notifications; docs/a2a.md): each POST's bound, how many tries one
     # delivery gets (waiting 0.5 s, 1 s, 2 s … at most 30 s between them), and how many tasks'
@@ -244,6 +250,10 @@ class Settings(msgspec.Struct, kw_only=True, forbid_unknown_fields=True):
         for name in POSITIVE_FIELDS:
             if getattr(self, name) <= 0:
                 raise ValueError(f"{name} must be positive, got {getattr(self, name)}")
+        if self.max_run_attempts > MAX_RUN_ATTEMPTS:
+            raise ValueError(
+                f"max_run_attempts must be at most {MAX_RUN_ATTEMPTS}, got {self.max_run_attempts}"
+            )
         if not 0 <= self.delivery_window_s <= 1:
             raise ValueError(f"delivery_window_s must be 0 to 1 s, got {self.delivery_window_s}")
         if not (0 < self.port < 65536):
@@ -313,6 +323,9 @@ class Settings(msgspec.Struct, kw_only=True, forbid_unknown_fields=True):
                 "LOOPGATE_TOKEN_FILE) — docs/auth.md"
             )
 
+
+# A run resumed more often than this is failing for a reason of its own, not its instances'.
+MAX_RUN_ATTEMPTS = 10
 
 # Limits that must be positive (zero would mean "never" or "nothing", which is never meant);
 # a delay or a window of zero means none.

@@ -158,6 +158,11 @@ class Hub:
         with anyio.CancelScope(shield=True):
             await self.journal.aclose()
 
+    @property
+    def closing(self) -> bool:
+        """Shutting down: no new runs, none taken over."""
+        return self._closing
+
     async def drain(self) -> None:
         """Graceful shutdown: ask producers to stop, then end whatever is still running."""
         if self._closing:
@@ -269,18 +274,6 @@ class Hub:
         if run.committed >= run.last_seq:
             self.budget.compact_later(run)
 
-    def forsake(self, run: Run) -> None:
-        """A run produced here that another instance has ended (gateway.hub.remote): it ends
-        here without an event of its own, and its producer stops."""
-        if not run.finished:
-            run.record.state = "finished"
-            run.record.status = "failed"
-            self.table.active -= 1
-            self.threads.release_claim(run)
-            run.ended.set()
-        if run.producer is not None:
-            run.producer.cancel()
-
     # --- RunService: runs ---------------------------------------------------------------
 
     async def start(self, request: StartRun) -> RunInfo:
@@ -347,14 +340,18 @@ class Hub:
         table.active += 1
         table.started += 1
         self.journal.record_run(record)
-        run.producer = self.queue.producer(self, run, source.producer(self, run, prepared), goes)
-        assert self._tg is not None
-        self._tg.start_soon(self._produce, run, run.producer)
+        self.launch(run, self.queue.producer(self, run, source.producer(self, run, prepared), goes))
         # A created run survives a crash (its events may not have yet: they get their own
         # commits, and an ingest push is acknowledged only after its commit).
         await self.journal.flush()
         audit("run_started", principal, run_id=run_id, thread_id=record.thread_id)
         return self.queue.info(run)
+
+    def launch(self, run: Run, producer: Producer) -> None:
+        """Run the run's producer in the hub's task group (a start's, or a takeover's)."""
+        run.producer = producer
+        assert self._tg is not None
+        self._tg.start_soon(self._produce, run, producer)
 
     async def _produce(self, run: Run, producer: Producer) -> None:
         try:

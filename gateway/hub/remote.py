@@ -31,6 +31,7 @@ from ...contracts.ports import (
 )
 from ..journal.base import EVENT_OVERHEAD_BYTES, Cluster, RunRecord
 from .run import Run
+from .takeover import Takeover
 
 if TYPE_CHECKING:
     # Relative, as is hub.py's import of this module: a file opened at its own path, as editors
@@ -47,6 +48,10 @@ class Remote:
         self.cluster = cluster
         cluster.on_lost = self.lost
         cluster.on_command = self.answer
+        # Lost instances' resumable runs, resumed here (``takeover.may_take_runs``: whether
+        # this instance takes any).
+        self.takeover = Takeover(hub)
+        cluster.adopter = self.takeover
 
     # --- views of other instances' runs ------------------------------------------------------
 
@@ -266,9 +271,22 @@ class Remote:
         run = self.hub.table.get(run_id)
         if run is None or run.remote:
             return
-        self.hub.forsake(run)
+        self.forsake(run)
         # Its clients here get that end too, whatever their protocol does when cut off.
         self.let_go(run, rejoin=True)
+
+    def forsake(self, run: Run) -> None:
+        """A run produced here that another instance has ended, or that goes on elsewhere:
+        it ends here without an event of its own, and its producer stops."""
+        hub = self.hub
+        if not run.finished:
+            run.record.state = "finished"
+            run.record.status = "failed"
+            hub.table.active -= 1
+            hub.threads.release_claim(run)
+            run.ended.set()
+        if run.producer is not None:
+            run.producer.cancel()
 
 
 def _refused_as(exc: Exception) -> str:
