@@ -45,7 +45,7 @@ from .redis_link import (
     reading,
     trouble,
 )
-from .redis_takeover import RELEASED, RedisTakeover, Taken
+from .redis_takeover import RELEASED, STILL_RUNNING, RedisTakeover, Taken
 from .redis_threads import ThreadClaims
 
 log = logging.getLogger("loopgate.journal")
@@ -63,12 +63,9 @@ END_TRIES = 5
 # last seen + 1, or past it: after seqs Redis lost, past what clients were shown). 1: ended
 # here; 0: not (any more) to end — finished meanwhile, or another owner; 2: events appended
 # since (its owner lives after all, or will be looked at again).
-_END_RUNNING = """
-if redis.call('GET', KEYS[4]) ~= ARGV[1] then return 0 end
-local last = tonumber(redis.call('GET', KEYS[2]) or '0')
-if last ~= tonumber(ARGV[2]) then return 2 end
-local old = redis.call('GET', KEYS[3])
-if not old or cjson.decode(old)['state'] ~= 'running' then return 0 end
+_END_RUNNING = (
+    STILL_RUNNING
+    + """
 local seq = tonumber(ARGV[9])
 redis.call('XADD', KEYS[1], 'MAXLEN', '~', ARGV[3], seq .. '-0',
   't', ARGV[4], 'k', ARGV[5], 'd', ARGV[6])
@@ -77,6 +74,7 @@ redis.call('SET', KEYS[3], ARGV[7])
 for i = 1, 4 do redis.call('PEXPIRE', KEYS[i], ARGV[8]) end
 return 1
 """
+)
 
 
 class RedisMembership:

@@ -33,18 +33,27 @@ log = logging.getLogger("loopgate.journal")
 # this instance's).
 Taken = Literal["taken", "ended", "busy", "refused", "left", "failed"]
 
-# KEYS: events, seq, record, owner.  ARGV: the owner it must still have, the last seq seen,
-# the new record, the new owner. 1: taken; 0: not running or not that owner's; 2: appended to.
-_TAKE = """
+# The start of a compare-and-set on a running run (this one's, and the reaper's end's). KEYS:
+# events, seq, record, owner. ARGV[1]: the owner it must still have, ARGV[2]: the last seq
+# seen. 0: not running, or not that owner's (any more); 2: appended to since.
+STILL_RUNNING = """
 if redis.call('GET', KEYS[4]) ~= ARGV[1] then return 0 end
 local last = tonumber(redis.call('GET', KEYS[2]) or '0')
 if last ~= tonumber(ARGV[2]) then return 2 end
 local old = redis.call('GET', KEYS[3])
 if not old or cjson.decode(old)['state'] ~= 'running' then return 0 end
+"""
+
+# KEYS: events, seq, record, owner.  ARGV: the owner it must still have, the last seq seen,
+# the new record, the new owner. 1: taken; 0: not running or not that owner's; 2: appended to.
+_TAKE = (
+    STILL_RUNNING
+    + """
 redis.call('SET', KEYS[3], ARGV[3])
 redis.call('SET', KEYS[4], ARGV[4])
 return 1
 """
+)
 
 # Published to each other instance's command channel with a release: its reaper looks now.
 RELEASED = b'{"verb":"released"}'

@@ -6,6 +6,8 @@ from __future__ import annotations
 import json
 import signal
 import subprocess
+from collections.abc import Iterator
+from contextlib import contextmanager
 from typing import Any
 
 import httpx
@@ -26,6 +28,16 @@ def whole_stream(base: str, run_id: str, after: int = 0) -> list[dict[str, Any]]
     return envelopes(read_stream(base, run_id, headers=headers, timeout=60))
 
 
+@contextmanager
+def live(base: str, run_id: str) -> Iterator[Iterator[dict[str, Any]]]:
+    """The run's events as a client reads them live, while the block lasts."""
+    with (
+        httpx.Client(base_url=base, timeout=60) as client,
+        connect_sse(client, "GET", f"/v1/runs/{run_id}/events") as source,
+    ):
+        yield (json.loads(event.data) for event in source.iter_sse())
+
+
 def stop_in_second_round(
     base: str,
     run_id: str,
@@ -39,12 +51,8 @@ def stop_in_second_round(
     and wait for it to exit. Returns the events read."""
     seen: list[dict[str, Any]] = []
     marks = 0
-    with (
-        httpx.Client(base_url=base, timeout=60) as client,
-        connect_sse(client, "GET", f"/v1/runs/{run_id}/events") as source,
-    ):
-        for event in source.iter_sse():
-            env = json.loads(event.data)
+    with live(base, run_id) as stream:
+        for env in stream:
             seen.append(env)
             if env["kind"] == "run_resumed" and after_resumed:
                 marks = 1
