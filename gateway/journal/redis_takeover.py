@@ -18,6 +18,7 @@ from collections.abc import Callable
 from contextlib import suppress
 from typing import Any, Literal
 
+import anyio
 from redis.exceptions import RedisError
 
 from .base import Adopter, RunRecord, Verdict
@@ -55,6 +56,7 @@ return 1
 """
 )
 
+ASK_TIMEOUT_S = 2.0
 # Published to each other instance's command channel with a release: its reaper looks now.
 RELEASED = b'{"verb":"released"}'
 
@@ -133,13 +135,15 @@ class RedisTakeover:
 
     async def release(self, run_ids: list[str]) -> None:
         """Hand the runs over, and wake the other instances' reapers to take them now."""
-        if not run_ids:
-            return
         link = self.link
         client = link.client()
-        await client.sadd(self.released_key, *run_ids)
-        for instance in await self._others():
-            await client.publish(link.key("commands", instance), RELEASED)
+        try:
+            await client.sadd(self.released_key, *run_ids)
+            for instance in await self._others():
+                await client.publish(link.key("commands", instance), RELEASED)
+        except (RedisError, OSError):
+            # Their owner's lease lapses as it exits: they are taken over then.
+            log.warning("journal: %d run(s) could not be handed over at once", len(run_ids))
 
     async def released(self) -> list[str]:
         return [m.decode() for m in await self.link.client().smembers(self.released_key)]
@@ -154,12 +158,11 @@ class RedisTakeover:
         return [m.decode() for m in members if m.decode() != link.instance]
 
     async def others_alive(self) -> bool:
-        link = self.link
-        client = link.client()
-        others = await self._others()
-        if not others:
-            return False
-        pipe = client.pipeline(transaction=False)
-        for instance in others:
-            pipe.exists(link.lease_key(instance))
-        return any(await pipe.execute())
+        # Asked on the way out: a Redis out of reach is no one to hand runs to, not a hang.
+        with anyio.move_on_after(ASK_TIMEOUT_S), suppress(RedisError, OSError):
+            link = self.link
+            pipe = link.client().pipeline(transaction=False)
+            for instance in await self._others():
+                pipe.exists(link.lease_key(instance))
+            return any(await pipe.execute())
+        return False

@@ -6,13 +6,21 @@ from __future__ import annotations
 import json
 import signal
 import subprocess
+import tempfile
+import threading
 from collections.abc import Iterator
 from contextlib import contextmanager
+from pathlib import Path
 from typing import Any
 
+import anyio
 import httpx
 from httpx_sse import connect_sse
 
+from loopgate.contracts.messages import Message
+from loopgate.gateway.reference.core import CoreLoop
+from loopgate.gateway.reference.scripted import ScriptedProvider
+from loopgate.gateway.reference.tools import DemoTools
 from tests.gateway.sse_client import envelopes, read_stream
 from tests.redis.test_instances import instances
 
@@ -86,9 +94,27 @@ def terminal(env: dict[str, Any]) -> bool:
     return env["kind"] == "completion" and env["data"].get("status") != "executing"
 
 
-def check_resumed(base: str, run_id: str, before: list[dict[str, Any]], expected: str) -> None:
+def uninterrupted_answer() -> str:
+    """What the run answers when nothing stops it: the same turn of the scripted model (which
+    answers the same to the same conversation), in this process."""
+
+    async def turn() -> str:
+        with tempfile.TemporaryDirectory() as workspace:
+            loop = CoreLoop(ScriptedProvider(delay_s=0), DemoTools(Path(workspace)))
+            events: list[dict[str, Any]] = []
+
+            async def sink(kind: str, data: dict[str, Any]) -> None:
+                events.append({"kind": kind, "data": data})
+
+            await loop.run_turn([Message(role="user", content=PROMPT)], sink)
+            return answer(events)
+
+    return anyio.run(turn)
+
+
+def check_resumed(base: str, run_id: str, before: list[dict[str, Any]]) -> list[dict[str, Any]]:
     """The client that saw ``before`` resumes on ``base`` (Last-Event-ID): the rest of the run,
-    as attempt 2, which completes with the answer ``expected``, and one terminal event."""
+    as attempt 2, which completes with the uninterrupted run's answer, and one terminal event."""
     rest = whole_stream(base, run_id, after=before[-1]["seq"])
     whole = before + rest
     assert [e["seq"] for e in whole] == list(range(1, len(whole) + 1))
@@ -98,9 +124,10 @@ def check_resumed(base: str, run_id: str, before: list[dict[str, Any]], expected
     assert [e["data"] for e in resumed] == [{"attempt": 2, "afterSeq": resumed[0]["seq"] - 1}]
     # The redone round was asked with the first round's messages, rebuilt from the journal:
     # it answers as the uninterrupted run did.
-    assert answer(whole) == expected
+    assert answer(whole) == uninterrupted_answer()
     assert whole_stream(base, run_id) == whole
     assert httpx.get(f"{base}/v1/runs/{run_id}").json()["status"] == "completed"
+    return whole
 
 
 def start(base: str, prompt: str = PROMPT) -> str:
@@ -114,11 +141,15 @@ def killed_owner_resumed(journal: str, *flags: str) -> None:
     ``journal``: the shared journal (``flags``: a bus) with a short lease."""
     with instances(journal, 2, *flags, env=PACED) as procs:
         (a, proc_a), (b, _) = procs
-        # The same run uninterrupted: what the resumed one must answer.
-        expected = answer(whole_stream(a, start(a)))
         run_id = start(a)
+        # A client of B that streams the run throughout, the takeover included.
+        held: list[dict[str, Any]] = []
+        follower = threading.Thread(target=lambda: held.extend(whole_stream(b, run_id)))
+        follower.start()
         before = stop_in_second_round(b, run_id, proc_a)
-        check_resumed(b, run_id, before, expected)
+        whole = check_resumed(b, run_id, before)
+        follower.join(60)
+        assert held == whole
 
 
 def stopped_owner_hands_over(journal: str, *flags: str) -> None:
@@ -126,8 +157,7 @@ def stopped_owner_hands_over(journal: str, *flags: str) -> None:
     lease too long for a lapse to: only the hand-over moves it)."""
     with instances(journal, 2, *flags, env=PACED) as procs:
         (a, proc_a), (b, _) = procs
-        expected = answer(whole_stream(b, start(b)))
         run_id = start(a)
         before = stop_in_second_round(b, run_id, proc_a, signal.SIGTERM)
         assert proc_a.returncode == 143  # SIGTERM's exit status, after a graceful shutdown
-        check_resumed(b, run_id, before, expected)
+        check_resumed(b, run_id, before)
