@@ -67,11 +67,14 @@ class Takeover:
         hub = self.hub
         source = self._source(record)
         assert source is not None and isinstance(source, Resumes)
+        events, sizes = await hub.loader.events(record)
+        # From here on nothing waits: a reader that rejoins, or a load, finds this run.
         view = hub.table.get(record.id)
         if view is not None and hub.remote is not None:
             # Its readers here rejoin from the journal: the run as it is now, then its rest.
             hub.remote.let_go(view, rejoin=True)
-        run = await hub.loader.hot(record)
+        run = Run(record, events, sizes)
+        hub.table.admit(run)
         hub.table.active += 1
         for observe in hub.run_observers:
             observe(run)
