@@ -7,7 +7,7 @@ an instance can be killed or stopped while its run is in the middle of its secon
 
 from __future__ import annotations
 
-from typing import IO
+from typing import IO, Any
 
 from tests.redis.takeover_support import (
     PACED,
@@ -57,35 +57,32 @@ def test_attempts_are_bounded(redis_url: str) -> None:
         assert whole[-1]["data"] == {"status": "failed", "reason": "owner_lost"}
 
 
-def test_a_non_resumable_plugged_loops_run_ends_owner_lost_once(redis_url: str) -> None:
-    loop = ["--loop", "tests.plugs.sample_loop:sample"]
+def killed_plugged_run(redis_url: str, loop: list[str], prompt: str) -> list[dict[str, Any]]:
+    """A run of the plugged ``loop`` whose instance is killed once a client has seen three of
+    its events: the whole run, as that client reads the rest from the other instance."""
     with instances(redis_url + "&lease=1", 2, *loop) as procs:
         (a, proc_a), (b, _) = procs
-        run_id = start(a, "slow words")
+        run_id = start(a, prompt)
         before = first_events(b, run_id, 3)
         proc_a.kill()
         proc_a.wait()
-        whole = whole_stream(b, run_id)
-        assert whole[:3] == before
-        assert [e["seq"] for e in whole] == list(range(1, len(whole) + 1))
-        assert "run_resumed" not in [e["kind"] for e in whole]
-        assert [e for e in whole if terminal(e)] == [whole[-1]]
-        assert whole[-1]["data"] == {"status": "failed", "reason": "owner_lost"}
+        whole = before + whole_stream(b, run_id, after=3)
+    assert [e["seq"] for e in whole] == list(range(1, len(whole) + 1))
+    assert [e for e in whole if terminal(e)] == [whole[-1]]
+    return whole
+
+
+def test_a_non_resumable_plugged_loops_run_ends_owner_lost_once(redis_url: str) -> None:
+    whole = killed_plugged_run(redis_url, ["--loop", "tests.plugs.sample_loop:sample"], "slow w")
+    assert "run_resumed" not in [e["kind"] for e in whole]
+    assert whole[-1]["data"] == {"status": "failed", "reason": "owner_lost"}
 
 
 def test_a_resumable_plugged_loop_goes_on_from_the_events_it_is_given(redis_url: str) -> None:
     loop = ["--loop", "tests.redis.resumable_loop:words", "--loop-resumable"]
-    with instances(redis_url + "&lease=1", 2, *loop) as procs:
-        (a, proc_a), (b, _) = procs
-        run_id = start(a, "count")
-        before = first_events(b, run_id, 5)
-        proc_a.kill()
-        proc_a.wait()
-        whole = before + whole_stream(b, run_id, after=5)
-        assert [e["seq"] for e in whole] == list(range(1, len(whole) + 1))
-        # Every word once: the new attempt was handed the words said before it.
-        said = [e["data"]["delta"] for e in whole if e["kind"] == "content_delta"]
-        assert said == [f"w{i} " for i in range(20)]
-        assert [e["data"]["attempt"] for e in whole if e["kind"] == "run_resumed"] == [2]
-        assert [e for e in whole if terminal(e)] == [whole[-1]]
-        assert whole[-1]["data"] == {"status": "completed", "attempt": 2}
+    whole = killed_plugged_run(redis_url, loop, "count")
+    # Every word once: the new attempt was handed the words said before it.
+    said = [e["data"]["delta"] for e in whole if e["kind"] == "content_delta"]
+    assert said == [f"w{i} " for i in range(20)]
+    assert [e["data"]["attempt"] for e in whole if e["kind"] == "run_resumed"] == [2]
+    assert whole[-1]["data"] == {"status": "completed", "attempt": 2}
