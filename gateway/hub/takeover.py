@@ -53,7 +53,11 @@ class Takeover:
                 record.attempt,
             )
             return "end"
-        if not self.may_take_runs or self.hub.closing:
+        hub = self.hub
+        if not self.may_take_runs or hub.closing:
+            return "leave"
+        if hub.table.active >= hub.settings.max_active_runs:
+            # No room here: another instance takes it, or this one once a run of its own ends.
             return "leave"
         return "resume"
 
