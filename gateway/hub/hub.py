@@ -264,6 +264,7 @@ class Hub:
         record.status = status if isinstance(status, str) else "failed"
         record.finished_at = self.clock()
         record.last_seq = run.last_seq
+        record.resume = None  # nothing resumes a finished run: its request need not be kept
         self.table.active -= 1
         self.threads.release_claim(run)
         self.table.finished(run)
