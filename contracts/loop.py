@@ -87,6 +87,12 @@ class LoopRequest(msgspec.Struct, kw_only=True):
     tracestate: str | None = None
     # Who asked for the run (the request's principal; never its credential).
     principal: LoopPrincipal = LOCAL_LOOP_PRINCIPAL
+    # Which attempt at the run this is. Past the first (the run's instance was lost, or shut
+    # down, and another resumes it: a loop that declares itself ``resumable``), ``events`` is
+    # what the run emitted so far, ``{seq, kind, data}`` each, in seq order; the loop goes on
+    # from there (the reference loop: after its last completed round).
+    attempt: int = 1
+    events: list[dict[str, Any]] = msgspec.field(default_factory=list)
 
 
 # Called with each event the loop produces (kind, data). Never blocks.
@@ -143,6 +149,17 @@ class RunContext(Protocol):
     @property
     def principal(self) -> LoopPrincipal:
         """Who asked for the run: subject, tenant, scopes, name, how it was proven."""
+        ...
+
+    @property
+    def attempt(self) -> int:
+        """1, or the attempt a resumable loop's run is resumed as (``LoopRequest.attempt``)."""
+        ...
+
+    @property
+    def events(self) -> list[dict[str, Any]]:
+        """What the run emitted before this attempt, ``{seq, kind, data}`` each (empty on the
+        first)."""
         ...
 
     @property
@@ -227,6 +244,15 @@ class TakesParts(Protocol):
     only; a run whose messages carry another kind is refused, naming it."""
 
     accepts: frozenset[str] | None
+
+
+@runtime_checkable
+class Resumable(Protocol):
+    """A loop that says whether its runs can be resumed by another gateway instance from the
+    run's events so far (``LoopRequest.attempt`` and ``events``) when theirs is lost. A loop
+    without it is not: its runs end ``owner_lost`` with their instance."""
+
+    resumable: bool
 
 
 @runtime_checkable

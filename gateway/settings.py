@@ -17,7 +17,6 @@ from ..contracts.outbound import check_outbound_entry
 from ..contracts.parts import parse_kinds
 from .agents.spec import AgentSpec
 from .identity.single_token import check_token
-from .journal.base import POSTGRES_SCHEMES, REDIS_SCHEMES
 from .settings_identity import (
     PROXY_HEADERS,
     check_header_name,
@@ -25,6 +24,7 @@ from .settings_identity import (
     is_loopback,
     proxy_network,
 )
+from .settings_journal import check_journal_settings
 
 ENV_PREFIX = "LOOPGATE_"
 # The recorded streams {"replay": NAME} serves: package data (conformance/streams in a checkout).
@@ -122,6 +122,9 @@ class Settings(msgspec.Struct, kw_only=True, forbid_unknown_fields=True):
     loop: str | None = None  # "package.module:attr": an in-process Python loop
     loop_url: str | None = None  # an HTTP loop: the run request POSTed, NDJSON events back
     loop_cmd: str | None = None  # a child process speaking JSON-RPC on stdio
+    # The plugged loop resumes runs from their events so far (docs/scale.md): another instance
+    # sharing the journal resumes a lost instance's run instead of ending it owner_lost.
+    loop_resumable: bool = False
     # Named agents ([agents.NAME] tables, docs/agents.md): each its own loop, chosen per run
     # by every front end. The loop settings above define one more, named "default", when no
     # agent is declared or when they name a loop or a real model.
@@ -214,6 +217,9 @@ class Settings(msgspec.Struct, kw_only=True, forbid_unknown_fields=True):
     thread_wait_s: float = 60.0  # a start's longest wait for its thread's turn (multitask)
     replay_max_gap_s: float = 5.0  # recorded pace never waits longer than this between events
     shutdown_grace_s: float = 5.0  # runs' time to end on stop
+    # Attempts at a run whose instance was lost or shut down, when its loop can resume (a
+    # shared journal: docs/scale.md); past the last it ends owner_lost. 1: never resumed.
+    max_run_attempts: int = 3
     permission_timeout_s: float = 300.0  # an unanswered approval request is a rejection
     # Webhooks (A2A push notifications, docs/a2a.md; a run's webhook, docs/api.md): each POST's
     # bound, how many tries one delivery gets (waiting webhook_backoff_s, then twice as long
@@ -254,33 +260,15 @@ class Settings(msgspec.Struct, kw_only=True, forbid_unknown_fields=True):
                 raise ValueError(f"{name} must be positive, got {getattr(self, name)}")
         if self.webhook_backoff_s > 30:
             raise ValueError(f"webhook_backoff_s must be 30 s or less: {self.webhook_backoff_s}")
+        if self.max_run_attempts > MAX_RUN_ATTEMPTS:
+            raise ValueError(
+                f"max_run_attempts must be at most {MAX_RUN_ATTEMPTS}, got {self.max_run_attempts}"
+            )
         if not 0 <= self.delivery_window_s <= 1:
             raise ValueError(f"delivery_window_s must be 0 to 1 s, got {self.delivery_window_s}")
         if not (0 < self.port < 65536):
             raise ValueError(f"port must be between 1 and 65535, got {self.port}")
-        schemes = ("sqlite:", *REDIS_SCHEMES, *POSTGRES_SCHEMES)
-        if self.journal != "memory" and not self.journal.startswith(schemes):
-            raise ValueError(
-                "journal must be 'memory', 'sqlite:PATH', 'redis://HOST:PORT/DB', "
-                "'redis+sentinel://HOST:PORT/SERVICE' or 'postgresql://…', "
-                f"got {self.journal!r}"
-            )
-        if self.bus is not None:
-            if not self.journal.startswith(POSTGRES_SCHEMES):
-                raise ValueError("bus is for a PostgreSQL journal (--journal postgresql://…)")
-            if not self.bus.startswith(REDIS_SCHEMES):
-                raise ValueError(
-                    f"bus must be a Redis URL (redis://HOST:PORT/DB), got {self.bus!r}"
-                )
-        if self.role != "all" and not self.journal.startswith(REDIS_SCHEMES):
-            raise ValueError(
-                f"role {self.role} needs a journal the instances share through a run queue "
-                f"(--journal redis://HOST:PORT/DB), got {self.journal!r}"
-            )
-        if self.role == "api" and not self.max_queued_runs:
-            raise ValueError(
-                "role api queues every run it accepts: max_queued_runs must be at least 1"
-            )
+        check_journal_settings(self)
         plugs = [n for n in ("loop", "loop_url", "loop_cmd") if getattr(self, n)]
         if len(plugs) > 1:
             raise ValueError(f"give at most one of --loop, --loop-url, --loop-cmd (got {plugs})")
@@ -332,6 +320,9 @@ class Settings(msgspec.Struct, kw_only=True, forbid_unknown_fields=True):
                 "LOOPGATE_TOKEN_FILE) — docs/auth.md"
             )
 
+
+# A run resumed more often than this is failing for a reason of its own, not its instances'.
+MAX_RUN_ATTEMPTS = 10
 
 # Limits that must be positive (zero would mean "never" or "nothing", which is never meant);
 # a delay or a window of zero means none.

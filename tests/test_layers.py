@@ -174,6 +174,7 @@ OPTIONAL_MODULES = {  # --journal redis://
     "gateway/journal/redis_link.py": "redis",
     "gateway/journal/redis_follow.py": "redis",
     "gateway/journal/redis_connect.py": "redis",
+    "gateway/journal/redis_takeover.py": "redis",
     "gateway/identity/quota_redis.py": "redis",
     # --journal postgresql:// (--bus redis://)
     "gateway/journal/postgres.py": "postgres",

@@ -33,6 +33,7 @@ LOOP_SETTINGS = (
     "loop_cmd",
     "loop_token",
     "loop_runner",
+    "loop_resumable",
     "accepts",
     "tools",
     "hooks",
@@ -86,6 +87,14 @@ def add_loop_flags(p: argparse.ArgumentParser) -> None:
         help="where --loop's runs are driven: 'event_loop' (the gateway's; the default) or "
         "'thread' (one each, for a loop that blocks: time.sleep, synchronous I/O; "
         "LOOPGATE_LOOP_RUNNER)",
+    )
+    plug.add_argument(
+        "--loop-resumable",
+        action="store_true",
+        default=None,
+        help="your loop can resume a run from its events so far (the run request's attempt "
+        "and events): with a shared journal, another instance resumes a run whose instance "
+        "was lost instead of ending it owner_lost (LOOPGATE_LOOP_RESUMABLE; docs/scale.md)",
     )
     plug.add_argument(
         "--accepts",

@@ -104,8 +104,7 @@ class Hub:
         self.remote = Remote(self, journal.cluster) if journal.cluster is not None else None
         self.loader = Loader(self.table, journal)
         self.loader.remote = self.remote
-        # The run queue the instances share (a Redis journal's): runs past this instance's
-        # room, or all of an api instance's, wait there for a worker.
+        # The run queue the instances share (Redis): runs this instance has no room for wait there.
         store = journal.cluster.run_queue if journal.cluster is not None else None
         self.shared = SharedQueue(self, store) if store is not None else None
         if self.shared is not None and self.runs_loops:
@@ -118,11 +117,6 @@ class Hub:
         """Whether this instance runs loops (starts runs' producers, takes queued runs): an
         ``api`` instance only accepts them."""
         return self.settings.role != "api"
-
-    @property
-    def closing(self) -> bool:
-        """Shutting down: no new runs."""
-        return self._closing
 
     @property
     def roster(self) -> Agents | None:
@@ -163,6 +157,11 @@ class Hub:
             await self.roster.aclose()
         with anyio.CancelScope(shield=True):
             await self.journal.aclose()
+
+    @property
+    def closing(self) -> bool:
+        """Shutting down: no new runs, none taken over."""
+        return self._closing
 
     async def drain(self) -> None:
         """Graceful shutdown: ask producers to stop, then end whatever is still running."""
@@ -265,6 +264,7 @@ class Hub:
         record.status = status if isinstance(status, str) else "failed"
         record.finished_at = self.clock()
         record.last_seq = run.last_seq
+        record.resume = None  # nothing resumes a finished run: its request need not be kept
         self.table.active -= 1
         self.threads.release_claim(run)
         self.table.finished(run)
@@ -343,14 +343,18 @@ class Hub:
         table.active += 1
         table.started += 1
         self.journal.record_run(record)
-        run.producer = self.queue.producer(self, run, source.producer(self, run, prepared), goes)
-        assert self._tg is not None
-        self._tg.start_soon(self._produce, run, run.producer)
+        self.launch(run, self.queue.producer(self, run, source.producer(self, run, prepared), goes))
         # A created run survives a crash (its events may not have yet: they get their own
         # commits, and an ingest push is acknowledged only after its commit).
         await self.journal.flush()
         audit("run_started", principal, run_id=run_id, thread_id=record.thread_id)
         return self.queue.info(run)
+
+    def launch(self, run: Run, producer: Producer) -> None:
+        """Run the run's producer in the hub's task group (a start's, or a takeover's)."""
+        run.producer = producer
+        assert self._tg is not None
+        self._tg.start_soon(self._produce, run, producer)
 
     async def _produce(self, run: Run, producer: Producer) -> None:
         try:

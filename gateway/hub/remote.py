@@ -32,6 +32,7 @@ from ...contracts.ports import (
 )
 from ..journal.base import EVENT_OVERHEAD_BYTES, Cluster, RunRecord
 from .run import Run
+from .takeover import Takeover
 
 if TYPE_CHECKING:
     # Relative, as is hub.py's import of this module: a file opened at its own path, as editors
@@ -48,6 +49,9 @@ class Remote:
         self.cluster = cluster
         cluster.on_lost = self.lost
         cluster.on_command = self.answer
+        # Lost instances' resumable runs, resumed here (by an instance that runs loops).
+        self.takeover = Takeover(hub)
+        cluster.adopter = self.takeover
 
     # --- views of other instances' runs ------------------------------------------------------
 
@@ -279,18 +283,19 @@ class Remote:
         run = self.hub.table.get(run_id)
         if run is None or run.remote:
             return
-        self._forsake(run)
+        self.forsake(run)
         # Its clients here get that end too, whatever their protocol does when cut off.
         self.let_go(run, rejoin=True)
 
-    def _forsake(self, run: Run) -> None:
-        """A run produced here that another instance has ended: it ends here without an
-        event of its own, and its producer stops."""
+    def forsake(self, run: Run) -> None:
+        """A run produced here that another instance has ended, or that goes on elsewhere:
+        it ends here without an event of its own, and its producer stops."""
+        hub = self.hub
         if not run.finished:
             run.record.state = "finished"
             run.record.status = "failed"
-            self.hub.table.active -= 1
-            self.hub.threads.release_claim(run)
+            hub.table.active -= 1
+            hub.threads.release_claim(run)
             run.ended.set()
         if run.producer is not None:
             run.producer.cancel()

@@ -9,6 +9,7 @@ from typing import TYPE_CHECKING
 import anyio
 
 from ..journal.base import RunRecord
+from .takeover import hand_over
 
 if TYPE_CHECKING:
     from .hub import Hub
@@ -38,8 +39,10 @@ async def stop_runs(hub: Hub) -> None:
     """Ask this hub's producers to stop, wait up to ``shutdown_grace_s`` for their runs to
     end, end the rest (``server_shutdown``), and commit it all; what cannot be committed in
     time is said in the log, and its readers and pushers are let go."""
-    # Not the views of other instances' runs: those go on without this one.
+    # Not the views of other instances' runs: those go on without this one. Resumable runs go
+    # on elsewhere when another instance is up (gateway.hub.takeover).
     running = [r for r in hub.table.runs() if not r.finished and not r.remote]
+    running = await hand_over(hub, running)
     for run in running:
         if run.record.source == "ingest":
             # The external loop lives on; only this gateway's view of the run ends.

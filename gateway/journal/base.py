@@ -16,7 +16,7 @@ own runs.
 from __future__ import annotations
 
 from collections.abc import Awaitable, Callable, Mapping
-from typing import Any, Protocol
+from typing import Any, Literal, Protocol
 
 import msgspec
 
@@ -49,6 +49,25 @@ CommandHandler = Callable[[dict[str, Any]], Awaitable[dict[str, Any] | None]]
 LostListener = Callable[[str], None]
 
 
+# What becomes of a lost instance's run: resumed here, left for another instance to resume
+# (this one takes no runs: an API-only instance), or ended ``owner_lost``.
+Verdict = Literal["resume", "leave", "end"]
+
+
+class Adopter(Protocol):
+    """Who takes over the runs of a lost instance here (gateway.hub.takeover)."""
+
+    def judge(self, record: RunRecord) -> Verdict:
+        """Whether this instance resumes the run (its loop resumes, attempts are left, this
+        instance takes runs)."""
+        ...
+
+    async def resume(self, record: RunRecord) -> None:
+        """Run it again here: its ownership is this instance's already (``record.attempt``
+        is the new attempt's)."""
+        ...
+
+
 class RunRecord(msgspec.Struct, kw_only=True):
     id: str
     thread_id: str
@@ -67,6 +86,12 @@ class RunRecord(msgspec.Struct, kw_only=True):
     # Where its final state is POSTed once it ends (gateway/run_webhooks.py); kept with the
     # record, never shown in RunInfo (its path or query may carry the receiver's secret).
     webhook: str | None = None
+    # Which attempt at the run this is: a survivor that takes over a lost instance's run
+    # resumes it as the next one (gateway.hub.takeover).
+    attempt: int = 1
+    # The loop request a survivor resumes the run with, when its loop can resume (a shared
+    # journal's runs only); None: it ends ``owner_lost`` with its instance.
+    resume: dict[str, Any] | None = None
 
 
 class Journal(Protocol):
@@ -166,6 +191,8 @@ class Cluster(Protocol):
     # The queue of runs waiting for a worker, shared by the instances; None where the journal
     # cannot hold one (PostgreSQL: not yet).
     run_queue: SharedRunQueue | None
+    # Set by the hub: takes over lost instances' resumable runs (None: they end owner_lost).
+    adopter: Adopter | None
 
     @property
     def full(self) -> bool:
@@ -194,6 +221,16 @@ class Cluster(Protocol):
     async def command(self, run_id: str, command: dict[str, Any]) -> dict[str, Any] | None:
         """Send a command to the instance that owns the run; its answer, or None when no
         instance owning it answered (gone, or the run finished and its owner let it go)."""
+        ...
+
+    async def others_alive(self) -> bool:
+        """Another instance holds its lease now (one that can take runs handed to it)."""
+        ...
+
+    async def release(self, run_ids: list[str]) -> None:
+        """Hand these runs of this instance (their producers stopped, what they emitted
+        committed) to the others: the next reaper that sees them takes them over at once,
+        without waiting for this instance's lease to lapse."""
         ...
 
     async def end_unanswered(self, run_id: str) -> bool:

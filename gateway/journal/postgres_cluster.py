@@ -34,6 +34,7 @@ from .postgres import PostgresJournal, decode_run, envelope
 from .postgres_link import FAILURES, UNAVAILABLE
 from .redis_link import RedisLink
 from .redis_membership import RedisMembership
+from .redis_takeover import Taken
 
 log = logging.getLogger("loopgate.journal")
 
@@ -44,7 +45,7 @@ FOLLOW_PAGE = 512
 BELL_TIMEOUT_S = 1.0
 RETRY_MAX_S = 1.0
 
-REAPER_FAILURES: tuple[type[Exception], ...] = (RedisError, *FAILURES)
+REAPER_FAILURES: tuple[type[Exception], ...] = (RedisError, Unavailable, *FAILURES)
 
 _encode = msgspec.json.Encoder().encode
 _decode_marks = msgspec.json.Decoder(dict[str, int]).decode
@@ -238,16 +239,18 @@ class PostgresMembership(RedisMembership):
 
     async def _reaper(self) -> None:
         while True:
-            await anyio.sleep(self.link.lease_s / 2)
+            await self.reaper_pause()
             try:
                 await self.end_orphans()
             except REAPER_FAILURES:
                 log.exception("journal: looking for runs of lost instances failed; retrying")
 
     async def end_orphans(self) -> list[str]:
-        """End the running runs of instances whose lease has been gone for a lease period."""
+        """End (or take over: gateway.journal.redis_takeover) the running runs of instances
+        whose lease has been gone for a lease period, and take the runs handed over."""
         if self.lease_trouble is not None:
             return []  # Redis out of this instance's reach: no lease can be judged
+        await self.take_released()
         journal = self.journal
         # The directory of instances (each one's last renewal) is Redis's only record of
         # them here: those silent for many leases leave it, or it would grow by one an
@@ -285,6 +288,9 @@ class PostgresMembership(RedisMembership):
                 )
                 run_ids = [str(r[0]) for r in await cur.fetchall()]
             for run_id in run_ids:
+                taken = await self._take(run_id, instance)
+                if taken != "refused":
+                    continue  # resumed here, ended meanwhile, or left to another instance
                 record = await self._end_orphan_pg(run_id, instance)
                 if record is not None:
                     ended.append(run_id)
@@ -299,6 +305,34 @@ class PostgresMembership(RedisMembership):
         refused (retry) instead, as before R1's fix (docs/scale.md)."""
         return False
 
+    async def _end_lost(self, run_id: str, owner: str) -> bool:
+        return await self._end_orphan_pg(run_id, owner) is not None
+
+    async def _take(self, run_id: str, owner: str) -> Taken:
+        """Take ``owner``'s run over in PostgreSQL (the row locked, its owner and state
+        checked, ``instance`` set to this one with the new attempt), then resume it."""
+        async with self.journal.link.connection() as conn, conn.transaction():
+            cur = await conn.execute(
+                "SELECT record, last_seq, instance, state FROM runs WHERE id = %s FOR UPDATE",
+                (run_id,),
+            )
+            row = await cur.fetchone()
+            if row is None or row[2] != owner or row[3] != "running":
+                return "ended"
+            record = decode_run(row[0], await _last_seq(conn, run_id, int(row[1])))
+            verdict = self.takeover.verdict(record)
+            if verdict != "resume":
+                return "left" if verdict == "leave" else "refused"
+            record.attempt += 1
+            await conn.execute(
+                "UPDATE runs SET record = %s, instance = %s WHERE id = %s",
+                (_encode(record), self.link.instance, run_id),
+            )
+        taken = await self.takeover.start(record, owner)
+        if taken == "failed":
+            await self._end_lost(run_id, self.link.instance)
+        return taken
+
     async def _end_orphan_pg(self, run_id: str, owner: str) -> RunRecord | None:
         async with self.journal.link.connection() as conn, conn.transaction():
             cur = await conn.execute(
@@ -308,11 +342,7 @@ class PostgresMembership(RedisMembership):
             row = await cur.fetchone()
             if row is None or row[2] != owner or row[3] != "running":
                 return None  # ended meanwhile, or not that instance's
-            cur = await conn.execute(
-                "SELECT coalesce(max(seq), 0) FROM events WHERE run_id = %s", (run_id,)
-            )
-            found = await cur.fetchone()
-            last = max(int(row[1]), int(found[0]) if found else 0)
+            last = await _last_seq(conn, run_id, int(row[1]))
             record = decode_run(row[0], last)
             now = time.time_ns()
             record.state, record.status = "finished", "failed"
@@ -331,3 +361,12 @@ class PostgresMembership(RedisMembership):
         self._bells[run_id] = last + 1
         self._bell.set()
         return record
+
+
+async def _last_seq(conn: Any, run_id: str, recorded: int) -> int:
+    """A run's last committed seq: its row's, or its last event's if that is further."""
+    cur = await conn.execute(
+        "SELECT coalesce(max(seq), 0) FROM events WHERE run_id = %s", (run_id,)
+    )
+    found = await cur.fetchone()
+    return max(recorded, int(found[0]) if found else 0)

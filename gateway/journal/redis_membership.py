@@ -28,6 +28,7 @@ from redis.exceptions import RedisError
 
 from . import redis_threads
 from .base import (
+    Adopter,
     CommandHandler,
     Deliver,
     LostListener,
@@ -46,6 +47,7 @@ from .redis_link import (
     trouble,
 )
 from .redis_queue import RedisRunQueue
+from .redis_takeover import RELEASED, STILL_RUNNING, RedisTakeover, Taken
 from .redis_threads import ThreadClaims
 
 log = logging.getLogger("loopgate.journal")
@@ -63,12 +65,9 @@ END_TRIES = 5
 # last seen + 1, or past it: after seqs Redis lost, past what clients were shown). 1: ended
 # here; 0: not (any more) to end — finished meanwhile, or another owner; 2: events appended
 # since (its owner lives after all, or will be looked at again).
-_END_RUNNING = """
-if redis.call('GET', KEYS[4]) ~= ARGV[1] then return 0 end
-local last = tonumber(redis.call('GET', KEYS[2]) or '0')
-if last ~= tonumber(ARGV[2]) then return 2 end
-local old = redis.call('GET', KEYS[3])
-if not old or cjson.decode(old)['state'] ~= 'running' then return 0 end
+_END_RUNNING = (
+    STILL_RUNNING
+    + """
 local seq = tonumber(ARGV[9])
 redis.call('XADD', KEYS[1], 'MAXLEN', '~', ARGV[3], seq .. '-0',
   't', ARGV[4], 'k', ARGV[5], 'd', ARGV[6])
@@ -77,6 +76,7 @@ redis.call('SET', KEYS[3], ARGV[7])
 for i = 1, 4 do redis.call('PEXPIRE', KEYS[i], ARGV[8]) end
 return 1
 """
+)
 
 
 class RedisMembership:
@@ -92,8 +92,12 @@ class RedisMembership:
             link.key("wake", link.instance), 3 * link.lease_ms(), sized_from_entry
         )
         self.threads = ThreadClaims(partial(link.key, "thread-claim"), link.lease_ms)
+        self.adopter: Adopter | None = None
+        self.takeover = RedisTakeover(link, self.threads, lambda: self.adopter)
         self._end_running_script: Any = None
         self.judge = LeaseJudge(link.lease_s)
+        # Set when another instance hands runs over: the reaper looks at once.
+        self.reap_now = anyio.Event()
         self._resubscribe_delay = RETRY_MIN_S
         self.run_queue: SharedRunQueue | None = RedisRunQueue(link, self)
 
@@ -112,6 +116,7 @@ class RedisMembership:
         client = self.link.client()
         self._end_running_script = client.register_script(_END_RUNNING)
         self.threads.register(client)
+        self.takeover.register(client)
         await self._renew()
 
     async def load_scripts(self) -> None:
@@ -198,6 +203,36 @@ class RedisMembership:
     def unwatch(self, run_id: str) -> None:
         self.follower.unwatch(run_id)
 
+    # --- takeover (gateway.journal.redis_takeover) -----------------------------------------
+
+    async def others_alive(self) -> bool:
+        return await self.takeover.others_alive()
+
+    async def release(self, run_ids: list[str]) -> None:
+        await self.takeover.release(run_ids)
+
+    async def take_released(self) -> None:
+        """Take over the runs other instances handed over as they shut down."""
+        for run_id in await self.takeover.released():
+            owner = await self.owner(run_id)
+            if owner == self.link.instance:
+                continue  # handed over by this instance: for the others
+            taken = "ended" if owner is None else await self._take(run_id, owner)
+            if taken == "refused" and owner is not None:
+                await self._end_lost(run_id, owner)
+            if taken not in ("busy", "left"):
+                await self.takeover.settled(run_id)
+
+    async def _take(self, run_id: str, owner: str) -> Taken:
+        taken = await self.takeover.take(run_id, owner)
+        if taken == "failed":
+            await self._end_lost(run_id, self.link.instance)
+        return taken
+
+    async def _end_lost(self, run_id: str, owner: str) -> bool:
+        """End ``owner``'s run ``owner_lost``; True if ended here."""
+        return await self.end_running(run_id, owner, "failed", "owner_lost") == 1
+
     # --- leases and lost instances --------------------------------------------------------
 
     async def _renew(self) -> None:
@@ -243,9 +278,15 @@ class RedisMembership:
             else:
                 self.lease_trouble = None
 
+    async def reaper_pause(self) -> None:
+        """Until the next sweep: half a lease, or less when runs are handed over."""
+        with anyio.move_on_after(self.link.lease_s / 2):
+            await self.reap_now.wait()
+        self.reap_now = anyio.Event()
+
     async def _reaper(self) -> None:
         while True:
-            await anyio.sleep(self.link.lease_s / 2)
+            await self.reaper_pause()
             try:
                 await self.end_orphans()
             except (RedisError, OSError):
@@ -259,6 +300,7 @@ class RedisMembership:
         runs are running. A lost instance leaves the directory once its runs are ended."""
         link = self.link
         client = link.client()
+        await self.take_released()
         others = [
             m.decode()
             for m in await client.zrange(link.key("instances"), 0, -1)
@@ -291,6 +333,13 @@ class RedisMembership:
         return ended
 
     async def _end_orphan(self, run_id: str, owner: str) -> bool:
+        taken = await self._take(run_id, owner)
+        if taken in ("taken", "failed", "ended"):
+            # No longer that instance's: resumed here, or ended (here or elsewhere).
+            await self.link.client().srem(self.link.owned_key(owner), run_id)
+            return False
+        if taken in ("busy", "left"):
+            return False
         ended = await self.end_running(run_id, owner, "failed", "owner_lost")
         if ended == 1:
             log.warning("run %s: its instance %s is gone; ended it (owner_lost)", run_id, owner)
@@ -415,6 +464,9 @@ class RedisMembership:
                 await pubsub.aclose()
 
     async def _answer(self, raw: bytes) -> None:
+        if raw == RELEASED:
+            self.reap_now.set()
+            return
         try:
             command = msgspec.json.decode(raw, type=dict[str, Any])
             reply = str(command["reply"])

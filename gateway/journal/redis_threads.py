@@ -88,6 +88,13 @@ class ThreadClaims:
             if self.holds_for(record):
                 del self._held[record.thread_id]
 
+    async def adopt(self, client: Any, thread_id: str, run_id: str) -> None:
+        """A run taken over from a lost instance keeps its thread: a claim its old owner held
+        for it is renewed here from now on (none, or another run's: nothing to keep)."""
+        holder = await client.get(self._key(thread_id))
+        if holder is not None and bytes(holder).decode() == run_id:
+            self._held[thread_id] = run_id
+
     def forget(self, run_id: str) -> None:
         """Another instance ended the run (and freed its thread)."""
         self._held = {t: r for t, r in self._held.items() if r != run_id}

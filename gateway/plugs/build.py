@@ -73,6 +73,16 @@ def build_loop(
 ) -> AgentLoop:
     """``loop`` (embedding: an async generator function, a factory or an AgentLoop) wins over
     the settings; without either, the reference loop on ``provider`` (else the settings')."""
+    plugged = _plugged_loop(settings, loop)
+    if plugged is not None and settings.loop_resumable:
+        # The operator's word for it; an AgentLoop object may also say so itself.
+        plugged.resumable = True  # type: ignore[attr-defined]
+    if plugged is None:
+        return reference_loop(settings, provider, scope=scope)
+    return plugged
+
+
+def _plugged_loop(settings: Settings, loop: Any) -> AgentLoop | None:
     if loop is not None:
         name = getattr(loop, "__qualname__", type(loop).__name__)
         return python_loop(loop, name, settings.loop_runner)
@@ -102,7 +112,7 @@ def build_loop(
                 report_every_s=settings.loop_stderr_report_s,
             ),
         )
-    return reference_loop(settings, provider, scope=scope)
+    return None
 
 
 def reference_loop(

@@ -74,6 +74,14 @@ class RequestView:
     def principal(self) -> LoopPrincipal:
         return self._request.principal
 
+    @property
+    def attempt(self) -> int:
+        return self._request.attempt
+
+    @property
+    def events(self) -> list[dict[str, Any]]:
+        return self._request.events
+
 
 class GatewayRunContext(RequestView):
     """Implements :class:`contracts.loop.RunContext` for one run."""

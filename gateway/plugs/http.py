@@ -43,6 +43,8 @@ class HttpLoop:
     """Implements :class:`contracts.loop.AgentLoop` over HTTP."""
 
     untrusted = True
+    # Whether another instance may resume its runs (--loop-resumable): not unless it says.
+    resumable = False
 
     def __init__(
         self,

@@ -79,6 +79,8 @@ class GeneratorLoop:
     """Implements :class:`contracts.loop.AgentLoop` for a per-run async generator function."""
 
     untrusted = True
+    # Whether another instance may resume its runs (--loop-resumable): not unless it says.
+    resumable = False
 
     def __init__(self, fn: PerRun, name: str, runner: LoopRunner = "event_loop") -> None:
         self.fn = fn

@@ -16,6 +16,7 @@ from ..reference.control import TurnControl
 from ..reference.core import CoreLoop
 from ..reference.cost import Price
 from ..reference.hooks import LoopHooks
+from ..reference.resume import completed_rounds
 from ..reference.types import (
     ModelProvider,
     PermissionDecision,
@@ -83,6 +84,8 @@ class ReferenceLoop:
 
     name = "reference"
     untrusted = False
+    # A run goes on from its last completed round on another instance (gateway.reference.resume).
+    resumable = True
     # Every attachment kind: the model takes what it can, the rest is named (openai_wire).
     accepts: frozenset[str] | None = None
 
@@ -180,7 +183,11 @@ class ReferenceRun:
         async def sink(kind: str, data: dict[str, Any]) -> None:
             emit(kind, data)
 
-        await core.run_turn(history, sink, self.control)
+        # A new attempt goes on after the last round the attempts before it completed.
+        resumed = completed_rounds(request.events) if request.attempt > 1 else None
+        if resumed is not None:
+            history += resumed.messages
+        await core.run_turn(history, sink, self.control, resumed)
 
     def cancel(self) -> None:
         self.control.cancel()

@@ -30,6 +30,7 @@ from ...contracts.loop import (
     LoopPrincipal,
     LoopRequest,
     LoopRun,
+    Resumable,
     TakesParts,
 )
 from ...contracts.messages import Message
@@ -93,6 +94,8 @@ class LoopSource:
         self.remembered = RememberedDecisions()
         # Asked once: a runtime protocol check costs microseconds, every run start would pay it.
         self.check = loop.check if isinstance(loop, ChecksRequests) else None
+        # Whether another instance may resume this loop's runs (gateway.hub.takeover).
+        self.resumable = isinstance(loop, Resumable) and loop.resumable is True
         # Runs whose producer has not returned yet, and what is told each time one returns:
         # ``serve --reload`` closes a replaced agent's loop once none is left.
         self.running = 0
@@ -147,6 +150,11 @@ class LoopSource:
             traceparent=record.metadata.get("traceparent"),
             tracestate=record.metadata.get("tracestate"),
         )
+        if self.resumable and hub.remote is not None and record.resume is None:
+            # What another instance resumes the run with, should this one be lost: committed
+            # with the run's record, before its first event.
+            record.resume = msgspec.to_builtins(msgspec.structs.replace(request, events=[]))
+            hub.journal.record_run(record)
         broker = PermissionBroker(
             hub,
             run,
@@ -156,6 +164,19 @@ class LoopSource:
         made = LoopProducer(hub, run, self.loop, request, broker, self.guards, self._run_ended)
         self.running += 1
         return made
+
+    def resume(self, hub: Hub, run: Run) -> LoopProducer | None:
+        """The producer of a new attempt at a run another instance started (its events so far
+        in ``run``); None if its request cannot be read back."""
+        record = run.record
+        try:
+            request = msgspec.convert(record.resume, LoopRequest)
+        except msgspec.ValidationError:
+            log.exception("run %s: its request cannot be read back; not resumed", run.id)
+            return None
+        request.attempt = record.attempt
+        request.events = [{"seq": e.seq, "kind": e.kind, "data": e.data} for e in run.events]
+        return self.producer(hub, run, request)
 
     def _run_ended(self) -> None:
         self.running -= 1

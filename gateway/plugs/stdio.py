@@ -61,6 +61,8 @@ class StdioLoop:
     """Implements :class:`contracts.loop.AgentLoop` with a supervised child process."""
 
     untrusted = True
+    # Whether another instance may resume its runs (--loop-resumable): not unless it says.
+    resumable = False
 
     def __init__(
         self,

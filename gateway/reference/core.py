@@ -17,6 +17,7 @@ from .config import LoopConfig
 from .control import TurnControl
 from .cost import Price
 from .hooks import LoopHooks, NoHooks
+from .resume import Resumed
 from .turn import Turn
 from .types import (
     EventSink,
@@ -68,8 +69,11 @@ class CoreLoop:
         history: list[Message],
         emit: EventSink,
         control: TurnControl | None = None,
+        resumed: Resumed | None = None,
     ) -> list[Message]:
-        """Run one turn; returns the whole history with this turn's messages appended."""
+        """Run one turn; returns the whole history with this turn's messages appended.
+        ``resumed``: the turn goes on after the rounds an earlier attempt completed (their
+        messages are in ``history`` already)."""
         if control is None:
             control = TurnControl(self.config.max_steer_chars, self.config.steer_mode)
         else:
@@ -77,4 +81,8 @@ class CoreLoop:
             control.steer_mode = self.config.steer_mode
         # Not an error: pyright also sees this file as loopgate.gateway.reference.core (loopgate/'s
         # symlink), whose CoreLoop Turn takes; mypy, which sees one module, checks this call.
-        return await Turn(self, list(history), emit, control).run()  # pyright: ignore[reportArgumentType]
+        turn = Turn(self, list(history), emit, control)  # pyright: ignore[reportArgumentType]
+        if resumed is not None:
+            turn.state.round = resumed.rounds
+            turn.state.tool_names = list(resumed.tool_names)
+        return await turn.run()

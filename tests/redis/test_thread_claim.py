@@ -110,7 +110,8 @@ def test_a_claim_lives_as_long_as_its_run_and_its_owner(redis_url: str, redis_se
     run of an instance that died."""
     prefix = parse_qs(urlsplit(redis_url).query)["prefix"][0]
     server = redis.Redis.from_url(redis_server)
-    with instances(redis_url + "&lease=1", 2) as procs:
+    # Its run is not resumed elsewhere (tests/redis/test_takeover.py): a survivor ends it.
+    with instances(redis_url + "&lease=1", 2, env={"LOOPGATE_MAX_RUN_ATTEMPTS": "1"}) as procs:
         (a, proc_a), (b, _) = procs
         started = httpx.post(f"{a}/v1/runs", json={"input": "slow tool", "thread_id": "held"})
         assert started.status_code == 201, started.text

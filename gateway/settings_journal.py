@@ -1,0 +1,34 @@
+"""The checks of the settings that say where runs live and who runs them (docs/scale.md): the
+journal, the bus beside a PostgreSQL journal, and an instance's role."""
+
+from __future__ import annotations
+
+from typing import TYPE_CHECKING
+
+from .journal.base import POSTGRES_SCHEMES, REDIS_SCHEMES
+
+if TYPE_CHECKING:
+    from .settings import Settings
+
+
+def check_journal_settings(s: Settings) -> None:
+    """A ValueError saying what is wrong with ``journal``, ``bus`` or ``role``."""
+    schemes = ("sqlite:", *REDIS_SCHEMES, *POSTGRES_SCHEMES)
+    if s.journal != "memory" and not s.journal.startswith(schemes):
+        raise ValueError(
+            "journal must be 'memory', 'sqlite:PATH', 'redis://HOST:PORT/DB', "
+            "'redis+sentinel://HOST:PORT/SERVICE' or 'postgresql://…', "
+            f"got {s.journal!r}"
+        )
+    if s.bus is not None:
+        if not s.journal.startswith(POSTGRES_SCHEMES):
+            raise ValueError("bus is for a PostgreSQL journal (--journal postgresql://…)")
+        if not s.bus.startswith(REDIS_SCHEMES):
+            raise ValueError(f"bus must be a Redis URL (redis://HOST:PORT/DB), got {s.bus!r}")
+    if s.role != "all" and not s.journal.startswith(REDIS_SCHEMES):
+        raise ValueError(
+            f"role {s.role} needs a journal the instances share through a run queue "
+            f"(--journal redis://HOST:PORT/DB), got {s.journal!r}"
+        )
+    if s.role == "api" and not s.max_queued_runs:
+        raise ValueError("role api queues every run it accepts: max_queued_runs must be at least 1")
