@@ -42,6 +42,7 @@ from ..identity.audit import audit
 from ..journal.base import EVENT_OVERHEAD_BYTES, Journal
 from ..settings import Settings
 from . import access
+from .attachments import Attachments
 from .budget import MemoryBudget
 from .commands import Commands
 from .delivery import Delivery, SubscriptionObserver
@@ -89,6 +90,9 @@ class Hub:
         # Tasks that live as long as the hub does, started when it is entered.
         self.services: list[Callable[[], Coroutine[Any, Any, None]]] = []
         self.table = RunTable(settings.max_dropped_ids)
+        # A run that a journal keeping no runs drops is gone, and its blobs with it.
+        self.table.on_gone = None if journal.durable else journal.blobs.release
+        self.attachments = Attachments(journal.blobs, settings.max_attachment_store_bytes)
         self.budget = MemoryBudget(settings, self.table, journal, clock)
         self.delivery = Delivery(settings, self.table)
         self.threads = Threads(settings, self.table, journal, clock, roster)
@@ -109,10 +113,8 @@ class Hub:
 
     @property
     def roster(self) -> Agents | None:
-        """The agents behind the ``loop`` source (a run names one, or gets the default): their
-        loops are started and closed with the hub. Without a roster, ``loop`` is a source like
-        the others. Kept by the threads part, which picks a continued thread's agent; a
-        reload (gateway.agents.reload) replaces it."""
+        """The agents behind the ``loop`` source, started and closed with the hub (none:
+        ``loop`` is a source like the others); kept by the threads part, replaced on reload."""
         return self.threads.roster
 
     @roster.setter
@@ -316,6 +318,7 @@ class Hub:
             # goes.
             request.principal = principal
             prepared = source.prepare(request)
+            kept = await self.attachments.keep(run_id, input_messages(request))
             # Last, once nothing else can refuse the start: a claimed id stays taken.
             if request.run_id and self.remote is not None and not await self.remote.claim(run_id):
                 raise RunExists(run_id)
@@ -335,7 +338,7 @@ class Hub:
         record = new_record(
             run_id, request.thread_id or run_id, request.source, self.clock(), metadata
         )
-        record.input = input_messages(request)
+        record.input = kept
         record.owner = principal.owner
         record.agent = agent.name if agent is not None else None
         run = Run(record)
@@ -354,7 +357,7 @@ class Hub:
         # commits, and an ingest push is acknowledged only after its commit).
         await self.journal.flush()
         audit("run_started", principal, run_id=run_id, thread_id=record.thread_id)
-        return self.queue.info(run)
+        return msgspec.structs.replace(self.queue.info(run), input=input_messages(request))
 
     async def _produce(self, run: Run, producer: Producer) -> None:
         try:
@@ -372,7 +375,7 @@ class Hub:
             run.producer = None
 
     async def get(self, run_id: str) -> RunInfo:
-        return self.queue.info(await self.visible(run_id))
+        return await self.attachments.resolve(self.queue.info(await self.visible(run_id)))
 
     async def list_runs(self, *, limit: int = 100, thread_id: str | None = None) -> list[RunInfo]:
         owner = access.owner_filter()

@@ -1,0 +1,59 @@
+"""A run's attachments, kept by reference: the hub's side of the journal's blob store
+(gateway.journal.blobs).
+
+When a run starts, its input's inline parts become references (contracts/blobs.py) and their
+bytes go to the store, once each; the run's record, in memory and in the journal, holds only
+the references. Where a record is read back into a conversation (``RunService.get``), the
+references are resolved: loops, projectors and front ends see the bytes where they did.
+"""
+
+from __future__ import annotations
+
+import anyio
+import msgspec
+
+from ...contracts.blobs import by_reference, refs_in, resolved
+from ...contracts.messages import Message
+from ...contracts.ports import RunInfo
+from ..journal.blobs import BlobStore
+
+# Inline data (base64 characters) beyond which decoding and hashing it goes to a worker
+# thread: a message at max_message_attachment_bytes would hold the event loop ~40 ms.
+THREAD_ABOVE_CHARS = 256 << 10
+
+
+class Attachments:
+    def __init__(self, store: BlobStore, limit: int) -> None:
+        self.store = store
+        self.limit = limit
+
+    async def keep(self, run_id: str, messages: list[Message]) -> list[Message]:
+        """The messages as the run's record keeps them; their blobs stored (StoreFull, with
+        nothing written, past the store's bound)."""
+        inline = _inline_chars(messages)
+        if not inline:
+            return messages
+        if inline > THREAD_ABOVE_CHARS:
+            kept, blobs = await anyio.to_thread.run_sync(by_reference, messages)
+        else:
+            kept, blobs = by_reference(messages)
+        await self.store.keep(run_id, blobs, self.limit)
+        return kept
+
+    async def resolve(self, info: RunInfo) -> RunInfo:
+        """``info`` with its input's attachments' bytes inline."""
+        refs = refs_in(info.input)
+        if not refs:
+            return info
+        blobs = await self.store.load(refs)
+        return msgspec.structs.replace(info, input=resolved(info.input, blobs))
+
+
+def _inline_chars(messages: list[Message]) -> int:
+    total = 0
+    for message in messages:
+        if not isinstance(message.content, str):
+            for part in message.content:
+                data = getattr(part, "data", None)
+                total += len(data) if data else 0
+    return total
