@@ -15,12 +15,12 @@ from __future__ import annotations
 import base64
 import binascii
 import hashlib
-from collections.abc import Iterable, Mapping
+from collections.abc import Callable, Iterable, Mapping
 
 import msgspec
 
 from .messages import Message
-from .parts import AudioPart, FilePart, ImagePart, Part
+from .parts import AudioPart, FilePart, ImagePart, MediaPart, Part
 
 REF_PREFIX = "sha256:"
 _MEDIA = (ImagePart, AudioPart, FilePart)
@@ -35,22 +35,14 @@ def by_reference(messages: list[Message]) -> tuple[list[Message], dict[str, byte
     once, whatever number of parts carry them). Messages without inline parts are the same
     objects. The parts were checked (contracts.parts.check_content): their data decodes."""
     blobs: dict[str, bytes] = {}
-    out: list[Message] = []
-    for message in messages:
-        content = message.content
-        if isinstance(content, str) or not any(_inline(p) for p in content):
-            out.append(message)
-            continue
-        parts: list[Part] = []
-        for part in content:
-            if isinstance(part, _MEDIA) and part.data is not None:
-                raw = binascii.a2b_base64(part.data)
-                ref = ref_of(raw)
-                blobs[ref] = raw
-                part = msgspec.structs.replace(part, data=None, ref=ref)
-            parts.append(part)
-        out.append(msgspec.structs.replace(message, content=parts))
-    return out, blobs
+
+    def stash(part: MediaPart) -> MediaPart:
+        raw = binascii.a2b_base64(part.data or "")
+        ref = ref_of(raw)
+        blobs[ref] = raw
+        return msgspec.structs.replace(part, data=None, ref=ref)
+
+    return _rewritten(messages, _inline, stash), blobs
 
 
 def refs_in(messages: Iterable[Message]) -> set[str]:
@@ -67,27 +59,39 @@ def resolved(messages: list[Message], blobs: Mapping[str, bytes]) -> list[Messag
     whose bytes are not in ``blobs`` stays as it is. Each blob is encoded once, however many
     parts refer to it."""
     encoded: dict[str, str] = {}
+
+    def found(part: Part) -> bool:
+        return isinstance(part, _MEDIA) and part.ref is not None and part.ref in blobs
+
+    def inline(part: MediaPart) -> MediaPart:
+        ref = part.ref or ""
+        data = encoded.get(ref)
+        if data is None:
+            data = encoded[ref] = base64.b64encode(blobs[ref]).decode("ascii")
+        return msgspec.structs.replace(part, data=data, ref=None)
+
+    return _rewritten(messages, found, inline)
+
+
+def _rewritten(
+    messages: list[Message],
+    chosen: Callable[[Part], bool],
+    rewrite: Callable[[MediaPart], MediaPart],
+) -> list[Message]:
+    """``messages`` with each ``chosen`` part (a media part) rewritten; a message with none is
+    the same object."""
     out: list[Message] = []
     for message in messages:
         content = message.content
-        if isinstance(content, str) or not any(_referenced(p) for p in content):
+        if isinstance(content, str) or not any(chosen(p) for p in content):
             out.append(message)
             continue
-        parts: list[Part] = []
-        for part in content:
-            if isinstance(part, _MEDIA) and part.ref is not None and part.ref in blobs:
-                data = encoded.get(part.ref)
-                if data is None:
-                    data = encoded[part.ref] = base64.b64encode(blobs[part.ref]).decode("ascii")
-                part = msgspec.structs.replace(part, data=data, ref=None)
-            parts.append(part)
+        parts: list[Part] = [
+            rewrite(p) if isinstance(p, _MEDIA) and chosen(p) else p for p in content
+        ]
         out.append(msgspec.structs.replace(message, content=parts))
     return out
 
 
 def _inline(part: Part) -> bool:
     return isinstance(part, _MEDIA) and part.data is not None
-
-
-def _referenced(part: Part) -> bool:
-    return isinstance(part, _MEDIA) and part.ref is not None
