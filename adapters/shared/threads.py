@@ -66,7 +66,7 @@ async def conversation_after_run(service: RunService, run: RunInfo) -> Conversat
 async def with_attachments(service: RunService, run: RunInfo) -> RunInfo:
     """``run`` as ``list_runs`` gives it (attachments by reference, contracts/blobs.py) with
     its input's bytes inline, as ``get`` gives it; unchanged when it has no attachment."""
-    return await service.get(run.id) if refs_in(run.input) else run
+    return await service.get(run.id, attachments=True) if refs_in(run.input) else run
 
 
 async def thread_start(

@@ -90,7 +90,6 @@ class Hub:
         # Tasks that live as long as the hub does, started when it is entered.
         self.services: list[Callable[[], Coroutine[Any, Any, None]]] = []
         self.table = RunTable(settings.max_dropped_ids)
-        # A run that a journal keeping no runs drops is gone, and its blobs with it.
         self.table.on_gone = None if journal.durable else journal.blobs.release
         self.attachments = Attachments(journal.blobs, settings.max_attachment_store_bytes)
         self.budget = MemoryBudget(settings, self.table, journal, clock)
@@ -374,8 +373,9 @@ class Hub:
             # run, which stays in memory long after.
             run.producer = None
 
-    async def get(self, run_id: str) -> RunInfo:
-        return await self.attachments.resolve(self.queue.info(await self.visible(run_id)))
+    async def get(self, run_id: str, *, attachments: bool = False) -> RunInfo:
+        info = self.queue.info(await self.visible(run_id))
+        return await self.attachments.resolve(info) if attachments else info
 
     async def list_runs(self, *, limit: int = 100, thread_id: str | None = None) -> list[RunInfo]:
         owner = access.owner_filter()

@@ -35,7 +35,8 @@ class RunTable:
         # Dropped runs: why, and whose (someone else's gone run is not found, as any other).
         self._gone: dict[str, tuple[str, Owner | None]] = {}
         self._max_gone = max_gone
-        # Called with the id of a run dropped for good (a journal that keeps no runs).
+        # Called with the id of a run dropped for good (a journal that keeps no runs: the
+        # memory journal's blobs go with the last run referring to them).
         self.on_gone: Callable[[str], None] | None = None
         # Bytes of events held by every run here, as max_retained_bytes counts them.
         self.retained = 0
