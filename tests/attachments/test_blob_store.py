@@ -125,7 +125,6 @@ def test_a_thread_continued_three_times_stores_its_image_once(
     wait_until(lambda: usage(journal, server) == (0, 0), 20, "the thread's blob dropped")
 
 
-@pytest.mark.parametrize("journal", ["memory", "sqlite"], indirect=True)
 def test_past_the_store_bound_a_run_is_refused_whole(journal: str, tmp_path: Path) -> None:
     other = PNG + b"another image"  # its signature is a PNG's: checked as one
     import base64
