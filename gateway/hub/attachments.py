@@ -9,13 +9,17 @@ references are resolved: loops, projectors and front ends see the bytes where th
 
 from __future__ import annotations
 
+import logging
+
 import anyio
 import msgspec
 
 from ...contracts.blobs import by_reference, refs_in, resolved
 from ...contracts.messages import Message
-from ...contracts.ports import RunInfo
+from ...contracts.ports import RunExists, RunInfo
 from ..journal.blobs import BlobStore
+
+log = logging.getLogger("loopgate.hub")
 
 # Inline data (base64 characters) beyond which decoding and hashing it goes to a worker
 # thread: a message at max_message_attachment_bytes would hold the event loop ~40 ms.
@@ -26,6 +30,8 @@ class Attachments:
     def __init__(self, store: BlobStore, limit: int) -> None:
         self.store = store
         self.limit = limit
+        # Runs whose blobs are kept and whose start may still be refused.
+        self._starting: set[str] = set()
 
     async def keep(self, run_id: str, messages: list[Message]) -> list[Message]:
         """The messages as the run's record keeps them; their blobs stored (StoreFull, with
@@ -38,7 +44,30 @@ class Attachments:
         else:
             kept, blobs = by_reference(messages)
         await self.store.keep(run_id, blobs, self.limit)
+        self._starting.add(run_id)
         return kept
+
+    def recorded(self, run_id: str, kept: list[Message]) -> list[Message]:
+        """The run's start went through: its record keeps ``kept``."""
+        self._starting.discard(run_id)
+        return kept
+
+    async def refused(self, run_id: str, exc: BaseException) -> None:
+        """The start was refused after its blobs were kept (the thread busy, a quota): its
+        references go, and the blobs no other run refers to. Not for RunExists: the run of
+        that id has references of its own."""
+        if run_id not in self._starting:
+            return
+        self._starting.discard(run_id)
+        if isinstance(exc, RunExists):
+            return
+        try:
+            with anyio.CancelScope(shield=True):
+                await self.store.forget(run_id)
+        except Exception:
+            # The client hears the start's own refusal; the blobs stay stored, referred to
+            # by a run that never was (this line names it).
+            log.warning("run %s was refused; its attachments could not be let go", run_id)
 
     async def resolve(self, info: RunInfo) -> RunInfo:
         """``info`` with its input's attachments' bytes inline."""

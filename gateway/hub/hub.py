@@ -313,8 +313,7 @@ class Hub:
             for admit in self.admission:
                 if (ticket := await admit(principal)) is not None:
                     tickets.append(ticket)
-            # The loop learns who asked from here only: whatever a client put in the request
-            # goes.
+            # The loop learns who asked from here only (whatever a client put there goes).
             request.principal = principal
             prepared = source.prepare(request)
             kept = await self.attachments.keep(run_id, input_messages(request))
@@ -325,8 +324,9 @@ class Hub:
                 raise RunExists(run_id)  # started here by another request while this one waited
             if request.exclusive and request.thread_id:
                 await self.threads.claim(request.thread_id, run_id)
-        except BaseException:
+        except BaseException as exc:
             await access.refund(tickets)
+            await self.attachments.refused(run_id, exc)
             raise
         metadata = dict(request.metadata)
         if request.traceparent:
@@ -337,7 +337,7 @@ class Hub:
         record = new_record(
             run_id, request.thread_id or run_id, request.source, self.clock(), metadata
         )
-        record.input = kept
+        record.input = self.attachments.recorded(run_id, kept)
         record.owner = principal.owner
         record.agent = agent.name if agent is not None else None
         run = Run(record)
@@ -369,8 +369,7 @@ class Hub:
             self.end_producer(run, "producer_failed")
         finally:
             self.end_producer(run)
-            # Done: what it holds (a loop's whole state, for one) goes with it, not with the
-            # run, which stays in memory long after.
+            # Done: what it holds (a loop's whole state) goes now, not with the run, later.
             run.producer = None
 
     async def get(self, run_id: str, *, attachments: bool = False) -> RunInfo:

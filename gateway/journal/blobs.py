@@ -59,6 +59,11 @@ class BlobStore(Protocol):
         """How many blobs are stored, and their bytes."""
         ...
 
+    async def forget(self, run_id: str) -> None:
+        """The run's start was refused after its blobs were kept: its references go, and the
+        blobs no other run refers to."""
+        ...
+
     def release(self, run_id: str) -> None:
         """The hub dropped the run for good: a journal that keeps no runs (memory) lets go of
         its references here; a durable one does in ``Journal.delete``."""
@@ -89,6 +94,9 @@ class MemoryBlobs:
 
     async def usage(self) -> tuple[int, int]:
         return len(self._blobs), self._bytes
+
+    async def forget(self, run_id: str) -> None:
+        self.release(run_id)
 
     def release(self, run_id: str) -> None:
         for ref in self._refs.pop(run_id, ()):

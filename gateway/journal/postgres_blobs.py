@@ -67,6 +67,11 @@ class PostgresBlobs(DurableRelease):
             )
 
     @reaching
+    async def forget(self, run_id: str) -> None:
+        async with self.link.connection() as conn, conn.transaction():
+            await drop_refs(conn, self.link.schema, [run_id])
+
+    @reaching
     async def load(self, refs: Collection[str]) -> dict[str, bytes]:
         async with self.link.connection() as conn:
             cur = await conn.execute(

@@ -78,6 +78,10 @@ class RedisBlobs(DurableRelease):
         if not kept:
             raise StoreFull(int(stored), int(adding), limit)
 
+    @reaching
+    async def forget(self, run_id: str) -> None:
+        await self.link.client().eval(_DROP, 2, *self._keys, self.base, run_id)
+
     def drop(self, pipe: Any, run_ids: list[str]) -> None:
         """Queue, in the journal's delete, the drop of these runs' references."""
         pipe.eval(_DROP, 2, *self._keys, self.base, *run_ids)

@@ -85,6 +85,20 @@ class SqliteBlobs(DurableRelease):
                 conn.execute("ROLLBACK")
                 raise
 
+    async def forget(self, run_id: str) -> None:
+        await anyio.to_thread.run_sync(self._forget_sync, run_id)
+
+    def _forget_sync(self, run_id: str) -> None:
+        with self._lock:
+            conn = self._writing()
+            conn.execute("BEGIN")
+            try:
+                drop_refs(conn, [run_id])
+                conn.execute("COMMIT")
+            except BaseException:
+                conn.execute("ROLLBACK")
+                raise
+
     async def load(self, refs: Collection[str]) -> dict[str, bytes]:
         return await anyio.to_thread.run_sync(self._load_sync, list(refs))
 

@@ -157,3 +157,27 @@ def test_a_restarted_sqlite_gateway_still_has_the_attachment(journal: str) -> No
         later = start(base, "still there?", first["thread_id"])
         assert answer_text(base, later["id"]) == png_line()
         assert usage(journal, server) == (1, len(PNG))
+
+
+@pytest.mark.anyio
+@pytest.mark.parametrize("journal", ["memory", "sqlite"], indirect=True)
+async def test_a_start_refused_after_its_blobs_were_kept_leaves_none(
+    journal: str, tmp_path: Path
+) -> None:
+    """The thread's claim refuses the second run (ThreadBusy) after its image was stored: the
+    image goes again, nothing of that run is left."""
+    from loopgate.contracts.messages import Message
+    from loopgate.contracts.parts import ImagePart
+    from loopgate.contracts.ports import StartRun, ThreadBusy
+    from loopgate.gateway.app import build_hub
+    from loopgate.gateway.settings import Settings
+
+    # The scripted model paced slowly: the first run holds its thread while the second starts.
+    settings = Settings(scripted_delay_s=0.5, workspace=str(tmp_path), journal=journal)
+    image = [Message(role="user", content=[ImagePart(media_type="image/png", data=PNG_B64)])]
+    async with build_hub(settings) as hub:
+        await hub.start(StartRun(thread_id="t", exclusive=True, input="first"))
+        with pytest.raises(ThreadBusy):
+            await hub.start(StartRun(thread_id="t", exclusive=True, input=image))
+        assert await hub.journal.blobs.usage() == (0, 0)
+        assert len(await hub.list_runs(thread_id="t")) == 1
