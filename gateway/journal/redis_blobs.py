@@ -17,22 +17,25 @@ from .blobs import DurableRelease, StoreFull
 from .redis_link import RedisLink, reaching, reading
 
 # KEYS: bytes stored, the runs' references.  ARGV: the bound, the run, the keys' base, then
-# ref and bytes of each blob. {1, stored, adding} once kept; {0, stored, adding} past the
-# bound, with nothing written. The bytes are sent whether stored or not: the check and the
-# write are one step, so no drop can come between them.
+# for each blob its ref, "1" and its bytes, or "0" and "" when it was found stored just before
+# (its bytes are not sent again). {1, stored, adding} once kept; {0, stored, adding} past the
+# bound and {2, 0, 0} for a blob not sent that is gone since, with nothing written either way.
 _KEEP = """
 local base, run = ARGV[3], ARGV[2]
 local adding = 0
-for i = 4, #ARGV, 2 do
-  if redis.call('EXISTS', base .. ':data:' .. ARGV[i]) == 0 then adding = adding + #ARGV[i + 1] end
+for i = 4, #ARGV, 3 do
+  if redis.call('EXISTS', base .. ':data:' .. ARGV[i]) == 0 then
+    if ARGV[i + 1] == '0' then return {2, 0, 0} end
+    adding = adding + #ARGV[i + 2]
+  end
 end
 local stored = tonumber(redis.call('GET', KEYS[1]) or '0')
 if adding > 0 and stored + adding > tonumber(ARGV[1]) then return {0, stored, adding} end
 local refs = {}
 local had = redis.call('HGET', KEYS[2], run)
 if had then refs[1] = had end
-for i = 4, #ARGV, 2 do
-  redis.call('SET', base .. ':data:' .. ARGV[i], ARGV[i + 1], 'NX')
+for i = 4, #ARGV, 3 do
+  if ARGV[i + 1] == '1' then redis.call('SET', base .. ':data:' .. ARGV[i], ARGV[i + 2], 'NX') end
   redis.call('SADD', base .. ':referrers:' .. ARGV[i], run)
   refs[#refs + 1] = ARGV[i]
 end
@@ -71,12 +74,24 @@ class RedisBlobs(DurableRelease):
 
     @reaching
     async def keep(self, run_id: str, blobs: Mapping[str, bytes], limit: int) -> None:
-        args: list[Any] = [limit, run_id, self.base]
-        for ref, raw in blobs.items():
-            args += [ref, raw]
-        kept, stored, adding = await self.link.client().eval(_KEEP, 2, *self._keys, *args)
-        if not kept:
-            raise StoreFull(int(stored), int(adding), limit)
+        client = self.link.client()
+        pipe = client.pipeline(transaction=False)
+        for ref in blobs:
+            pipe.exists(f"{self.base}:data:{ref}")
+        there = await pipe.execute()
+        # A thread's next run refers to what its first one stored: only new bytes travel,
+        # unless one of the others was dropped between the look and the script (then all).
+        for send_all in (False, True):
+            args: list[Any] = [limit, run_id, self.base]
+            for (ref, raw), found in zip(blobs.items(), there, strict=True):
+                sent = send_all or not found
+                args += [ref, "1" if sent else "0", raw if sent else b""]
+            kept, stored, adding = await client.eval(_KEEP, 2, *self._keys, *args)
+            if kept == 1:
+                return
+            if kept == 0:
+                raise StoreFull(int(stored), int(adding), limit)
+        raise RuntimeError("the blob store refused blobs it was sent whole")
 
     @reaching
     async def forget(self, run_id: str) -> None:
