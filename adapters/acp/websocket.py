@@ -20,7 +20,7 @@ from .options import AgentOptions
 from .rpc import WebSocketTransport
 
 PATH = "/acp"
-AGENT_PATH = "/agents/{agent}/acp"
+AGENT_PATH = "/agents/{name}/acp"
 
 
 def routes(
@@ -42,7 +42,7 @@ def routes(
         agent_options = options or AgentOptions(
             mcp_transports=("stdio", "http") if limits.client_stdio_mcp else ("http",),
             mcp_outbound=limits.client_outbound,
-            agent=websocket.path_params.get("agent"),
+            agent=websocket.path_params.get("name"),
         )
         server = await sdk.get()
         await server.serve_connection(AcpAgent(service, agent_options), transport)
