@@ -92,7 +92,8 @@ def image_of(base: str, run_id: str) -> bytes:
     import base64
 
     content = httpx.get(f"{base}/v1/runs/{run_id}", timeout=30).json()["input"][0]["content"]
-    return base64.b64decode(content[1]["data"])
+    [image] = [part for part in content if part["type"] == "image"]
+    return base64.b64decode(image["data"])
 
 
 @pytest.fixture
@@ -181,3 +182,21 @@ async def test_a_start_refused_after_its_blobs_were_kept_leaves_none(
             await hub.start(StartRun(thread_id="t", exclusive=True, input=image))
         assert await hub.journal.blobs.usage() == (0, 0)
         assert len(await hub.list_runs(thread_id="t")) == 1
+
+
+def test_a_big_image_is_stored_and_read_back_off_the_event_loop_intact() -> None:
+    """Past THREAD_ABOVE_CHARS, storing by reference and resolving run in worker threads."""
+    import base64
+
+    from loopgate.gateway.hub.attachments import THREAD_ABOVE_CHARS
+
+    big = PNG + bytes(range(256)) * (THREAD_ABOVE_CHARS // 256)
+    image = {**IMAGE, "data": base64.b64encode(big).decode()}
+    settings = {"loop": LOOP, "max_body_bytes": 4 << 20, "max_attachment_bytes": 2 << 20}
+    with running_gateway(**settings) as (base, server):
+        first = start(base, [{"role": "user", "content": [image]}])
+        answer_text(base, first["id"])
+        later = start(base, "and this?", first["thread_id"])
+        assert answer_text(base, later["id"]) == f"image image/png {sha(big)}"
+        assert sha(image_of(base, later["id"])) == sha(big)
+        assert usage("memory", server) == (1, len(big))
