@@ -13,6 +13,8 @@ import anyio
 
 from .blobs import DurableRelease, check_room
 
+ID_PAGE = 500
+
 SCHEMA = """
 CREATE TABLE IF NOT EXISTS blobs (
     ref TEXT PRIMARY KEY,
@@ -31,17 +33,19 @@ CREATE INDEX IF NOT EXISTS blob_refs_ref ON blob_refs (ref);
 def drop_refs(conn: sqlite3.Connection, run_ids: list[str]) -> None:
     """Inside the caller's transaction: the runs' references, and each blob they referred
     to that no other run does."""
-    marks = ",".join("?" * len(run_ids))
-    refs = [
-        r[0] for r in conn.execute(f"SELECT ref FROM blob_refs WHERE run_id IN ({marks})", run_ids)
-    ]
-    if not refs:
-        return
-    conn.execute(f"DELETE FROM blob_refs WHERE run_id IN ({marks})", run_ids)
+    refs: set[str] = set()
+    # A page of ids at a time: a prune may drop more runs than a statement takes variables.
+    for at in range(0, len(run_ids), ID_PAGE):
+        page = run_ids[at : at + ID_PAGE]
+        marks = ",".join("?" * len(page))
+        found = conn.execute(f"SELECT ref FROM blob_refs WHERE run_id IN ({marks})", page)
+        refs.update(row[0] for row in found)
+        if refs:
+            conn.execute(f"DELETE FROM blob_refs WHERE run_id IN ({marks})", page)
     conn.executemany(
         "DELETE FROM blobs WHERE ref = ? AND NOT EXISTS "
         "(SELECT 1 FROM blob_refs r WHERE r.ref = blobs.ref)",
-        [(ref,) for ref in set(refs)],
+        [(ref,) for ref in refs],
     )
 
 
