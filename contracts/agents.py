@@ -30,6 +30,8 @@ class AgentInfo(msgspec.Struct, kw_only=True, omit_defaults=True):
     model: str | None = None
     # The agent a request that names none goes to.
     default: bool = False
+    # The attachment kinds it takes besides text (contracts/parts.py); None: every kind.
+    accepts: list[str] | None = None
 
 
 class UnknownAgent(ClientError):

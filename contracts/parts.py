@@ -33,13 +33,18 @@ class TextPart(msgspec.Struct, frozen=True, kw_only=True, tag_field="type", tag=
 
 class _Media(msgspec.Struct, frozen=True, kw_only=True, omit_defaults=True, tag_field="type"):
     """Bytes inline (``data``: base64, with ``media_type`` and ``size`` in bytes) or a ``url``:
-    an http(s) URL, or a reference the client's service knows (an OpenAI ``file_id``)."""
+    an http(s) URL, or a reference the client's service knows (an OpenAI ``file_id``).
+
+    In a run's record the journal keeps inline bytes once, in its blob store: the part there
+    has ``ref`` (``sha256:<hex>`` of the bytes) instead of ``data`` (contracts/blobs.py). A
+    client never sends one; whoever reads a record back into a conversation resolves it."""
 
     media_type: str | None = None
     data: str | None = None
     size: int | None = None
     url: str | None = None
     name: str | None = None  # a file name, where the client gave one
+    ref: str | None = None
 
 
 class ImagePart(_Media, frozen=True, tag="image"):
@@ -226,6 +231,8 @@ def is_textual(media_type: str | None) -> bool:
 def _check_media(part: MediaPart, where: str, limits: AttachmentLimits) -> int:
     """Bytes of ``part`` once decoded (0 for a URL); ClientError saying what is wrong."""
     kind = kind_of(part)
+    if part.ref is not None:
+        raise ClientError(f"{where}: a {kind} part's ref is the journal's own; send data or a url")
     if part.data is None:
         if not part.url:
             raise ClientError(f"{where}: a {kind} part needs data or a url")

@@ -276,7 +276,10 @@ class RunService(Protocol):
 
     async def start(self, request: StartRun) -> RunInfo: ...
 
-    async def get(self, run_id: str) -> RunInfo: ...
+    async def get(self, run_id: str, *, attachments: bool = False) -> RunInfo:
+        """``attachments``: the input's attachments with their bytes; else by reference, as
+        the journal keeps them (contracts/blobs.py), which is all a run's state needs."""
+        ...
 
     async def list_runs(self, *, limit: int = 100, thread_id: str | None = None) -> list[RunInfo]:
         """Newest first; only the runs of ``thread_id`` when given."""

@@ -266,7 +266,8 @@ class RemoteService:
         listed = _described(_body(response, "GET", "/v1/agents"), AgentList, "agent list")
         return listed.agents
 
-    async def get(self, run_id: str) -> RunInfo:
+    async def get(self, run_id: str, *, attachments: bool = False) -> RunInfo:
+        # The gateway's GET /v1/runs/{id} has the bytes: asked for or not, they come.
         return _run_info(await self._json("GET", f"/v1/runs/{run_id}", run_id))
 
     async def list_runs(self, *, limit: int = 100, thread_id: str | None = None) -> list[RunInfo]:

@@ -187,6 +187,7 @@ class Settings(msgspec.Struct, kw_only=True, forbid_unknown_fields=True):
     max_body_bytes: int = 1 << 20  # a request body; 413 beyond
     max_attachment_bytes: int = 5 << 20  # one inline attachment, decoded
     max_message_attachment_bytes: int = 10 << 20  # a message's inline attachments, decoded
+    max_attachment_store_bytes: int = 1 << 30  # the journal's attachments, each once; 429 past
     max_line_bytes: int = 2 << 20  # one ingested event (a big tool result fits)
     max_frame_bytes: int = 2 << 20  # one WebSocket message
     # permessage-deflate on WebSockets: what clients offer by default, and what makes an idle

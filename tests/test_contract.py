@@ -57,3 +57,14 @@ def test_envelope_schema_is_not_stale():
     )
     expected_text = json.dumps(envelope_schema(), indent=2, sort_keys=True, ensure_ascii=False)
     assert SCHEMA.read_text(encoding="utf-8") == expected_text + "\n"
+
+
+def test_parts_shape_is_versioned():
+    """The parts' kinds and a media part's fields (``ref`` among them since version 2: the
+    journal keeps bytes by reference) are what contracts/parts.py defines."""
+    from loopgate.contracts.parts import ImagePart, Part
+
+    parts = contract_dict()["parts"]
+    assert parts["version"] == 2
+    assert parts["kinds"] == [t.__struct_config__.tag for t in Part.__args__]
+    assert parts["mediaFields"] == list(ImagePart.__struct_fields__)

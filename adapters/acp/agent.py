@@ -18,10 +18,12 @@ from typing import Any
 import anyio
 from anyio.abc import TaskGroup
 
+from ...contracts.agents import AgentInfo
 from ...contracts.history import Conversation
 from ...contracts.limits import EndpointLimits
 from ...contracts.ports import RunService
 from ..shared.rpc_errors import INVALID_PARAMS, INVALID_REQUEST
+from .capabilities import prompt_capabilities
 from .choices import (
     AGENT_OPTION,
     APPROVAL_CHOICES,
@@ -94,13 +96,12 @@ class AcpAgent:
         if client_info is not None:
             self.client_info = {"name": client_info.name, "version": client_info.version}
         version = protocol_version if protocol_version in SUPPORTED_VERSIONS else PROTOCOL_VERSION
+        served = await self.served()
         return {
             "protocolVersion": version,
             "agentCapabilities": {
                 "loadSession": True,
-                # Images, audio and binary resources are mapped (docs/attachments.md); an
-                # agent whose loop takes none refuses them naming the kind.
-                "promptCapabilities": {"image": True, "audio": True, "embeddedContext": True},
+                "promptCapabilities": prompt_capabilities(served),
                 "mcpCapabilities": {
                     "http": "http" in self.options.mcp_transports,
                     "sse": False,
@@ -114,6 +115,18 @@ class AcpAgent:
                 "version": self.options.version,
             },
         }
+
+    async def served(self) -> list[AgentInfo]:
+        """The agents this connection's sessions run on, for what it advertises. A service
+        that does not answer now (a remote gateway not up yet) fails no ``initialize``: the
+        connection then advertises every kind, and each prompt is checked as it comes."""
+        try:
+            return await self.sessions.served()
+        except AgentError:
+            raise
+        except Exception:
+            log.warning("the gateway's agents could not be listed; advertising every kind")
+            return []
 
     # --- sessions -------------------------------------------------------------------------
 

@@ -31,6 +31,9 @@ class AgentOptions(msgspec.Struct, frozen=True, kw_only=True):
     # The URLs of http MCP servers this agent contacts for its client; None: any (a client
     # that started the gateway itself). Over the network, the operator's allowed_outbound.
     mcp_outbound: OutboundPolicy | None = None
+    # The agent every session of this connection runs on (``/agents/NAME/acp``, ``loopgate
+    # acp --agent NAME``); None: each session chooses among the gateway's agents.
+    agent: str | None = None
 
 
 class Peer(Protocol):

@@ -33,7 +33,7 @@ from ..shared.follow import RESUMING, EventStream
 from ..shared.multitask import named_strategy, take_turn
 from ..shared.projector import SEEN_CALLS, SeenCall, seen_calls
 from ..shared.rpc_errors import INTERNAL_ERROR, INVALID_PARAMS
-from ..shared.threads import ThreadBusy, conversation_after_run, latest_run
+from ..shared.threads import ThreadBusy, conversation_after_run, latest_run, with_attachments
 from ..shared.webhooks import check_webhook
 from . import permissions
 from .errors import AgentError, busy
@@ -363,7 +363,8 @@ class Prompts:
         still going is followed on from there, in the background."""
         session_id = session.id
         live: tuple[RunInfo, int, AcpProjector] | None = None
-        for run in runs:
+        for listed in runs:
+            run = await with_attachments(self.service, listed)
             asked = run.input[-1].content if run.input and run.input[-1].role == "user" else ""
             if not isinstance(asked, str):  # a prompt with attachments: its blocks again
                 for update in user_blocks(session_id, asked):

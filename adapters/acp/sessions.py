@@ -9,6 +9,7 @@ from collections import OrderedDict
 from collections.abc import Iterator
 from typing import Any, Literal
 
+from ...contracts.agents import AgentInfo
 from ...contracts.history import Conversation
 from ...contracts.parts import text_of
 from ...contracts.ports import RunInfo, RunService
@@ -50,7 +51,10 @@ class Session:
 
     def config_options(self) -> list[dict[str, Any]]:
         # The agent first: ACP clients show the options in the order given.
-        chosen = [] if self.agent is None else [self.menu.option(self.agent)]
+        # One agent to run on (a connection for one agent): nothing to choose.
+        chosen = (
+            [] if self.agent is None or not self.menu.offered else [self.menu.option(self.agent)]
+        )
         return [*chosen, approval_option(self.approval)]
 
 
@@ -111,8 +115,27 @@ class Sessions:
         """A session new to this connection, on its thread's agent (``newest``: its newest
         run, if it has one)."""
         # Asked each time: the gateway's agents may change while an IDE stays connected.
-        menu = AgentMenu(await self.service.agents())
-        return self.remember(Session(session_id, cwd, menu, menu.of_thread(newest)))
+        menu = AgentMenu(await self.served())
+        pinned = self.options.agent
+        agent = pinned if pinned is not None else menu.of_thread(newest)
+        return self.remember(Session(session_id, cwd, menu, agent))
+
+    async def served(self) -> list[AgentInfo]:
+        """The agents this connection's sessions run on: the one it is for, else all the
+        gateway's; -32602 when the one it is for is not served."""
+        agents = await self.service.agents()
+        pinned = self.options.agent
+        if pinned is None:
+            return agents
+        mine = [a for a in agents if a.name == pinned]
+        if agents and not mine:
+            raise AgentError(
+                INVALID_PARAMS,
+                f"Invalid params: no agent named {pinned!r}; this gateway serves: "
+                f"{', '.join(a.name for a in agents)}",
+                {"agents": [a.name for a in agents]},
+            )
+        return mine
 
     async def recorded_cwd(self, session_id: str) -> str:
         """The cwd of a session that has no runs yet, from its thread's record (session/new

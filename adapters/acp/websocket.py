@@ -1,6 +1,8 @@
 """ACP over WebSocket at ``/acp`` (the remote-transport proposal): one JSON-RPC message per
 text frame, one agent per socket, sessions shared with every other client through the hub.
-The ACP SDK is imported by the first connection (adapters.shared.lazy)."""
+``/agents/NAME/acp`` is the same for one of the gateway's agents: every session of the socket
+runs on it, and the socket advertises what it takes (adapters/acp/capabilities.py). The ACP
+SDK is imported by the first connection (adapters.shared.lazy)."""
 
 from __future__ import annotations
 
@@ -18,6 +20,7 @@ from .options import AgentOptions
 from .rpc import WebSocketTransport
 
 PATH = "/acp"
+AGENT_PATH = "/agents/{name}/acp"
 
 
 def routes(
@@ -39,9 +42,10 @@ def routes(
         agent_options = options or AgentOptions(
             mcp_transports=("stdio", "http") if limits.client_stdio_mcp else ("http",),
             mcp_outbound=limits.client_outbound,
+            agent=websocket.path_params.get("name"),
         )
         server = await sdk.get()
         await server.serve_connection(AcpAgent(service, agent_options, limits), transport)
         await transport.close()
 
-    return [WebSocketRoute(PATH, acp_socket)]
+    return [WebSocketRoute(PATH, acp_socket), WebSocketRoute(AGENT_PATH, acp_socket)]

@@ -269,7 +269,7 @@ async def run_start(ctx: CallContext, p: StartParams) -> StartResult:
 
 
 async def run_get(ctx: CallContext, p: RunParams) -> RunView:
-    return run_view(await ctx.service.get(p.run_id))
+    return run_view(await ctx.service.get(p.run_id, attachments=True))
 
 
 async def run_list(ctx: CallContext, p: ListParams) -> RunList:

@@ -207,7 +207,7 @@ class Calls:
                 log.warning("could not cancel run %s after its MCP call went away", run_id)
 
     async def get_run(self, args: RunIdArgs) -> dict[str, Any]:
-        return data_result(describe(await self.service.get(args.run_id)))
+        return data_result(describe(await self.service.get(args.run_id, attachments=True)))
 
     async def list_runs(self, args: ListArgs) -> dict[str, Any]:
         runs = await self.service.list_runs(limit=args.limit, thread_id=args.thread_id)

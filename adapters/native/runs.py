@@ -218,7 +218,8 @@ def routes(service: RunService, limits: EndpointLimits) -> list[BaseRoute]:
 
     @guarded
     async def get_run(request: Request) -> Response:
-        return json_response(run_json(await service.get(request.path_params["run_id"])))
+        info = await service.get(request.path_params["run_id"], attachments=True)
+        return json_response(run_json(info))
 
     @guarded
     async def cancel_run(request: Request) -> Response:

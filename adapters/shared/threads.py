@@ -24,12 +24,19 @@ from collections.abc import Collection
 
 import msgspec
 
+from ...contracts.blobs import refs_in
 from ...contracts.history import Conversation, continued, conversation_after
 from ...contracts.messages import Message
 from ...contracts.parts import Content
 from ...contracts.ports import RunInfo, RunService, StartRun, ThreadBusy
 
-__all__ = ["ThreadBusy", "conversation_after_run", "latest_run", "thread_start"]
+__all__ = [
+    "ThreadBusy",
+    "conversation_after_run",
+    "latest_run",
+    "thread_start",
+    "with_attachments",
+]
 
 
 async def latest_run(
@@ -52,7 +59,14 @@ async def latest_run(
 async def conversation_after_run(service: RunService, run: RunInfo) -> Conversation:
     """The conversation once ``run`` is over: its input (the thread up to it), then its events
     as messages. One read of the run's events."""
+    run = await with_attachments(service, run)
     return conversation_after(run.input, await service.history(run.id))
+
+
+async def with_attachments(service: RunService, run: RunInfo) -> RunInfo:
+    """``run`` as ``list_runs`` gives it (attachments by reference, contracts/blobs.py) with
+    its input's bytes inline, as ``get`` gives it; unchanged when it has no attachment."""
+    return await service.get(run.id, attachments=True) if refs_in(run.input) else run
 
 
 async def thread_start(

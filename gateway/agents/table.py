@@ -40,6 +40,7 @@ class Agent:
             loop=self.loop.name,
             model=self.model,
             default=default,
+            accepts=None if self.source.accepts is None else sorted(self.source.accepts),
         )
 
 

@@ -45,6 +45,11 @@ def register(sub: argparse._SubParsersAction) -> None:  # type: ignore[type-arg]
     )
     add_config_flag(p)
     p.add_argument("--server", help="attach to a running gateway, e.g. http://127.0.0.1:8000")
+    p.add_argument(
+        "--agent",
+        help="every session runs on this agent (of the config file, or the --server's), and "
+        "the IDE is told what it takes (images, audio); default: sessions choose",
+    )
     add_client_token_flags(p)
     add_loop_flags(p)
     p.add_argument(
@@ -93,7 +98,11 @@ async def _serve(
 
     adapter = stdio_adapter("acp")
     read, write = await stdio_streams(protocol_fd, settings.max_line_bytes + 1)
-    agent: dict[str, Any] = {"context_size": args.context_size}
+    # getattr: a Namespace built by a caller (tests) may predate --agent.
+    agent: dict[str, Any] = {
+        "context_size": args.context_size,
+        "agent": getattr(args, "agent", None),
+    }
 
     def options() -> StdioOptions:
         limits = endpoint_limits(settings)

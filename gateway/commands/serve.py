@@ -43,7 +43,7 @@ ENDPOINTS = """endpoints (docs/api.md):
   DELETE /v1/threads/{thread_id}      forget a recorded thread (its runs stay)
   POST /agui, WS /agui/ws             AG-UI (docs/agui.md)
   POST /agents/{name}/agui, WS /agents/{name}/agui/ws   AG-UI, the agent of that name
-  WS   /acp                           ACP (Agent Client Protocol)
+  WS   /acp, WS /agents/{name}/acp      ACP (Agent Client Protocol); the second for one agent
   POST /rpc, WS /rpc/ws               JSON-RPC 2.0
   POST /v1/chat/completions           OpenAI chat completions (docs/openai.md)
   GET  /v1/models, GET /v1/models/{model:path}   the model names it answers to

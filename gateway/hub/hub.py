@@ -22,7 +22,6 @@ import msgspec
 from anyio.abc import TaskGroup
 
 from ...contracts.agents import AgentInfo
-from ...contracts.client_errors import ClientError
 from ...contracts.contract import is_terminal_completion
 from ...contracts.envelope import Envelope, LoopEvent
 from ...contracts.ports import (
@@ -36,11 +35,12 @@ from ...contracts.ports import (
     StartRun,
     ThreadInfo,
 )
-from ..agents.table import Agent, Agents
+from ..agents.table import Agents
 from ..identity.audit import audit
 from ..journal.base import EVENT_OVERHEAD_BYTES, Journal, RunRecord
 from ..settings import Settings
 from . import access
+from .attachments import Attachments
 from .budget import MemoryBudget
 from .commands import Commands
 from .delivery import Delivery, SubscriptionObserver
@@ -51,7 +51,7 @@ from .remote import Remote
 from .run import Producer, Run, RunSubscription
 from .shared_queue import SharedQueue
 from .shutdown import end_interrupted, stop_runs
-from .source import RunObserver, Source, start_record
+from .source import RunObserver, Source, input_messages, start_record
 from .table import HubStats, RunTable
 from .threads import Threads
 
@@ -89,6 +89,8 @@ class Hub:
         # Tasks that live as long as the hub does, started when it is entered.
         self.services: list[Callable[[], Coroutine[Any, Any, None]]] = []
         self.table = RunTable(settings.max_dropped_ids)
+        self.table.on_gone = None if journal.durable else journal.blobs.release
+        self.attachments = Attachments(journal.blobs, settings.max_attachment_store_bytes)
         self.budget = MemoryBudget(settings, self.table, journal, clock)
         self.delivery = Delivery(settings, self.table)
         self.threads = Threads(settings, self.table, journal, clock, roster)
@@ -120,10 +122,8 @@ class Hub:
 
     @property
     def roster(self) -> Agents | None:
-        """The agents behind the ``loop`` source (a run names one, or gets the default): their
-        loops are started and closed with the hub. Without a roster, ``loop`` is a source like
-        the others. Kept by the threads part, which picks a continued thread's agent; a
-        reload (gateway.agents.reload) replaces it."""
+        """The agents behind the ``loop`` source, started and closed with the hub (none:
+        ``loop`` is a source like the others); kept by the threads part, replaced on reload."""
         return self.threads.roster
 
     @roster.setter
@@ -285,15 +285,7 @@ class Hub:
             self.remote.check_room()
         principal = access.may_start()
         table = self.table
-        agent: Agent | None = None
-        source: Source | None
-        if request.source == "loop" and self.roster is not None:
-            agent = await self.threads.agent_for(request)
-            source = agent.source
-        else:
-            source = self.sources.get(request.source)
-        if source is None:
-            raise ClientError(f"unknown source {request.source!r}")
+        agent, source = await self.threads.source_for(request, self.sources)
         run_id = request.run_id or f"run_{uuid.uuid4().hex}"
         taken = queued is None and (run_id in table or await self.journal.load_run(run_id))
         if taken:
@@ -311,10 +303,10 @@ class Hub:
             for admit in [] if shared else self.admission:
                 if (ticket := await admit(principal)) is not None:
                     tickets.append(ticket)
-            # The loop learns who asked from here only: whatever a client put in the request
-            # goes.
+            # The loop learns who asked from here only (whatever a client put there goes).
             request.principal = principal
             prepared = source.prepare(request)
+            kept = await self.attachments.keep(run_id, input_messages(request))
             # Last, once nothing else can refuse the start: a claimed id stays taken.
             claims = bool(request.run_id) and queued is None
             if claims and self.remote is not None and not await self.remote.claim(run_id):
@@ -326,12 +318,14 @@ class Hub:
                 raise RunExists(run_id)  # started here by another request while this one waited
             if request.exclusive and request.thread_id and not shared:
                 await self.threads.claim(request.thread_id, run_id)
-        except BaseException:
+        except BaseException as exc:
             await access.refund(tickets)
+            await self.attachments.refused(run_id, exc)
             raise
         now = queued.created_at if queued is not None else self.clock()
         named = agent.name if agent is not None else None
         record = start_record(request, run_id, principal, named, now)
+        record.input = self.attachments.recorded(run_id, kept)
         if shared and self.shared is not None:
             return await self.shared.accept(request, record)
         run = Run(record)
@@ -348,7 +342,7 @@ class Hub:
         # commits, and an ingest push is acknowledged only after its commit).
         await self.journal.flush()
         audit("run_started", principal, run_id=run_id, thread_id=record.thread_id)
-        return self.queue.info(run)
+        return msgspec.structs.replace(self.queue.info(run), input=input_messages(request))
 
     def launch(self, run: Run, producer: Producer) -> None:
         """Run the run's producer in the hub's task group (a start's, or a takeover's)."""
@@ -367,15 +361,16 @@ class Hub:
             self.end_producer(run, "producer_failed")
         finally:
             self.end_producer(run)
-            # Done: what it holds (a loop's whole state, for one) goes with it, not with the
-            # run, which stays in memory long after.
+            # Done: what it holds (a loop's whole state) goes now, not with the run, later.
             run.producer = None
 
-    async def get(self, run_id: str) -> RunInfo:
+    async def get(self, run_id: str, *, attachments: bool = False) -> RunInfo:
         run = await self.visible(run_id)
         if self.shared is not None and run.remote:
-            return await self.shared.info(run)
-        return self.queue.info(run)
+            info = await self.shared.info(run)
+        else:
+            info = self.queue.info(run)
+        return await self.attachments.resolve(info) if attachments else info
 
     async def list_runs(self, *, limit: int = 100, thread_id: str | None = None) -> list[RunInfo]:
         owner = access.owner_filter()

@@ -7,7 +7,7 @@ The table only keeps count; what to let go of, and when, is the memory budget's
 
 from __future__ import annotations
 
-from collections.abc import Iterator
+from collections.abc import Callable, Iterator
 from typing import NamedTuple
 
 from ...contracts.principal import Owner
@@ -35,6 +35,9 @@ class RunTable:
         # Dropped runs: why, and whose (someone else's gone run is not found, as any other).
         self._gone: dict[str, tuple[str, Owner | None]] = {}
         self._max_gone = max_gone
+        # Called with the id of a run dropped for good (a journal that keeps no runs: the
+        # memory journal's blobs go with the last run referring to them).
+        self.on_gone: Callable[[str], None] | None = None
         # Bytes of events held by every run here, as max_retained_bytes counts them.
         self.retained = 0
         # Runs produced here that have not ended, and what the hub has done since it started.
@@ -81,6 +84,8 @@ class RunTable:
         run.release()
         if gone is not None:
             self.remember_gone(run.id, gone, run.record.owner)
+            if self.on_gone is not None:
+                self.on_gone(run.id)
 
     def remember_gone(self, run_id: str, why: str, owner: Owner | None) -> None:
         self._gone.pop(run_id, None)

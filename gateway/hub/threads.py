@@ -4,10 +4,11 @@ claim an exclusive run holds on its thread while it goes."""
 from __future__ import annotations
 
 import uuid
-from collections.abc import Callable
+from collections.abc import Callable, Mapping
 from typing import Any
 
 from ...contracts.agents import UnknownAgent
+from ...contracts.client_errors import ClientError
 from ...contracts.ports import StartRun, ThreadBusy, ThreadExists, ThreadInfo
 from ...contracts.principal import current
 from ..agents.table import Agent, Agents
@@ -15,6 +16,7 @@ from ..journal.base import Cluster, Journal, RunRecord
 from ..settings import Settings
 from . import access
 from .run import Run
+from .source import Source
 from .table import RunTable
 
 
@@ -100,6 +102,19 @@ class Threads:
         return max(newest, key=lambda r: r.created_at) if newest else None
 
     # --- agents ---------------------------------------------------------------------------
+
+    async def source_for(
+        self, request: StartRun, sources: Mapping[str, Source]
+    ) -> tuple[Agent | None, Source]:
+        """Where a start's events come from: its agent's loop (a loop run on a gateway with
+        agents), else the source it names; ClientError for a source not served."""
+        if request.source == "loop" and self.roster is not None:
+            agent = await self.agent_for(request)
+            return agent, agent.source
+        source = sources.get(request.source)
+        if source is None:
+            raise ClientError(f"unknown source {request.source!r}")
+        return None, source
 
     async def agent_for(self, request: StartRun) -> Agent:
         """The agent a loop run goes to: the one it names; else, where a continued thread has

@@ -24,6 +24,7 @@ from ...contracts.envelope import Envelope
 from ...contracts.messages import Message
 from ...contracts.ports import RunSource, RunState, ThreadInfo
 from ...contracts.principal import Owner
+from .blobs import BlobStore
 
 # What one event of a running run costs beyond its encoded payload: the Envelope, its data
 # dict, the ints and strings in them, the list slot and the byte-offset slot. Measured with
@@ -99,6 +100,12 @@ class Journal(Protocol):
     # before it acknowledges pushes or shows events to subscribers).
     durable: bool
     on_commit: CommitListener | None
+
+    @property
+    def blobs(self) -> BlobStore:
+        """Attachments' bytes, once each (gateway.journal.blobs); ``delete`` drops those of
+        the runs it deletes that no other run refers to."""
+        ...
 
     @property
     def cluster(self) -> Cluster | None:

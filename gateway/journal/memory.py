@@ -14,6 +14,7 @@ from ...contracts.envelope import Envelope
 from ...contracts.ports import ThreadInfo
 from ...contracts.principal import Owner
 from .base import CommitListener, RunRecord
+from .blobs import MemoryBlobs
 
 
 class MemoryJournal:
@@ -24,6 +25,8 @@ class MemoryJournal:
 
     def __init__(self) -> None:
         self._threads: OrderedDict[str, ThreadInfo] = OrderedDict()
+        # Released run by run as the hub drops runs (it keeps them; this journal does not).
+        self.blobs = MemoryBlobs()
 
     async def open(self) -> list[RunRecord]:
         return []

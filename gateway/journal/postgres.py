@@ -29,6 +29,7 @@ from ...contracts.ports import ThreadInfo
 from ...contracts.principal import Owner
 from .base import EVENT_OVERHEAD_BYTES, RunRecord
 from .group_commit import Batch, GroupCommit
+from .postgres_blobs import PostgresBlobs, drop_refs
 from .postgres_link import FAILURES, PostgresLink, reaching, trouble
 
 log = logging.getLogger("loopgate.journal")
@@ -112,6 +113,7 @@ class PostgresJournal(GroupCommit[list[Row]]):
     ) -> None:
         super().__init__(list)
         self.link = PostgresLink(url)
+        self.blobs = PostgresBlobs(self.link)
         self.cluster: Any = None
         self.instance = uuid.uuid4().hex[:16]
         if bus is not None:
@@ -336,6 +338,7 @@ class PostgresJournal(GroupCommit[list[Row]]):
         async with self.link.connection() as conn, conn.transaction():
             await conn.execute("DELETE FROM events WHERE run_id = ANY(%s)", (run_ids,))
             await conn.execute("DELETE FROM runs WHERE id = ANY(%s)", (run_ids,))
+            await drop_refs(conn, self.link.schema, run_ids)
 
     @reaching
     async def prune(self, *, keep: int, older_than_ns: int) -> list[str]:

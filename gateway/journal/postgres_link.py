@@ -85,6 +85,21 @@ MIGRATIONS: list[LiteralString] = [
     CREATE INDEX threads_created ON threads (created_at);
     CREATE INDEX threads_owner ON threads (owner_subject, owner_tenant, created_at);
     """,
+    # 2: attachments' bytes, once each, and which run refers to which
+    # (gateway.journal.postgres_blobs).
+    """
+    CREATE TABLE blobs (
+        ref TEXT PRIMARY KEY,
+        data BYTEA NOT NULL,
+        size BIGINT NOT NULL
+    );
+    CREATE TABLE blob_refs (
+        run_id TEXT NOT NULL,
+        ref TEXT NOT NULL,
+        PRIMARY KEY (run_id, ref)
+    );
+    CREATE INDEX blob_refs_ref ON blob_refs (ref);
+    """,
 ]
 # One number for every loopgate journal's advisory lock (the schema is in the lock's scope:
 # pg_advisory_xact_lock(key, hashtext(schema))).

@@ -32,6 +32,7 @@ from ...contracts.ports import ThreadInfo
 from ...contracts.principal import Owner
 from .base import EVENT_OVERHEAD_BYTES, RunRecord
 from .group_commit import Batch, GroupCommit
+from .redis_blobs import RedisBlobs
 from .redis_entries import (
     Row,
     Rows,
@@ -120,6 +121,7 @@ class RedisJournal(GroupCommit[Rows]):
         self.link = RedisLink(
             url, max_events=max_events, max_age_s=max_age_s, lease_s=lease_s, prefix=prefix
         )
+        self.blobs = RedisBlobs(self.link)
         # Runs live beyond this process: the hub serves other instances' runs from here.
         self.cluster = RedisMembership(self.link, lambda: self._commit_trouble)
         self._append_script: Any = None
@@ -400,6 +402,7 @@ class RedisJournal(GroupCommit[Rows]):
             if thread is not None:
                 pipe.zrem(link.key("thread-runs", thread), run_id)
         pipe.hdel(link.key("run-threads"), *run_ids)
+        self.blobs.drop(pipe, run_ids)
         await pipe.execute()
 
     async def prune(self, *, keep: int, older_than_ns: int) -> list[str]:

@@ -36,6 +36,8 @@ from ...contracts.ports import ThreadInfo
 from ...contracts.principal import Owner
 from .base import EVENT_OVERHEAD_BYTES, RunRecord
 from .group_commit import Batch, GroupCommit
+from .sqlite_blobs import SCHEMA as BLOBS_SCHEMA
+from .sqlite_blobs import SqliteBlobs, drop_refs
 
 log = logging.getLogger("loopgate.journal")
 
@@ -100,6 +102,7 @@ class SqliteJournal(GroupCommit[list[Row]]):
         self._read_lock = threading.Lock()
         self._unchecked = 0  # bytes committed since the last checkpoint
         self._checkpoint_due = anyio.Event()
+        self.blobs = SqliteBlobs(self._connection, self._reading, self._lock, self._read_lock)
 
     async def open(self) -> list[RunRecord]:
         await anyio.to_thread.run_sync(self._open_sync)
@@ -115,7 +118,7 @@ class SqliteJournal(GroupCommit[list[Row]]):
         conn.execute("PRAGMA wal_autocheckpoint=0")
         # Every table and index "if not exists": a journal file from an older version gets
         # the ones it lacks (threads), and keeps its runs.
-        conn.executescript(_SCHEMA)
+        conn.executescript(_SCHEMA + BLOBS_SCHEMA)
         self._conn = conn
         self._reader = sqlite3.connect(self.path, check_same_thread=False, isolation_level=None)
 
@@ -296,6 +299,7 @@ class SqliteJournal(GroupCommit[list[Row]]):
             conn.execute("BEGIN")
             conn.executemany("DELETE FROM events WHERE run_id = ?", [(i,) for i in run_ids])
             conn.executemany("DELETE FROM runs WHERE id = ?", [(i,) for i in run_ids])
+            drop_refs(conn, run_ids)
             conn.execute("COMMIT")
 
     async def prune(self, *, keep: int, older_than_ns: int) -> list[str]:

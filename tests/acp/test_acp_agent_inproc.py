@@ -50,7 +50,7 @@ class TracedHub:
         self.started.append(request)
         return await self.hub.start(request)
 
-    async def get(self, run_id: str) -> RunInfo:
+    async def get(self, run_id: str, *, attachments: bool = False) -> RunInfo:
         info = await self.hub.get(run_id)
         info.metadata["trace_id"] = "4bf92f3577b34da6a3ce929d0e0e4736"
         return info

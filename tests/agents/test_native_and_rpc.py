@@ -34,6 +34,7 @@ def test_the_native_api_lists_the_agents_and_runs_the_one_named(gateway: str) ->
             "name": "parrot",
             "description": "Repeats what you say",
             "loop": "python:tests.agents.parrot:loop",
+            "accepts": [],  # a plugged loop that declares no kinds: text only
         }
         # /v1/loop is the default agent's.
         assert client.get("/v1/loop").json() == {"name": "reference", "model": "loopgate-scripted"}

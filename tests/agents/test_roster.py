@@ -52,6 +52,7 @@ async def test_each_run_goes_to_the_agent_it_names_else_the_default() -> None:
                 name="parrot",
                 description="Repeats what you say",
                 loop="python:tests.agents.parrot:loop",
+                accepts=[],
             ),
         ]
         agent, text = await answer(hub, StartRun(input="hello", agent="parrot"))

@@ -41,3 +41,21 @@ loop.accepts = {"image", "audio", "file", "resource"}  # type: ignore[attr-defin
 async def text_loop(ctx: Any) -> AsyncIterator[Event]:
     yield {"kind": "content_delta", "data": {"delta": f"you said: {ctx.input}"}}
     yield {"kind": "completion", "data": {"status": "completed", "reason": "stop"}}
+
+
+async def thread_loop(ctx: Any) -> AsyncIterator[Event]:
+    """Answers with the digest of every attachment of the thread's conversation as the loop
+    got it: the earlier messages' and the new input's."""
+    earlier = [
+        digest(p)
+        for m in ctx.messages
+        if isinstance(m.get("content"), list)
+        for p in m["content"]
+        if p["type"] != "text"
+    ]
+    lines = earlier + [digest(p) for p in ctx.input_parts if p["type"] != "text"]
+    yield {"kind": "content_delta", "data": {"delta": "\n".join(lines) or "none"}}
+    yield {"kind": "completion", "data": {"status": "completed", "reason": "stop"}}
+
+
+thread_loop.accepts = {"image", "file"}  # type: ignore[attr-defined]

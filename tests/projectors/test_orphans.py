@@ -145,7 +145,7 @@ class Service:
     async def respond(self, run_id: str, request_id: str, decision: str) -> None:
         self.answers.append((run_id, request_id, decision))
 
-    async def get(self, run_id: str) -> RunInfo:
+    async def get(self, run_id: str, *, attachments: bool = False) -> RunInfo:
         return RunInfo(
             id=run_id,
             thread_id="t",
