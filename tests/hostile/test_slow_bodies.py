@@ -18,9 +18,11 @@ from tests.waiting import wait_until
 
 CAP = 20
 SLOW = CAP + 10  # the ten past the cap are refused 503 once their head is read
-BODY_TIMEOUT_S = 2.0
-IDLE_TIMEOUT_S = 1.0
-TRICKLE_EVERY_S = 0.3  # under the idle timeout: only the total deadline can end these
+BODY_TIMEOUT_S = 3.0
+IDLE_TIMEOUT_S = 1.5
+# Well under the idle timeout, so that only the total deadline ends these: a test process
+# starved of the CPU for 0.7 s on a loaded machine let the idle timeout end one (1 s then).
+TRICKLE_EVERY_S = 0.2
 # Scheduling slack on a loaded two-core machine; a server without the deadline never answers.
 MARGIN_S = 4.0
 FLAGS = (

@@ -56,7 +56,7 @@ def test_a_burst_past_the_pool_waits_for_connections_instead_of_503(redis_url: s
 def test_a_request_that_gets_no_connection_in_time_is_503_at_once() -> None:
     with (
         RedisProcess("--save", "", "--appendonly", "no") as server,
-        instances(f"{server.url}?max_connections=2&pool_wait=0.5", 1) as procs,
+        instances(f"{server.url}?max_connections=3&pool_wait=0.5", 1) as procs,
     ):
         ((base, _),) = procs
         httpx.post(f"{base}/v1/runs", json={"source": "ingest"}).raise_for_status()
@@ -67,8 +67,9 @@ def test_a_request_that_gets_no_connection_in_time_is_503_at_once() -> None:
             statuses = anyio.run(burst, base, "/v1/runs", 4, 5.0)
         finally:
             os.kill(server.proc.pid, signal.SIGCONT)
-        # Two connections: the command listener holds one (a subscription), and the requests
-        # the other, which waits on the stalled Redis: the rest wait half a second, then 503.
+        # Three connections: the command listener holds one (a subscription), the shared run
+        # queue's take another (a blocking read), and the requests the third, which waits on
+        # the stalled Redis: the rest wait half a second, then 503.
         assert statuses[503] >= 3, statuses
         assert details == {
             "this instance's connections to the shared journal (Redis) are all busy; retry shortly"
