@@ -299,11 +299,19 @@ class PostgresMembership(RedisMembership):
         return ended
 
     async def end_unanswered(self, run_id: str) -> bool:
-        """Not here yet: a run ended in PostgreSQL over its silent owner's head stays running in
-        that owner's memory until it commits again (an ingest run may never), since nothing
-        tells an owner here that its run ended elsewhere. A cancel its owner does not answer is
-        refused (retry) instead, as before R1's fix (docs/scale.md)."""
-        return False
+        """A cancel its owner did not answer: the run ends here (``owner_unreachable``), in
+        PostgreSQL. The owner finds out at its next commit to the run, which is refused (a
+        loop's next event; an idle ingest run's end, at the latest after its idle timeout),
+        and stops it then."""
+        owner = await self.owner(run_id)
+        if owner is None:
+            return False
+        record = await self._end_orphan_pg(run_id, owner, "cancelled", "owner_unreachable")
+        if record is None:
+            return False
+        with suppress(RedisError, OSError):
+            await self.threads.release(record.thread_id, run_id)
+        return True
 
     async def _end_lost(self, run_id: str, owner: str) -> bool:
         return await self._end_orphan_pg(run_id, owner) is not None
@@ -333,7 +341,11 @@ class PostgresMembership(RedisMembership):
             await self._end_lost(run_id, self.link.instance)
         return taken
 
-    async def _end_orphan_pg(self, run_id: str, owner: str) -> RunRecord | None:
+    async def _end_orphan_pg(
+        self, run_id: str, owner: str, status: str = "failed", reason: str = "owner_lost"
+    ) -> RunRecord | None:
+        """End a run still ``running`` under ``owner`` with one terminal event, in one
+        transaction holding the run's row; None if it ended meanwhile or is not owner's."""
         async with self.journal.link.connection() as conn, conn.transaction():
             cur = await conn.execute(
                 "SELECT record, last_seq, instance, state FROM runs WHERE id = %s FOR UPDATE",
@@ -345,9 +357,9 @@ class PostgresMembership(RedisMembership):
             last = await _last_seq(conn, run_id, int(row[1]))
             record = decode_run(row[0], last)
             now = time.time_ns()
-            record.state, record.status = "finished", "failed"
+            record.state, record.status = "finished", status
             record.finished_at, record.last_seq = now, last + 1
-            data = _encode({"status": "failed", "reason": "owner_lost"})
+            data = _encode({"status": status, "reason": reason})
             await conn.execute(
                 "INSERT INTO events (run_id, seq, ts, kind, data) VALUES (%s, %s, %s, %s, %s)",
                 (run_id, last + 1, now, "completion", data),
@@ -357,7 +369,7 @@ class PostgresMembership(RedisMembership):
                 "last_seq = %s, instance = %s WHERE id = %s",
                 (_encode(record), now, last + 1, self.link.instance, run_id),
             )
-        log.warning("run %s: its instance %s is gone; ended it (owner_lost)", run_id, owner)
+        log.warning("run %s of instance %s: ended it here (%s)", run_id, owner, reason)
         self._bells[run_id] = last + 1
         self._bell.set()
         return record
