@@ -40,12 +40,10 @@ from __future__ import annotations
 import argparse
 import asyncio
 import json
-import os
-import subprocess
 import sys
 import tempfile
 import time
-from collections.abc import AsyncIterator, Callable
+from collections.abc import AsyncIterator
 from dataclasses import dataclass, field
 from pathlib import Path
 from typing import Any
@@ -62,18 +60,15 @@ from benchmarks._common import (  # noqa: E402
     fmt_range,
     free_port,
     median_range,
-    percentile,
     say,
     serve_argv,
     server_processes,
     table,
-    tree_cpu_s,
 )
+from benchmarks._sse_load import Route, load_round  # noqa: E402
 
 PROMPT = "What time is it, and what is 25 * 16 + 2?"
 SIDES = ("loopgate", "pydantic-ai")
-REQUEST_TIMEOUT_S = 60.0
-WINDOW_CAP_S = 60.0  # a round's window never runs longer, however slow the server
 
 
 # --- the model stream both sides play ----------------------------------------------------------
@@ -252,235 +247,22 @@ def serve_anchor(port: int, script_path: str, delay_s: float) -> None:
 # --- the client process ------------------------------------------------------------------------
 
 
-@dataclass
-class Done:
-    """One run as the client saw it."""
-
-    finished_at: float
-    ttfb_ms: float
-    ttlb_ms: float
-    frames: int
-    ok: bool
-
-
 def run_body(run_id: str) -> bytes:
-    return json.dumps(
-        {
-            "threadId": f"thread-{run_id}",
-            "runId": run_id,
-            "protocolVersion": "1.0",
-            "messages": [{"id": "m1", "role": "user", "content": PROMPT}],
-            "tools": [],
-            "context": [],
-            "state": {},
-            "forwardedProps": {},
-        }
-    ).encode()
+    return AGUI_BODY.replace("RUN_ID", run_id).encode()
 
 
-class Meter:
-    """What every client of one round adds to: frames received so far, runs finished."""
-
-    def __init__(self) -> None:
-        self.frames = 0
-        self.done: list[Done] = []
-
-
-async def one_run(
-    reader: asyncio.StreamReader,
-    writer: asyncio.StreamWriter,
-    host: bytes,
-    body: bytes,
-    meter: Meter,
-) -> tuple[Done, bool]:
-    """POST one run and read its SSE to the end; (the result, whether the connection stays)."""
-    clock = time.perf_counter
-    writer.write(
-        b"POST /agui HTTP/1.1\r\nhost: %b\r\ncontent-type: application/json\r\n"
-        b"accept: text/event-stream\r\ncontent-length: %d\r\n\r\n%b" % (host, len(body), body)
-    )
-    sent = clock()
-    status = await reader.readline()
-    keep = True
-    chunked = False
-    length = -1
-    while (line := await reader.readline()) not in (b"\r\n", b""):
-        name, _, value = line.partition(b":")
-        name, value = name.strip().lower(), value.strip().lower()
-        if name == b"transfer-encoding":
-            chunked = value == b"chunked"
-        elif name == b"content-length":
-            length = int(value)
-        elif name == b"connection" and value == b"close":
-            keep = False
-    first = last = 0.0
-    frames = 0
-    end = b""  # the last byte read: a frame's blank line may straddle two reads
-    tail = b""
-
-    def take(data: bytes) -> None:
-        nonlocal first, last, frames, end, tail
-        now = clock()
-        if not first and b"data:" in data:
-            first = now
-        n = data.count(b"\n\n") + (end == b"\n" and data[:1] == b"\n")
-        frames += n
-        meter.frames += n
-        end = data[-1:]
-        tail = (tail + data)[-200:]
-        last = now
-
-    if chunked:
-        while True:
-            size = int((await reader.readline()).split(b";")[0], 16)
-            if size == 0:
-                await reader.readline()  # the blank line after the last chunk
-                break
-            take(await reader.readexactly(size))
-            await reader.readexactly(2)
-    elif length >= 0:
-        take(await reader.readexactly(length))
-    else:  # a body that ends when the connection does
-        while data := await reader.read(65536):
-            take(data)
-        keep = False
-    ok = status.startswith(b"HTTP/1.1 200") and b'"RUN_FINISHED"' in tail
-    done = Done(
-        finished_at=clock(),
-        ttfb_ms=(first - sent) * 1e3 if first else float("nan"),
-        ttlb_ms=(last - sent) * 1e3 if last else float("nan"),
-        frames=frames,
-        ok=ok,
-    )
-    return done, keep
-
-
-async def until(condition: Callable[[], bool]) -> None:
-    """Poll: the conditions span clocks and counters that no single event signals."""
-    while True:
-        if condition():
-            return
-        await asyncio.sleep(0.01)
-
-
-async def load(config: dict[str, Any]) -> dict[str, Any]:
-    """N clients in a closed loop; one measured window once all of them are under way.
-
-    Work in the window is counted in frames received, divided by the frames of one run: the
-    clients' runs finish in waves (a server that shares its core fairly finishes 50 runs
-    together), and counting whole runs would make the figure depend on where a wave falls.
-    """
-    port, clients, seconds, warm = (
-        config["port"],
-        config["clients"],
-        config["seconds"],
-        config["warm"],
-    )
-    server_pid, label = config["server_pid"], config["label"]
-    host = f"127.0.0.1:{port}".encode()
-    meter = Meter()
-    errors: list[str] = []
-    started = [False] * clients
-    marks: dict[str, float] = {}
-    stop = asyncio.Event()
-
-    async def client(i: int) -> None:
-        n = 0
-        reader: asyncio.StreamReader | None = None
-        writer: asyncio.StreamWriter | None = None
-        try:
-            while not stop.is_set():
-                n += 1
-                try:
-                    if writer is None:
-                        reader, writer = await asyncio.open_connection("127.0.0.1", port)
-                    assert reader is not None
-                    async with asyncio.timeout(REQUEST_TIMEOUT_S):
-                        result, keep = await one_run(
-                            reader, writer, host, run_body(f"{label}-{i}-{n}"), meter
-                        )
-                except (TimeoutError, OSError, ValueError, asyncio.IncompleteReadError) as exc:
-                    errors.append(f"{type(exc).__name__}: {exc}")
-                    if writer is not None:
-                        writer.close()
-                    writer = None
-                    await asyncio.sleep(0.05)  # a server that is gone is not hammered
-                    continue
-                meter.done.append(result)
-                started[i] = True
-                if not result.ok:
-                    errors.append(f"a run ended without RUN_FINISHED ({result.frames} frames)")
-                if not keep:
-                    writer.close()
-                    writer = None
-        finally:
-            if writer is not None:
-                writer.close()
-
-    def mark(name: str) -> None:
-        marks[f"t{name}"] = time.perf_counter()
-        marks[f"cpu{name}"] = tree_cpu_s(server_pid)
-        marks[f"me{name}"] = time.process_time()
-        marks[f"frames{name}"] = meter.frames
-        marks[f"runs{name}"] = len(meter.done)
-
-    async def window() -> None:
-        # Start once every client finished a run (each one is past its start-up) and the
-        # warm-up passed; end once the window is ``seconds`` long and holds enough finished
-        # runs for the percentiles (two per client, at least 20) — or at the cap.
-        begin = time.perf_counter()
-        await until(
-            lambda: (
-                (all(started) and time.perf_counter() - begin >= warm)
-                or time.perf_counter() - begin >= WINDOW_CAP_S
-            )
-        )
-        mark("0")
-        need = max(2 * clients, config["min_runs"])
-        await until(
-            lambda: (
-                (
-                    time.perf_counter() - marks["t0"] >= seconds
-                    and len(meter.done) - marks["runs0"] >= need
-                )
-                or time.perf_counter() - marks["t0"] >= WINDOW_CAP_S
-            )
-        )
-        mark("1")
-        stop.set()
-
-    tasks = [asyncio.ensure_future(client(i)) for i in range(clients)]
-    await window()
-    # Runs still streaming are cut off: the window is closed, and waiting for a slow side's
-    # last wave would only delay the next round.
-    for task in tasks:
-        task.cancel()
-    await asyncio.gather(*tasks, return_exceptions=True)
-
-    wall = marks["t1"] - marks["t0"]
-    in_window = [d for d in meter.done if marks["t0"] < d.finished_at <= marks["t1"] and d.ok]
-    per_run = sorted(d.frames for d in meter.done if d.ok)
-    frames_per_run = per_run[len(per_run) // 2] if per_run else 0
-    runs = (marks["frames1"] - marks["frames0"]) / frames_per_run if frames_per_run else 0.0
-    ttfb = [d.ttfb_ms for d in in_window]
-    ttlb = [d.ttlb_ms for d in in_window]
-    cpu = marks["cpu1"] - marks["cpu0"]
-    return {
-        "runs": runs,
-        "finished": len(in_window),
-        "window_s": wall,
-        "runs_per_s": runs / wall,
-        "cpu_ms_per_run": cpu / runs * 1e3 if runs else None,
-        "server_cpu_pct": cpu / wall * 100,
-        "client_cpu_pct": (marks["me1"] - marks["me0"]) / wall * 100,
-        "ttfb_p50": percentile(ttfb, 0.5) if ttfb else None,
-        "ttfb_p99": percentile(ttfb, 0.99) if ttfb else None,
-        "ttlb_p50": percentile(ttlb, 0.5) if ttlb else None,
-        "ttlb_p99": percentile(ttlb, 0.99) if ttlb else None,
-        "frames": frames_per_run,
-        "errors": len(errors),
-        "first_error": errors[0] if errors else None,
+AGUI_BODY = json.dumps(
+    {
+        "threadId": "thread-RUN_ID",
+        "runId": "RUN_ID",
+        "protocolVersion": "1.0",
+        "messages": [{"id": "m1", "role": "user", "content": PROMPT}],
+        "tools": [],
+        "context": [],
+        "state": {},
+        "forwardedProps": {},
     }
+)
 
 
 # --- the orchestrator --------------------------------------------------------------------------
@@ -529,30 +311,9 @@ def client_round(
     timeout_s: float,
     min_runs: int = 20,
 ) -> dict[str, Any]:
-    """One load round in a fresh client process; a hung round is killed and reported."""
-    config = {
-        "port": port,
-        "server_pid": server_pid,
-        "clients": clients,
-        "seconds": seconds,
-        "warm": min(1.0, seconds * 0.25),
-        "label": label,
-        "min_runs": min_runs,
-    }
-    try:
-        out = subprocess.run(
-            [sys.executable, "-m", "benchmarks.agui_e2e", "--client", json.dumps(config)],
-            cwd=ROOT,
-            capture_output=True,
-            text=True,
-            timeout=timeout_s,
-            env={**os.environ, "PYTHONPATH": str(ROOT)},
-        )
-    except subprocess.TimeoutExpired:
-        return {"failed": f"client timed out after {timeout_s:.0f} s"}
-    if out.returncode != 0:
-        return {"failed": (out.stderr.strip().splitlines() or ["?"])[-1]}
-    return json.loads(out.stdout.strip().splitlines()[-1])
+    """One load round of AG-UI runs (benchmarks._sse_load)."""
+    route = Route("/agui", AGUI_BODY, '"RUN_FINISHED"')
+    return load_round(route, port, server_pid, clients, seconds, label, timeout_s, min_runs)
 
 
 def sample_frames(port: int) -> dict[str, int]:
@@ -805,12 +566,8 @@ def main(argv: list[str] | None = None) -> int:
     parser.add_argument("--seconds", type=float, help="seconds per round (default 4)")
     parser.add_argument("--clients", type=int, nargs="+", help="concurrent clients (1 10 50)")
     parser.add_argument("--pacing", type=float, nargs="+", help="seconds per chunk (0 0.002)")
-    parser.add_argument("--client", help=argparse.SUPPRESS)  # internal: one load round
     parser.add_argument("--serve-anchor", nargs="+", help=argparse.SUPPRESS)  # internal
     args = parser.parse_args(argv)
-    if args.client:
-        print(json.dumps(asyncio.run(load(json.loads(args.client)))))
-        return 0
     if args.serve_anchor:
         port, script, delay = args.serve_anchor
         serve_anchor(int(port), script, float(delay))
