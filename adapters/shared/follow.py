@@ -26,6 +26,7 @@ response: a comment). WebSockets are pinged by the server; a pipe needs none.
 
 from __future__ import annotations
 
+import time
 from collections.abc import Awaitable, Sized
 from typing import Generic, Literal, TypeVar, cast
 
@@ -205,7 +206,7 @@ async def _write(subscription: Subscription, policy: FollowPolicy, write: Awaita
     if policy.write_timeout_s is None:
         await write
         return
-    subscription.write_deadline = anyio.current_time() + policy.write_timeout_s
+    subscription.write_deadline = time.monotonic() + policy.write_timeout_s
     try:
         await write
     finally:

@@ -104,7 +104,7 @@ class Delivery:
         tick = min(WATCH_TICK_S, s.keepalive_s / 4, s.write_timeout_s / 4)
         while True:
             await anyio.sleep(tick)
-            now = anyio.current_time()
+            now = time.monotonic()
             for run in self.table.runs():
                 wake = False
                 for sub in run.subscribers:
