@@ -6,7 +6,8 @@ from __future__ import annotations
 
 import pytest
 
-from benchmarks import scale_out
+from benchmarks import queue_wait, scale_out
+from tests.fakes.redis_server import redis_server
 
 
 def test_every_cell_is_measured(capsys: pytest.CaptureFixture[str]) -> None:
@@ -28,3 +29,18 @@ def test_every_cell_is_measured(capsys: pytest.CaptureFixture[str]) -> None:
     scale_out.print_report(report, sizes)
     out = capsys.readouterr().out
     assert "(a) ingest" in out and "(b) acceptance → receipt" in out and "(c) redis ×2" in out
+
+
+def test_the_queue_wait_is_measured_with_each_number_of_workers(
+    capsys: pytest.CaptureFixture[str],
+) -> None:
+    sizes = queue_wait.QueueSizes(rounds=1, runs=6)
+    report = queue_wait.QueueReport()
+    with redis_server() as redis_url:
+        queue_wait.measure(redis_url, sizes, report)
+    assert report.failures == []
+    for workers in queue_wait.WORKERS:
+        ((p50, p99),) = report.waits[workers]
+        assert 0 < p50 <= p99
+    queue_wait.print_queue(report, sizes)
+    assert "(d) queue wait" in capsys.readouterr().out

@@ -234,9 +234,21 @@ NOT_RUN: dict[tuple[str, str], str] = {
             "--delivery-window-ms 2": _LONG.format(
                 took="~45 s", smaller=_SMOKE.format("loop_plugs")
             ),
+            "gateway_overhead": _LONG.format(
+                took="~6 min", smaller=_SMOKE.format("gateway_overhead")
+            ),
+            "gateway_overhead --rounds 3 --seconds 3": _LONG.format(
+                took="~5 min", smaller=_SMOKE.format("gateway_overhead")
+            ),
+            "gateway_overhead --quick": _LONG.format(
+                took="~30 s", smaller=_SMOKE.format("gateway_overhead")
+            ),
             "ingest_journal": _LONG.format(took="~4 min", smaller=_QUICK),
             "scale_out --rounds 5": _LONG.format(took="~2 min", smaller=_SMOKE.format("scale_out")),
             "scale_out --quick": _LONG.format(took="23 s", smaller=_SMOKE.format("scale_out")),
+            "scale_out --only-queue --rounds 3": _LONG.format(
+                took="29 s", smaller=_SMOKE.format("scale_out")
+            ),
             "hub_instructions --against ../before": _LONG.format(
                 took="~15 min under callgrind", smaller=_NO_SMALLER
             ),
