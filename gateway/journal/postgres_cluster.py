@@ -32,6 +32,7 @@ from ...contracts.ports import Unavailable
 from .base import Deliver, RunRecord
 from .postgres import PostgresJournal, decode_run, envelope
 from .postgres_link import FAILURES, UNAVAILABLE
+from .postgres_queue import PostgresRunQueue
 from .redis_link import RedisLink
 from .redis_membership import RedisMembership
 from .redis_takeover import Taken
@@ -71,9 +72,9 @@ class PostgresMembership(RedisMembership):
         self, link: RedisLink, journal: PostgresJournal, commit_trouble: Callable[[], str | None]
     ) -> None:
         super().__init__(link, commit_trouble)
-        # Queued runs' records would be PostgreSQL's: not shared through the bus (yet).
-        self.run_queue = None
         self.journal = journal
+        # The queue's order and takers in Redis, each waiting run's record in PostgreSQL.
+        self.run_queue = PostgresRunQueue(link, self)
         self._watched: dict[str, _Watch] = {}
         self._due: set[str] = set()
         self._wake = anyio.Event()
@@ -334,33 +335,47 @@ class PostgresMembership(RedisMembership):
         return taken
 
     async def _end_orphan_pg(self, run_id: str, owner: str) -> RunRecord | None:
+        record = await self.end_row(run_id, owner, "running", "failed", "owner_lost")
+        if record is not None:
+            log.warning("run %s: its instance %s is gone; ended it (owner_lost)", run_id, owner)
+        return record
+
+    async def end_row(
+        self, run_id: str, owner: str | None, state: str, status: str, reason: str
+    ) -> RunRecord | None:
+        """End a run in PostgreSQL with one terminal ``completion{status, reason}``, only if
+        it still is in ``state`` under ``owner`` (None: a queued run, which no instance owns
+        yet): a compare-and-set on its locked row. Its record, or None when it was not so."""
         async with self.journal.link.connection() as conn, conn.transaction():
             cur = await conn.execute(
                 "SELECT record, last_seq, instance, state FROM runs WHERE id = %s FOR UPDATE",
                 (run_id,),
             )
             row = await cur.fetchone()
-            if row is None or row[2] != owner or row[3] != "running":
-                return None  # ended meanwhile, or not that instance's
+            if row is None or row[2] != owner or row[3] != state:
+                return None  # ended (or begun) meanwhile, or not that instance's
             last = await _last_seq(conn, run_id, int(row[1]))
             record = decode_run(row[0], last)
             now = time.time_ns()
-            record.state, record.status = "finished", "failed"
+            record.state, record.status = "finished", status
             record.finished_at, record.last_seq = now, last + 1
-            data = _encode({"status": "failed", "reason": "owner_lost"})
+            data = _encode({"status": status, "reason": reason})
             await conn.execute(
                 "INSERT INTO events (run_id, seq, ts, kind, data) VALUES (%s, %s, %s, %s, %s)",
                 (run_id, last + 1, now, "completion", data),
             )
             await conn.execute(
                 "UPDATE runs SET record = %s, state = 'finished', finished_at = %s, "
-                "last_seq = %s, instance = %s WHERE id = %s",
+                "last_seq = %s, instance = %s, request = NULL WHERE id = %s",
                 (_encode(record), now, last + 1, self.link.instance, run_id),
             )
-        log.warning("run %s: its instance %s is gone; ended it (owner_lost)", run_id, owner)
-        self._bells[run_id] = last + 1
-        self._bell.set()
+        self.ring(run_id, last + 1)
         return record
+
+    def ring(self, run_id: str, seq: int) -> None:
+        """Tell the followers of a run that it has events up to ``seq`` committed."""
+        self._bells[run_id] = seq
+        self._bell.set()
 
 
 async def _last_seq(conn: Any, run_id: str, recorded: int) -> int:
