@@ -27,7 +27,9 @@ from redis.exceptions import RedisError
 from ...contracts.ports import RunExists
 from .base import RunRecord
 from .postgres import decode_run
+from .postgres_link import FAILURES
 from .postgres_link import reaching as reaching_postgres
+from .redis_link import RedisLink
 from .redis_link import reaching as reaching_redis
 from .redis_queue import MAX_TAKES, RedisRunQueue
 
@@ -61,6 +63,12 @@ redis.call('RPUSH', KEYS[1], ARGV[1])
 return 1
 """
 
+# KEYS: this taker's list, queue. ARGV: run id. Back at the front of the queue, if still taken.
+_GIVE_BACK = """
+if redis.call('LREM', KEYS[1], 0, ARGV[1]) == 0 then return 0 end
+return redis.call('LPUSH', KEYS[2], ARGV[1])
+"""
+
 # KEYS: the lost taker's list, queue, entry. ARGV: run id, MAX_TAKES. 1: queued again at the
 # front, 2: taken too often (to be ended), 0: another survivor moved it first.
 _MOVE_BACK = """
@@ -80,6 +88,12 @@ _WAITING = "state = 'queued' AND instance IS NULL"
 
 class PostgresRunQueue(RedisRunQueue):
     membership: PostgresMembership
+
+    def __init__(self, link: RedisLink, membership: PostgresMembership) -> None:
+        super().__init__(link, membership)
+        # Runs whose begin failed with its outcome unknown (PostgreSQL did not answer): made
+        # ``queued`` again and given back to the queue at the next look (``requeue_lost``).
+        self._unsettled: dict[str, RunRecord] = {}
 
     # --- accepting --------------------------------------------------------------------------
 
@@ -134,12 +148,17 @@ class PostgresRunQueue(RedisRunQueue):
     # --- taking -----------------------------------------------------------------------------
 
     async def entry(self, run_id: str) -> tuple[RunRecord, bytes] | None:
-        async with self.membership.journal.link.connection() as conn:
-            cur = await conn.execute(
-                f"SELECT record, last_seq, request FROM runs WHERE id = %s AND {_WAITING}",
-                (run_id,),
-            )
-            row = await cur.fetchone()
+        try:
+            async with self.membership.journal.link.connection() as conn:
+                cur = await conn.execute(
+                    f"SELECT record, last_seq, request FROM runs WHERE id = %s AND {_WAITING}",
+                    (run_id,),
+                )
+                row = await cur.fetchone()
+        except FAILURES:
+            # Taken, and held by a live taker: nobody else would ever put it back.
+            await self._give_back(run_id)
+            raise
         if row is None or row[2] is None:
             await self._forget(run_id)
             return None
@@ -147,16 +166,40 @@ class PostgresRunQueue(RedisRunQueue):
 
     async def begin(self, record: RunRecord) -> bool:
         running = msgspec.structs.replace(record, state="running")
-        async with self.membership.journal.link.connection() as conn:
-            cur = await conn.execute(
-                "UPDATE runs SET state = 'running', instance = %s, record = %s, request = NULL "
-                f"WHERE id = %s AND {_WAITING}",
-                (self.link.instance, _encode(running), record.id),
-            )
-            begun = cur.rowcount == 1
+        # The request stays until the worker's first commit of the run (gateway.journal.
+        # postgres drops it then): a begin undone (``_settle``) is begun again from it.
+        try:
+            async with self.membership.journal.link.connection() as conn:
+                cur = await conn.execute(
+                    "UPDATE runs SET state = 'running', instance = %s, record = %s "
+                    f"WHERE id = %s AND {_WAITING}",
+                    (self.link.instance, _encode(running), record.id),
+                )
+                begun = cur.rowcount == 1
+        except FAILURES:
+            self._unsettled[record.id] = record
+            raise
         # Its row says whose it is now (what the reaper reads): the entry has had its use.
         await self._forget(record.id)
         return begun
+
+    async def _give_back(self, run_id: str) -> None:
+        keys = [self._taken_key(self.link.instance), self.link.key("queue")]
+        await self._script(_GIVE_BACK)(keys=keys, args=[run_id])
+
+    async def _settle(self) -> None:
+        """Undo the begins whose outcome is unknown (the run is not started here), and give
+        their runs back to the queue's front."""
+        for run_id, record in list(self._unsettled.items()):
+            async with self.membership.journal.link.connection() as conn:
+                await conn.execute(
+                    "UPDATE runs SET state = 'queued', instance = NULL, record = %s "
+                    "WHERE id = %s AND state = 'running' AND instance = %s",
+                    (_encode(record), run_id, self.link.instance),
+                )
+            await self._give_back(run_id)
+            del self._unsettled[run_id]
+            log.warning("run %s: its begin was not confirmed; queued again", run_id)
 
     async def _forget(self, run_id: str) -> None:
         """Drop what Redis holds of a run that waits no more (in this taker's list)."""
@@ -204,6 +247,7 @@ class PostgresRunQueue(RedisRunQueue):
         return moved == 1
 
     async def requeue_lost(self) -> list[str]:
+        await self._settle()
         return [*await super().requeue_lost(), *await self._restore()]
 
     async def _restore(self) -> list[str]:
