@@ -261,10 +261,17 @@ class PostgresRunQueue(RedisRunQueue):
                 (before, RESTORE_PAGE),
             )
             run_ids = [str(row[0]) for row in await cur.fetchall()]
-        restored: list[str] = []
+        if not run_ids:
+            return []
+        # One round trip to find the few (usually none) Redis lost, rather than one a run.
+        pipe = self.link.client().pipeline(transaction=False)
         for run_id in run_ids:
+            pipe.exists(self._entry_key(run_id))
+        known = await pipe.execute()
+        restored: list[str] = []
+        for run_id, entry in zip(run_ids, known, strict=True):
             keys = [self.link.key("queue"), self._entry_key(run_id)]
-            if int(await self._script(_RESTORE)(keys=keys, args=[run_id])):
+            if not entry and int(await self._script(_RESTORE)(keys=keys, args=[run_id])):
                 log.warning("run %s: its queue entry was lost with Redis; queued again", run_id)
                 restored.append(run_id)
         return restored
