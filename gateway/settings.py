@@ -177,10 +177,11 @@ class Settings(msgspec.Struct, kw_only=True, forbid_unknown_fields=True):
     # "redis+sentinel://HOST:PORT/SERVICE" or "postgresql://…" (docs/scale.md).
     journal: str = "memory"
     # With a PostgreSQL journal: the Redis through which instances share it (leases, live
-    # fan-out, commands); none: one instance (docs/scale.md).
+    # fan-out, commands, the run queue's order); none: one instance (docs/scale.md).
     bus: str | None = None
     # all: accepts runs and runs loops; api: accepts (queues) runs, runs none; worker: runs
-    # the queued runs of the others (docs/scale.md: roles). api and worker need a Redis journal.
+    # the queued runs of the others (docs/scale.md: roles). api and worker need a Redis
+    # journal, or a PostgreSQL one with a bus.
     role: Literal["all", "api", "worker"] = "all"
     replay_dir: str = str(RECORDINGS)  # where {"replay": NAME} finds recorded streams
 

@@ -25,10 +25,15 @@ def check_journal_settings(s: Settings) -> None:
             raise ValueError("bus is for a PostgreSQL journal (--journal postgresql://…)")
         if not s.bus.startswith(REDIS_SCHEMES):
             raise ValueError(f"bus must be a Redis URL (redis://HOST:PORT/DB), got {s.bus!r}")
-    if s.role != "all" and not s.journal.startswith(REDIS_SCHEMES):
+    shared = s.journal.startswith(REDIS_SCHEMES) or (
+        s.journal.startswith(POSTGRES_SCHEMES) and s.bus is not None
+    )
+    if s.role != "all" and not shared:
         raise ValueError(
             f"role {s.role} needs a journal the instances share through a run queue "
-            f"(--journal redis://HOST:PORT/DB), got {s.journal!r}"
+            "(--journal redis://HOST:PORT/DB, or --journal postgresql://… with "
+            f"--bus redis://HOST:PORT/DB), got {s.journal!r}"
+            + (" without --bus" if s.journal.startswith(POSTGRES_SCHEMES) else "")
         )
     if s.role == "api" and not s.max_queued_runs:
         raise ValueError("role api queues every run it accepts: max_queued_runs must be at least 1")

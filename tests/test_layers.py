@@ -181,6 +181,7 @@ OPTIONAL_MODULES = {  # --journal redis://
     "gateway/journal/postgres_link.py": "postgres",
     "gateway/journal/postgres_cluster.py": "postgres",
     "gateway/journal/postgres_blobs.py": "postgres",
+    "gateway/journal/postgres_queue.py": "postgres",
 }
 
 

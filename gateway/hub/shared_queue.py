@@ -1,5 +1,5 @@
 """The run queue the instances of a shared journal share (its store:
-gateway.journal.redis_queue; docs/scale.md: roles and the run queue).
+gateway.journal.redis_queue, or postgres_queue; docs/scale.md: roles and the run queue).
 
 A loop run started on an instance that runs no loops (``role = "api"``), or that has no room
 (``max_active_runs``), is accepted into the shared queue: validated here as any start (who

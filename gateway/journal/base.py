@@ -195,8 +195,8 @@ class Cluster(Protocol):
     # this instance that another one ended (its owner was thought gone).
     on_command: CommandHandler | None
     on_lost: LostListener | None
-    # The queue of runs waiting for a worker, shared by the instances; None where the journal
-    # cannot hold one (PostgreSQL: not yet).
+    # The queue of runs waiting for a worker, shared by the instances (gateway.journal.
+    # redis_queue, postgres_queue).
     run_queue: SharedRunQueue | None
     # Set by the hub: takes over lost instances' resumable runs (None: they end owner_lost).
     adopter: Adopter | None
@@ -250,8 +250,8 @@ class Cluster(Protocol):
 
 class SharedRunQueue(Protocol):
     """Runs accepted and waiting for a worker, in a queue every instance sharing the journal
-    sees (gateway.journal.redis_queue): any instance accepts, any instance that runs loops
-    takes the oldest when it has room and becomes the run's owner."""
+    sees (gateway.journal.redis_queue, postgres_queue): any instance accepts, any instance
+    that runs loops takes the oldest when it has room and becomes the run's owner."""
 
     async def push(self, record: RunRecord, request: bytes, limit: int) -> int | None:
         """Queue a run (its record ``queued``, and the request a worker starts it from); its

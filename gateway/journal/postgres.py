@@ -60,6 +60,7 @@ _INSERT_EVENTS = (
 # Columns travel as binary arrays (%b): their text form costs the gateway twice the CPU (each
 # bytea in hex, each value quoted) for the same statement.
 # A finished record is never taken back by a running one (a late retry of an older commit).
+# A queued run's start request goes with its worker's first commit of it: it has begun.
 _UPSERT_RUNS = (
     "INSERT INTO runs (id, thread_id, record, state, created_at, finished_at, last_seq, "
     "instance, owner_subject, owner_tenant) SELECT v.* FROM unnest(%(id)b::text[], "
@@ -69,7 +70,8 @@ _UPSERT_RUNS = (
     "finished_at, last_seq, instance, owner_subject, owner_tenant) "
     "WHERE NOT " + _FOREIGN.format("v.id") + " "
     "ON CONFLICT (id) DO UPDATE SET record = excluded.record, state = excluded.state, "
-    "finished_at = excluded.finished_at, last_seq = GREATEST(runs.last_seq, excluded.last_seq) "
+    "finished_at = excluded.finished_at, last_seq = GREATEST(runs.last_seq, excluded.last_seq), "
+    "request = NULL "
     "WHERE NOT (runs.state = 'finished' AND excluded.state = 'running')"
 )
 _ADVANCE = (

@@ -32,6 +32,7 @@ from ...contracts.ports import Unavailable
 from .base import Deliver, RunRecord
 from .postgres import PostgresJournal, decode_run, envelope
 from .postgres_link import FAILURES, UNAVAILABLE
+from .postgres_queue import PostgresRunQueue
 from .redis_link import RedisLink
 from .redis_membership import RedisMembership
 from .redis_takeover import Taken
@@ -71,9 +72,9 @@ class PostgresMembership(RedisMembership):
         self, link: RedisLink, journal: PostgresJournal, commit_trouble: Callable[[], str | None]
     ) -> None:
         super().__init__(link, commit_trouble)
-        # Queued runs' records would be PostgreSQL's: not shared through the bus (yet).
-        self.run_queue = None
         self.journal = journal
+        # The queue's order and takers in Redis, each waiting run's record in PostgreSQL.
+        self.run_queue = PostgresRunQueue(link, self)
         self._watched: dict[str, _Watch] = {}
         self._due: set[str] = set()
         self._wake = anyio.Event()
@@ -306,9 +307,10 @@ class PostgresMembership(RedisMembership):
         owner = await self.owner(run_id)
         if owner is None:
             return False
-        record = await self._end_orphan_pg(run_id, owner, "cancelled", "owner_unreachable")
+        record = await self.end_row(run_id, owner, "running", "cancelled", "owner_unreachable")
         if record is None:
             return False
+        log.warning("run %s of instance %s: ended it here (owner_unreachable)", run_id, owner)
         with suppress(RedisError, OSError):
             await self.threads.release(record.thread_id, run_id)
         return True
@@ -341,19 +343,26 @@ class PostgresMembership(RedisMembership):
             await self._end_lost(run_id, self.link.instance)
         return taken
 
-    async def _end_orphan_pg(
-        self, run_id: str, owner: str, status: str = "failed", reason: str = "owner_lost"
+    async def _end_orphan_pg(self, run_id: str, owner: str) -> RunRecord | None:
+        record = await self.end_row(run_id, owner, "running", "failed", "owner_lost")
+        if record is not None:
+            log.warning("run %s: its instance %s is gone; ended it (owner_lost)", run_id, owner)
+        return record
+
+    async def end_row(
+        self, run_id: str, owner: str | None, state: str, status: str, reason: str
     ) -> RunRecord | None:
-        """End a run still ``running`` under ``owner`` with one terminal event, in one
-        transaction holding the run's row; None if it ended meanwhile or is not owner's."""
+        """End a run in PostgreSQL with one terminal ``completion{status, reason}``, only if
+        it still is in ``state`` under ``owner`` (None: a queued run, which no instance owns
+        yet): a compare-and-set on its locked row. Its record, or None when it was not so."""
         async with self.journal.link.connection() as conn, conn.transaction():
             cur = await conn.execute(
                 "SELECT record, last_seq, instance, state FROM runs WHERE id = %s FOR UPDATE",
                 (run_id,),
             )
             row = await cur.fetchone()
-            if row is None or row[2] != owner or row[3] != "running":
-                return None  # ended meanwhile, or not that instance's
+            if row is None or row[2] != owner or row[3] != state:
+                return None  # ended (or begun) meanwhile, or not that instance's
             last = await _last_seq(conn, run_id, int(row[1]))
             record = decode_run(row[0], last)
             now = time.time_ns()
@@ -366,13 +375,16 @@ class PostgresMembership(RedisMembership):
             )
             await conn.execute(
                 "UPDATE runs SET record = %s, state = 'finished', finished_at = %s, "
-                "last_seq = %s, instance = %s WHERE id = %s",
+                "last_seq = %s, instance = %s, request = NULL WHERE id = %s",
                 (_encode(record), now, last + 1, self.link.instance, run_id),
             )
-        log.warning("run %s of instance %s: ended it here (%s)", run_id, owner, reason)
-        self._bells[run_id] = last + 1
-        self._bell.set()
+        self.ring(run_id, last + 1)
         return record
+
+    def ring(self, run_id: str, seq: int) -> None:
+        """Tell the followers of a run that it has events up to ``seq`` committed."""
+        self._bells[run_id] = seq
+        self._bell.set()
 
 
 async def _last_seq(conn: Any, run_id: str, recorded: int) -> int:

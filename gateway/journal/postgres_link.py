@@ -100,6 +100,12 @@ MIGRATIONS: list[LiteralString] = [
     );
     CREATE INDEX blob_refs_ref ON blob_refs (ref);
     """,
+    # 3: the start request a queued run waits with (gateway.journal.postgres_queue), until a
+    # worker begins it or it ends; the queued runs, oldest first, for a Redis that lost them.
+    """
+    ALTER TABLE runs ADD COLUMN request BYTEA;
+    CREATE INDEX runs_queued ON runs (created_at) WHERE state = 'queued';
+    """,
 ]
 # One number for every loopgate journal's advisory lock (the schema is in the lock's scope:
 # pg_advisory_xact_lock(key, hashtext(schema))).

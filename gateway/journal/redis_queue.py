@@ -237,13 +237,18 @@ class RedisRunQueue:
             taken = self._taken_key(instance)
             for member in await client.lrange(taken, 0, -1):
                 run_id = member.decode()
-                args = await self._end_args(run_id, "failed", "worker_lost")
-                if args is None:
-                    await client.lrem(taken, 0, run_id)
-                    continue
-                keys = [*self._end_keys(run_id), taken]
-                if int(await self._script(_REQUEUE)(keys=keys, args=[*args, MAX_TAKES])) == 1:
+                if await self._requeue(taken, run_id):
                     requeued.append(run_id)
             if not await client.llen(taken):
                 await client.srem(link.key("queue-takers"), instance)
         return requeued
+
+    async def _requeue(self, taken: str, run_id: str) -> bool:
+        """Put back a run a lost taker held (``taken``: its list), or end it once taken too
+        often; True if it waits again."""
+        args = await self._end_args(run_id, "failed", "worker_lost")
+        if args is None:
+            await self.link.client().lrem(taken, 0, run_id)
+            return False
+        keys = [*self._end_keys(run_id), taken]
+        return int(await self._script(_REQUEUE)(keys=keys, args=[*args, MAX_TAKES])) == 1

@@ -14,6 +14,7 @@ import pytest
 from psycopg import sql
 
 from tests.fakes.postgres_server import postgres_server as start_postgres_server
+from tests.fakes.redis_server import RedisProcess
 from tests.redis.conftest import redis_server, redis_url  # noqa: F401  (fixtures)
 
 
@@ -37,3 +38,11 @@ def postgres_url(postgres_server: str) -> Iterator[str]:
     base, schema = url.rsplit("?schema=", 1) if "?schema=" in url else url.rsplit("&schema=", 1)
     with contextlib.suppress(psycopg.Error), psycopg.connect(base, connect_timeout=5) as conn:
         conn.execute(sql.SQL("DROP SCHEMA IF EXISTS {} CASCADE").format(sql.Identifier(schema)))
+
+
+@pytest.fixture
+def volatile_redis() -> Iterator[RedisProcess]:
+    """A redis-server that persists nothing: killed, it comes back empty (every lease, claim,
+    subscription and queue entry gone)."""
+    with RedisProcess("--save", "", "--appendonly", "no") as server:
+        yield server

@@ -5,7 +5,6 @@ instances go on once it is back."""
 
 from __future__ import annotations
 
-from collections.abc import Iterator
 from functools import partial
 
 import anyio
@@ -22,12 +21,6 @@ from tests.fakes.redis_server import RedisProcess
 from tests.waiting import until
 
 pytestmark = pytest.mark.anyio
-
-
-@pytest.fixture
-def volatile_redis() -> Iterator[RedisProcess]:
-    with RedisProcess("--save", "", "--appendonly", "no") as server:
-        yield server
 
 
 def delta(i: int) -> LoopEvent:
@@ -115,10 +108,14 @@ async def test_redis_keeps_nothing_of_finished_runs_or_gone_instances(
         assert survivor.journal.cluster is not None
         me = survivor.journal.cluster.link.instance.encode()
 
-        async def directory() -> list[bytes]:
-            return list(await anyio.to_thread.run_sync(client.zrange, f"{prefix}:instances", 0, -1))
+        # Directories of the live instances: the instances, and those that take queued runs.
+        takers = f"{prefix}:queue-takers"
+
+        async def directories() -> tuple[list[bytes], set[bytes]]:
+            instances = await anyio.to_thread.run_sync(client.zrange, f"{prefix}:instances", 0, -1)
+            return list(instances), set(await anyio.to_thread.run_sync(client.smembers, takers))
 
         with anyio.fail_after(20):
-            await until(directory, lambda members: members == [me])
+            await until(directories, lambda found: found == ([me], {me}))
         left = [k for k in keys() if me not in k]
-        assert left == [f"{prefix}:instances".encode()], left
+        assert left == [f"{prefix}:instances".encode(), takers.encode()], left

@@ -2,8 +2,9 @@
 test to kill (-9) between a take and the run's start, with the take the gateway's own code
 (gateway.journal.redis_queue), under a lease of its own.
 
-``python -m tests.redis.queue_taker REDIS_URL``: prints the id it took, then waits for stdin to
-close (the test kills it first)."""
+``python -m tests.redis.queue_taker REDIS_URL``, or ``… POSTGRES_URL BUS_URL`` for a PostgreSQL
+journal with its Redis bus: prints the id it took, then waits for stdin to close (the test
+kills it first)."""
 
 from __future__ import annotations
 
@@ -11,13 +12,14 @@ import sys
 
 import anyio
 
+from loopgate.gateway.journal.postgres import PostgresJournal
 from loopgate.gateway.journal.redis_streams import RedisJournal
 
 TAKE_S = 30.0
 
 
-async def main(url: str) -> None:
-    journal = RedisJournal(url)
+async def main(url: str, bus: str | None = None) -> None:
+    journal = PostgresJournal(url, bus=bus) if bus is not None else RedisJournal(url)
     await journal.open()
     queue = journal.cluster.run_queue
     assert queue is not None
@@ -32,4 +34,4 @@ async def main(url: str) -> None:
 
 
 if __name__ == "__main__":
-    anyio.run(main, sys.argv[1])
+    anyio.run(main, *sys.argv[1:3])

@@ -10,7 +10,7 @@ import subprocess
 import sys
 import uuid
 from collections.abc import Iterator
-from contextlib import ExitStack
+from contextlib import ExitStack, contextmanager
 from typing import IO, Any
 
 import httpx
@@ -25,8 +25,11 @@ QUEUED = 2  # max_queued_runs of the pair
 
 
 class Pair:
-    def __init__(self, api: str, worker: str, url: str, worker_log: IO[bytes]) -> None:
-        self.api, self.worker, self.url = api, worker, url
+    """``taker``: the arguments of tests.redis.queue_taker for a taker on the pair's journal,
+    with a lease of a second."""
+
+    def __init__(self, api: str, worker: str, taker: list[str], worker_log: IO[bytes]) -> None:
+        self.api, self.worker, self.taker = api, worker, taker
         self.worker_log = worker_log
 
     def logged(self) -> str:
@@ -35,19 +38,28 @@ class Pair:
         return self.worker_log.read().decode()
 
 
-@pytest.fixture(scope="module")
-def pair(redis_server: str) -> Iterator[Pair]:
-    """An api instance and a worker with room for one run, on a Redis of their own prefix."""
-    sep = "&" if "?" in redis_server else "?"
-    url = f"{redis_server}{sep}prefix=t{uuid.uuid4().hex[:12]}"
-    limits = ("--max-queued-runs", str(QUEUED))
+@contextmanager
+def roles(journal: str, taker: list[str], *flags: str) -> Iterator[Pair]:
+    """An api instance and a worker with room for one run, on ``journal`` (and ``flags``)."""
+    limits = ("--max-queued-runs", str(QUEUED), *flags)
     logs: list[IO[bytes]] = []
     with ExitStack() as stack:
-        api = stack.enter_context(instances(url, 1, "--role", "api", *limits))
+        api = stack.enter_context(instances(journal, 1, "--role", "api", *limits))
         worker = stack.enter_context(
-            instances(url, 1, "--role", "worker", "--max-active-runs", "1", *limits, log_files=logs)
+            instances(
+                journal, 1, "--role", "worker", "--max-active-runs", "1", *limits, log_files=logs
+            )
         )
-        yield Pair(bases(api)[0], bases(worker)[0], url, logs[0])
+        yield Pair(bases(api)[0], bases(worker)[0], taker, logs[0])
+
+
+@pytest.fixture(scope="module")
+def pair(redis_server: str) -> Iterator[Pair]:
+    """The pair on a Redis journal of their own prefix."""
+    sep = "&" if "?" in redis_server else "?"
+    url = f"{redis_server}{sep}prefix=t{uuid.uuid4().hex[:12]}"
+    with roles(url, [f"{url}&lease=1"]) as pair:
+        yield pair
 
 
 def start(base: str, prompt: str) -> dict[str, Any]:
@@ -139,10 +151,10 @@ def test_a_queued_run_cancelled_ends_cancelled_once_and_never_runs(pair: Pair) -
 
 
 def test_a_run_whose_taker_is_killed_before_it_starts_is_taken_again(pair: Pair) -> None:
-    api, url = pair.api, pair.url
+    api = pair.api
     slow = busy(api)  # the worker has no room: the taker below takes the next run
     taker = subprocess.Popen(
-        [sys.executable, "-m", "tests.redis.queue_taker", f"{url}&lease=1"],
+        [sys.executable, "-m", "tests.redis.queue_taker", *pair.taker],
         cwd=REPO,
         env=os.environ,
         stdin=subprocess.PIPE,

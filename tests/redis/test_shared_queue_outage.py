@@ -5,6 +5,7 @@ is killed and started again."""
 
 from __future__ import annotations
 
+from collections.abc import Callable
 from pathlib import Path
 
 import anyio
@@ -30,27 +31,36 @@ async def test_redis_away_a_start_is_503_and_workers_take_runs_again_once_it_is_
             build_hub(Settings(role="api", **common)) as api,
             build_hub(Settings(role="worker", **common)) as worker,
         ):
+            await away_and_back(api, worker, server)
 
-            async def ran(run_id: str) -> RunInfo:
-                with anyio.fail_after(30):
-                    return await until(lambda: api.get(run_id), lambda i: i.state == "finished")
 
-            before = await api.start(StartRun(input="hello"))
-            assert before.state == "queued"
-            assert (await ran(before.id)).status == "completed"
+async def away_and_back(
+    api: Hub, worker: Hub, server: RedisProcess, while_away: Callable[[], None] = lambda: None
+) -> None:
+    """A run queued on ``api`` runs on ``worker``; with ``server`` killed a start is 503 (then
+    ``while_away`` checks what it left); once it is back, runs are queued and run again."""
 
-            server.kill()
-            with pytest.raises(Unavailable) as away:
-                await api.start(StartRun(input="hello"))
-            problem = problem_for(away.value)
-            assert problem is not None and problem.status == 503 and "Redis" in problem.detail
+    async def ran(run_id: str) -> RunInfo:
+        with anyio.fail_after(30):
+            return await until(lambda: api.get(run_id), lambda i: i.state == "finished")
 
-            server.start()
-            with anyio.fail_after(30):
-                after = await until(lambda: _start(api), lambda i: i is not None)
-            assert after is not None and after.state == "queued"
-            assert (await ran(after.id)).status == "completed"
-            assert worker.run(after.id).record.status == "completed"  # the worker ran it
+    before = await api.start(StartRun(input="hello"))
+    assert before.state == "queued"
+    assert (await ran(before.id)).status == "completed"
+
+    server.kill()
+    with pytest.raises(Unavailable) as away:
+        await api.start(StartRun(input="hello"))
+    problem = problem_for(away.value)
+    assert problem is not None and problem.status == 503 and "Redis" in problem.detail
+    while_away()
+
+    server.start()
+    with anyio.fail_after(30):
+        after = await until(lambda: _start(api), lambda i: i is not None)
+    assert after is not None and after.state == "queued"
+    assert (await ran(after.id)).status == "completed"
+    assert worker.run(after.id).record.status == "completed"  # the worker ran it
 
 
 async def _start(api: Hub) -> RunInfo | None:
