@@ -46,6 +46,7 @@ from .commands import Commands
 from .delivery import Delivery, SubscriptionObserver
 from .ingest import Ingest
 from .loader import Loader
+from .orphans import OrphanSweep
 from .queue import RunQueue, table_active
 from .remote import Remote
 from .run import Producer, Run, RunSubscription
@@ -91,6 +92,7 @@ class Hub:
         self.table = RunTable(settings.max_dropped_ids)
         self.table.on_gone = None if journal.durable else journal.blobs.release
         self.attachments = Attachments(journal.blobs, settings.max_attachment_store_bytes)
+        self.orphans = OrphanSweep(journal, self.table, self.attachments, settings, clock)
         self.budget = MemoryBudget(settings, self.table, journal, clock)
         self.delivery = Delivery(settings, self.table)
         self.threads = Threads(settings, self.table, journal, clock, roster)
@@ -183,6 +185,7 @@ class Hub:
         if self.remote is not None:
             self.remote.sweep()
         await self.budget.sweep()
+        await self.orphans.sweep()
 
     def _committed(self, marks: Mapping[str, int]) -> None:
         """The journal committed these runs' events up to these seqs: show them."""

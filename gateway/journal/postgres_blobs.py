@@ -72,6 +72,16 @@ class PostgresBlobs(DurableRelease):
             await drop_refs(conn, self.link.schema, [run_id])
 
     @reaching
+    async def referrers(self, cursor: str, limit: int) -> tuple[list[str], str]:
+        async with self.link.connection() as conn:
+            cur = await conn.execute(
+                "SELECT DISTINCT run_id FROM blob_refs WHERE run_id > %s ORDER BY run_id LIMIT %s",
+                (cursor, limit),
+            )
+            page = [row[0] for row in await cur.fetchall()]
+        return page, page[-1] if len(page) == limit else ""
+
+    @reaching
     async def load(self, refs: Collection[str]) -> dict[str, bytes]:
         async with self.link.connection() as conn:
             cur = await conn.execute(

@@ -103,6 +103,16 @@ class SqliteBlobs(DurableRelease):
                 conn.execute("ROLLBACK")
                 raise
 
+    async def referrers(self, cursor: str, limit: int) -> tuple[list[str], str]:
+        def run() -> list[str]:
+            # The primary key's order: a page is a range of it, however many runs there are.
+            sql = "SELECT DISTINCT run_id FROM blob_refs WHERE run_id > ? ORDER BY run_id LIMIT ?"
+            with self._read_lock:
+                return [row[0] for row in self._reading().execute(sql, (cursor, limit))]
+
+        page = await anyio.to_thread.run_sync(run)
+        return page, page[-1] if len(page) == limit else ""
+
     async def load(self, refs: Collection[str]) -> dict[str, bytes]:
         return await anyio.to_thread.run_sync(self._load_sync, list(refs))
 
