@@ -37,7 +37,7 @@ from ...contracts.ports import (
 )
 from ..agents.table import Agents
 from ..identity.audit import audit
-from ..journal.base import EVENT_OVERHEAD_BYTES, Journal, RunRecord
+from ..journal.base import EVENT_OVERHEAD_BYTES, EndedListener, Journal, RunRecord
 from ..settings import Settings
 from . import access
 from .attachments import Attachments
@@ -85,6 +85,8 @@ class Hub:
         self.sources = dict(sources)
         self.clock = clock
         self.run_observers: list[RunObserver] = []
+        # Told of the runs ended here for an owner that could not (end_interrupted, Remote).
+        self.end_observers: list[EndedListener] = []
         # Checks every start passes first (quotas), in order.
         self.admission: list[access.Admission] = []
         # Tasks that live as long as the hub does, started when it is entered.

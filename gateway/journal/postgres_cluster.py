@@ -358,6 +358,8 @@ class PostgresMembership(RedisMembership):
                 (_encode(record), now, last + 1, self.link.instance, run_id),
             )
         log.warning("run %s: its instance %s is gone; ended it (owner_lost)", run_id, owner)
+        if self.on_ended is not None:
+            self.on_ended(run_id, "owner_lost")  # the row lock chose this instance
         self._bells[run_id] = last + 1
         self._bell.set()
         return record
