@@ -12,9 +12,14 @@ from tests.redis.test_instances import deltas, first_events, instances, push
 
 
 def test_a_survivor_sends_the_webhook_of_a_run_whose_owner_was_killed(redis_url: str) -> None:
+    survivor_sends_the_webhook(redis_url + "&lease=1")
+
+
+def survivor_sends_the_webhook(journal: str, *flags: str) -> None:
+    """Three instances on ``journal`` (with ``flags``); the one running the run is killed."""
     with receiving() as (hooks, receiver):
         env = {"LOOPGATE_ALLOWED_OUTBOUND": f"{hooks}/hook/"}
-        with instances(redis_url + "&lease=1", 3, env=env) as procs:
+        with instances(journal, 3, *flags, env=env) as procs:
             (a, proc_a), (b, _), (c, _) = procs
             url = f"{hooks}/hook/lost"
             started = httpx.post(f"{a}/v1/runs", json={"source": "ingest", "webhook": url})
