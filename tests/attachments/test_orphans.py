@@ -43,6 +43,7 @@ def keep_ghost(spec: str, server: GatewayServer) -> None:
             [(ref, raw)] = blobs.items()
             conn.execute("INSERT INTO blobs VALUES (?,?,?)", (ref, raw, len(raw)))
             conn.execute("INSERT INTO blob_refs VALUES (?,?)", (GHOST, ref))
+            conn.execute("UPDATE blob_usage SET bytes = bytes + ?", (len(raw),))
     else:
         asyncio.run(_keep_remote(spec, blobs))
 
