@@ -333,7 +333,11 @@ class PostgresMembership(RedisMembership):
             await self._end_lost(run_id, self.link.instance)
         return taken
 
-    async def _end_orphan_pg(self, run_id: str, owner: str) -> RunRecord | None:
+    async def _end_orphan_pg(
+        self, run_id: str, owner: str, status: str = "failed", reason: str = "owner_lost"
+    ) -> RunRecord | None:
+        """End a run still ``running`` under ``owner`` with one terminal event, in one
+        transaction holding the run's row; None if it ended meanwhile or is not owner's."""
         async with self.journal.link.connection() as conn, conn.transaction():
             cur = await conn.execute(
                 "SELECT record, last_seq, instance, state FROM runs WHERE id = %s FOR UPDATE",
@@ -345,9 +349,9 @@ class PostgresMembership(RedisMembership):
             last = await _last_seq(conn, run_id, int(row[1]))
             record = decode_run(row[0], last)
             now = time.time_ns()
-            record.state, record.status = "finished", "failed"
+            record.state, record.status = "finished", status
             record.finished_at, record.last_seq = now, last + 1
-            data = _encode({"status": "failed", "reason": "owner_lost"})
+            data = _encode({"status": status, "reason": reason})
             await conn.execute(
                 "INSERT INTO events (run_id, seq, ts, kind, data) VALUES (%s, %s, %s, %s, %s)",
                 (run_id, last + 1, now, "completion", data),
@@ -357,11 +361,11 @@ class PostgresMembership(RedisMembership):
                 "last_seq = %s, instance = %s WHERE id = %s",
                 (_encode(record), now, last + 1, self.link.instance, run_id),
             )
-        log.warning("run %s: its instance %s is gone; ended it (owner_lost)", run_id, owner)
-        if self.on_ended is not None:
-            self.on_ended(run_id, "owner_lost")  # the row lock chose this instance
+        log.warning("run %s of instance %s: ended it here (%s)", run_id, owner, reason)
         self._bells[run_id] = last + 1
         self._bell.set()
+        if self.on_ended is not None:
+            self.on_ended(run_id, reason)  # the row lock chose this instance
         return record
 
 
