@@ -26,8 +26,9 @@ class Webhook(msgspec.Struct, frozen=True, kw_only=True):
 
 class Outbox(Protocol):
     def start_soon(self, job: Callable[[], Awaitable[None]]) -> bool:
-        """Run ``job`` in the background for as long as the gateway runs; False (and not run)
-        when the gateway has as many jobs as its bound allows, or is stopping."""
+        """Run ``job`` in the background for as long as the gateway runs (given before it
+        runs, the job starts with it); False (and not run) when the gateway has as many jobs
+        as its bound allows, or is stopping."""
         ...
 
     async def deliver(self, hook: Webhook) -> bool:

@@ -128,7 +128,9 @@ def create_app(
         backoff_s=settings.webhook_backoff_s,
         max_jobs=settings.webhook_max_jobs,
     )
-    hub.run_observers.append(RunWebhooks(hub, outbox).observe)
+    webhooks = RunWebhooks(hub, outbox)
+    hub.run_observers.append(webhooks.observe)
+    hub.end_observers.append(webhooks.ended_elsewhere)
     limits = endpoint_limits(settings, outbox)
     adapters = load_adapters()
 

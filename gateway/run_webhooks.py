@@ -1,14 +1,17 @@
 """A run's ``webhook``: once the run has ended, its final state is POSTed there, once.
 
-The instance that produces a run is the one that ends it (its terminal event is published
-there, gateway/hub/hub.py), so only the run's owner sends its webhook, however many instances
-share the journal; views of it elsewhere end without a hook. The delivery is a job of the
-gateway's outbox (gateway/webhooks.py: bounded in number, each POST bounded in time, retried
-with back-off), never the run's: a receiver that is slow or down holds up nothing.
+The instance that ends a run sends its webhook, once. Mostly that is the one that produces
+the run (its terminal event is published there, gateway/hub/hub.py); views of it elsewhere end
+without a hook. A run ended without its owner is the instance's that ended it: ``owner_lost``
+(or ``owner_unreachable``, ``journal_diverged``) by the one whose compare-and-set on the
+journal ended it (the hub's ``end_observers``, through gateway.hub.remote), and
+``server_restarted`` by the next process, at its start (gateway.hub.shutdown), queued until
+the outbox runs. The delivery is a job of the gateway's outbox (gateway/webhooks.py: bounded
+in number, each POST bounded in time, retried with back-off), never the run's: a receiver that
+is slow or down holds up nothing.
 
 It is sent once the terminal event is committed, so the receiver reads what ``GET
-/v1/runs/{id}`` answers from then on. Runs ended without their owner (``owner_lost``, ended by
-another instance; ``server_restarted``, ended by the next process) send none.
+/v1/runs/{id}`` answers from then on.
 """
 
 from __future__ import annotations
@@ -35,6 +38,22 @@ class RunWebhooks:
     def observe(self, run: Run) -> None:
         if run.record.webhook is not None:
             run.on_finish.append(self.ended)
+
+    def ended_elsewhere(self, run_id: str, reason: str) -> None:
+        """The run was ended here over its owner's head, its end committed: its record says
+        whether it has a webhook."""
+
+        async def job() -> None:
+            record = await self.hub.journal.load_run(run_id)
+            if record is None or record.webhook is None:
+                return
+            info = self.hub.loader.cold(record).info()
+            ended = RunEnded(**msgspec.structs.asdict(info), reason=reason)
+            if not await self.outbox.deliver(Webhook(url=record.webhook, body=_encode(ended))):
+                log.warning("run %s: its webhook was not delivered", run_id)
+
+        if not self.outbox.start_soon(job):
+            log.warning("run %s: its webhook not sent (too many webhook jobs)", run_id)
 
     def ended(self, run: Run) -> None:
         url = run.record.webhook

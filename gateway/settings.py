@@ -189,6 +189,9 @@ class Settings(msgspec.Struct, kw_only=True, forbid_unknown_fields=True):
     max_attachment_bytes: int = 5 << 20  # one inline attachment, decoded
     max_message_attachment_bytes: int = 10 << 20  # a message's inline attachments, decoded
     max_attachment_store_bytes: int = 1 << 30  # the journal's attachments, each once; 429 past
+    # Attachments referred to by a run with no record this long (a start that crashed) are
+    # freed (docs/attachments.md); at most a day.
+    attachment_orphan_grace_s: float = 600.0
     max_line_bytes: int = 2 << 20  # one ingested event (a big tool result fits)
     max_frame_bytes: int = 2 << 20  # one WebSocket message
     # permessage-deflate on WebSockets: what clients offer by default, and what makes an idle

@@ -10,9 +10,17 @@ from .journal.base import POSTGRES_SCHEMES, REDIS_SCHEMES
 if TYPE_CHECKING:
     from .settings import Settings
 
+# Longer than any start takes is enough; a day bounds how long a crashed start's bytes stay.
+MAX_ORPHAN_GRACE_S = 86_400.0
+
 
 def check_journal_settings(s: Settings) -> None:
     """A ValueError saying what is wrong with ``journal``, ``bus`` or ``role``."""
+    if s.attachment_orphan_grace_s > MAX_ORPHAN_GRACE_S:
+        raise ValueError(
+            f"attachment_orphan_grace_s must be at most {MAX_ORPHAN_GRACE_S:g} s (a day), "
+            f"got {s.attachment_orphan_grace_s:g}"
+        )
     schemes = ("sqlite:", *REDIS_SCHEMES, *POSTGRES_SCHEMES)
     if s.journal != "memory" and not s.journal.startswith(schemes):
         raise ValueError(

@@ -41,6 +41,9 @@ class WebhookOutbox:
         self.backoff_max_s = backoff_max_s
         self.max_jobs = max_jobs
         self.jobs = 0
+        # Jobs given before the outbox first runs (runs ended while the gateway starts): they
+        # start with it. None once it has run: a job given after it stopped is refused.
+        self._waiting: list[Callable[[], Awaitable[None]]] | None = []
         self._group: TaskGroup | None = None
         self._client: httpx.AsyncClient | None = None
 
@@ -53,6 +56,9 @@ class WebhookOutbox:
             anyio.create_task_group() as group,
         ):
             self._client, self._group = client, group
+            waiting, self._waiting = self._waiting or [], None
+            for job in waiting:
+                group.start_soon(self._run, job)
             try:
                 yield self
             finally:
@@ -62,20 +68,23 @@ class WebhookOutbox:
 
     def start_soon(self, job: Callable[[], Awaitable[None]]) -> bool:
         group = self._group
-        if group is None or self.jobs >= self.max_jobs:
+        if self.jobs >= self.max_jobs or (group is None and self._waiting is None):
             return False
         self.jobs += 1
-
-        async def run() -> None:
-            try:
-                await job()
-            except Exception:
-                log.exception("a webhook job failed")
-            finally:
-                self.jobs -= 1
-
-        group.start_soon(run)
+        if group is None:
+            assert self._waiting is not None
+            self._waiting.append(job)
+        else:
+            group.start_soon(self._run, job)
         return True
+
+    async def _run(self, job: Callable[[], Awaitable[None]]) -> None:
+        try:
+            await job()
+        except Exception:
+            log.exception("a webhook job failed")
+        finally:
+            self.jobs -= 1
 
     async def deliver(self, hook: Webhook) -> bool:
         client = self._client

@@ -48,6 +48,10 @@ class Attachments:
         self._starting.add(run_id)
         return kept
 
+    def starting(self, run_id: str) -> bool:
+        """Whether the run's blobs are kept and its start is still under way here."""
+        return run_id in self._starting
+
     def recorded(self, run_id: str, kept: list[Message]) -> list[Message]:
         """The run's start went through: its record keeps ``kept``."""
         self._starting.discard(run_id)

@@ -37,7 +37,7 @@ from ...contracts.ports import (
 )
 from ..agents.table import Agents
 from ..identity.audit import audit
-from ..journal.base import EVENT_OVERHEAD_BYTES, Journal, RunRecord
+from ..journal.base import EVENT_OVERHEAD_BYTES, EndedListener, Journal, RunRecord
 from ..settings import Settings
 from . import access
 from .attachments import Attachments
@@ -46,6 +46,7 @@ from .commands import Commands
 from .delivery import Delivery, SubscriptionObserver
 from .ingest import Ingest
 from .loader import Loader
+from .orphans import OrphanSweep
 from .queue import RunQueue, table_active
 from .remote import Remote
 from .run import Producer, Run, RunSubscription
@@ -84,6 +85,8 @@ class Hub:
         self.sources = dict(sources)
         self.clock = clock
         self.run_observers: list[RunObserver] = []
+        # Told of the runs ended here for an owner that could not (end_interrupted, Remote).
+        self.end_observers: list[EndedListener] = []
         # Checks every start passes first (quotas), in order.
         self.admission: list[access.Admission] = []
         # Tasks that live as long as the hub does, started when it is entered.
@@ -91,6 +94,7 @@ class Hub:
         self.table = RunTable(settings.max_dropped_ids)
         self.table.on_gone = None if journal.durable else journal.blobs.release
         self.attachments = Attachments(journal.blobs, settings.max_attachment_store_bytes)
+        self.orphans = OrphanSweep(journal, self.table, self.attachments, settings, clock)
         self.budget = MemoryBudget(settings, self.table, journal, clock)
         self.delivery = Delivery(settings, self.table)
         self.threads = Threads(settings, self.table, journal, clock, roster)
@@ -183,6 +187,7 @@ class Hub:
         if self.remote is not None:
             self.remote.sweep()
         await self.budget.sweep()
+        await self.orphans.sweep()
 
     def _committed(self, marks: Mapping[str, int]) -> None:
         """The journal committed these runs' events up to these seqs: show them."""

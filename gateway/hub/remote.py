@@ -48,6 +48,7 @@ class Remote:
         self.hub = hub
         self.cluster = cluster
         cluster.on_lost = self.lost
+        cluster.on_ended = self.ended
         cluster.on_command = self.answer
         # Lost instances' resumable runs, resumed here (by an instance that runs loops).
         self.takeover = Takeover(hub)
@@ -275,6 +276,12 @@ class Remote:
         return {"accepted": result.accepted, "detail": result.detail}
 
     # --- a run this instance owned, ended by another ----------------------------------------
+
+    def ended(self, run_id: str, reason: str) -> None:
+        """This instance ended another's run over its head (owner_lost, owner_unreachable):
+        what the owner would have done at its end is done here."""
+        for observe in self.hub.end_observers:
+            observe(run_id, reason)
 
     def lost(self, run_id: str) -> None:
         """Another instance appended to a run owned here (its lease lapsed and a survivor

@@ -29,6 +29,8 @@ async def end_interrupted(hub: Hub, interrupted: list[RunRecord]) -> None:
         hub.table.active += 1
         hub.publish(run, "completion", {"status": "failed", "reason": "server_restarted"})
         await hub.journal.flush()
+        for observe in hub.end_observers:
+            observe(record.id, "server_restarted")  # its webhook, once the outbox runs
         # One at a time, then read back from the journal like any finished run: however
         # many were open, a restart never holds more than one of them in memory.
         hub.table.drop(run, None)

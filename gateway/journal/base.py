@@ -48,6 +48,9 @@ Deliver = Callable[[list[Envelope], list[int]], None]
 CommandHandler = Callable[[dict[str, Any]], Awaitable[dict[str, Any] | None]]
 # Another instance appended to a run this one owns (its view here is stale).
 LostListener = Callable[[str], None]
+# This instance ended a run for an owner that could not (lost, unreachable, or a previous
+# process): its id and the terminal event's reason.
+EndedListener = Callable[[str, str], None]
 
 
 # What becomes of a lost instance's run: resumed here, left for another instance to resume
@@ -200,6 +203,8 @@ class Cluster(Protocol):
     run_queue: SharedRunQueue | None
     # Set by the hub: takes over lost instances' resumable runs (None: they end owner_lost).
     adopter: Adopter | None
+    # Set by the hub: the runs this instance ended over their owner's head (owner_lost).
+    on_ended: EndedListener | None
 
     @property
     def full(self) -> bool:

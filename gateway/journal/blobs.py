@@ -5,7 +5,9 @@ A run's blobs are kept when it starts (before its record is), never on the hot p
 events. The store is bounded in bytes (``max_attachment_store_bytes``): a run whose new blobs
 would take it past the bound is refused (:class:`StoreFull`) and nothing of it is written.
 Each run's references are kept with the blobs; retention that drops a run drops its
-references, and a blob no run refers to any more goes with them.
+references, and a blob no run refers to any more goes with them. A start that crashed between
+its blobs and its record leaves references to a run that never was: the hub's orphan sweep
+(gateway.hub.orphans) pages through the referrers (``referrers``) and forgets those.
 """
 
 from __future__ import annotations
@@ -64,6 +66,11 @@ class BlobStore(Protocol):
         blobs no other run refers to."""
         ...
 
+    async def referrers(self, cursor: str, limit: int) -> tuple[list[str], str]:
+        """About ``limit`` of the runs that refer to blobs, from ``cursor`` ("" the first
+        page); and the next page's cursor, "" after the last."""
+        ...
+
     def release(self, run_id: str) -> None:
         """The hub dropped the run for good: a journal that keeps no runs (memory) lets go of
         its references here; a durable one does in ``Journal.delete``."""
@@ -97,6 +104,10 @@ class MemoryBlobs:
 
     async def forget(self, run_id: str) -> None:
         self.release(run_id)
+
+    async def referrers(self, cursor: str, limit: int) -> tuple[list[str], str]:
+        page = sorted(run_id for run_id in self._refs if run_id > cursor)[:limit]
+        return page, page[-1] if len(page) == limit else ""
 
     def release(self, run_id: str) -> None:
         for ref in self._refs.pop(run_id, ()):

@@ -5,7 +5,9 @@ A run's blobs are kept in a transaction of their own when it starts; a run's ref
 the blobs nobody refers to any more, go in the transaction that deletes the run
 (:func:`drop_refs`). Both hold one advisory lock (per schema): a blob found stored by a start
 is never dropped before that start's reference to it is committed, and two instances
-starting runs at once count the store's bytes one after the other.
+starting runs at once count the store's bytes one after the other. The bytes are a counter
+(``blob_usage``, one row, schema version 3) moved in those same transactions: summing
+``size`` at each start read every blob's row.
 """
 
 from __future__ import annotations
@@ -32,11 +34,14 @@ async def drop_refs(conn: psycopg.AsyncConnection[Any], schema: str, run_ids: li
     )
     refs = list({row[0] for row in await cur.fetchall()})
     if refs:
-        await conn.execute(
+        cur = await conn.execute(
             "DELETE FROM blobs b WHERE b.ref = ANY(%s) AND NOT EXISTS "
-            "(SELECT 1 FROM blob_refs r WHERE r.ref = b.ref)",
+            "(SELECT 1 FROM blob_refs r WHERE r.ref = b.ref) RETURNING size",
             (refs,),
         )
+        freed = sum(int(row[0]) for row in await cur.fetchall())
+        if freed:
+            await conn.execute("UPDATE blob_usage SET bytes = bytes - %s", (freed,))
 
 
 class PostgresBlobs(DurableRelease):
@@ -51,10 +56,12 @@ class PostgresBlobs(DurableRelease):
             cur = await conn.execute("SELECT ref FROM blobs WHERE ref = ANY(%s)", (refs,))
             there = {row[0] for row in await cur.fetchall()}
             new = [(ref, raw) for ref, raw in blobs.items() if ref not in there]
-            cur = await conn.execute("SELECT COALESCE(SUM(size), 0) FROM blobs")
+            cur = await conn.execute("SELECT bytes FROM blob_usage")
             row = await cur.fetchone()
-            check_room(int(row[0]) if row else 0, sum(len(raw) for _, raw in new), limit)
+            adding = sum(len(raw) for _, raw in new)
+            check_room(int(row[0]) if row else 0, adding, limit)
             if new:
+                await conn.execute("UPDATE blob_usage SET bytes = bytes + %s", (adding,))
                 await conn.execute(
                     "INSERT INTO blobs (ref, data, size) SELECT * FROM "
                     "unnest(%s::text[], %s::bytea[], %s::bigint[])",
@@ -72,6 +79,16 @@ class PostgresBlobs(DurableRelease):
             await drop_refs(conn, self.link.schema, [run_id])
 
     @reaching
+    async def referrers(self, cursor: str, limit: int) -> tuple[list[str], str]:
+        async with self.link.connection() as conn:
+            cur = await conn.execute(
+                "SELECT DISTINCT run_id FROM blob_refs WHERE run_id > %s ORDER BY run_id LIMIT %s",
+                (cursor, limit),
+            )
+            page = [row[0] for row in await cur.fetchall()]
+        return page, page[-1] if len(page) == limit else ""
+
+    @reaching
     async def load(self, refs: Collection[str]) -> dict[str, bytes]:
         async with self.link.connection() as conn:
             cur = await conn.execute(
@@ -82,6 +99,6 @@ class PostgresBlobs(DurableRelease):
     @reaching
     async def usage(self) -> tuple[int, int]:
         async with self.link.connection() as conn:
-            cur = await conn.execute("SELECT COUNT(*), COALESCE(SUM(size), 0) FROM blobs")
+            cur = await conn.execute("SELECT (SELECT COUNT(*) FROM blobs), bytes FROM blob_usage")
             row = await cur.fetchone()
             return (int(row[0]), int(row[1])) if row else (0, 0)

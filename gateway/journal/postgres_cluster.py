@@ -379,6 +379,8 @@ class PostgresMembership(RedisMembership):
                 (_encode(record), now, last + 1, self.link.instance, run_id),
             )
         self.ring(run_id, last + 1)
+        if self.on_ended is not None:
+            self.on_ended(run_id, reason)  # the row lock chose this instance
         return record
 
     def ring(self, run_id: str, seq: int) -> None:

@@ -106,6 +106,11 @@ MIGRATIONS: list[LiteralString] = [
     ALTER TABLE runs ADD COLUMN request BYTEA;
     CREATE INDEX runs_queued ON runs (created_at) WHERE state = 'queued';
     """,
+    # 4: the bytes the blobs take, kept as they are added and deleted (a sum read them all).
+    """
+    CREATE TABLE blob_usage (id INT PRIMARY KEY CHECK (id = 1), bytes BIGINT NOT NULL);
+    INSERT INTO blob_usage SELECT 1, COALESCE(SUM(size), 0) FROM blobs;
+    """,
 ]
 # One number for every loopgate journal's advisory lock (the schema is in the lock's scope:
 # pg_advisory_xact_lock(key, hashtext(schema))).

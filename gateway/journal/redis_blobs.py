@@ -102,6 +102,12 @@ class RedisBlobs(DurableRelease):
         pipe.eval(_DROP, 2, *self._keys, self.base, *run_ids)
 
     @reading
+    async def referrers(self, cursor: str, limit: int) -> tuple[list[str], str]:
+        # HSCAN's cursor: a page is about ``limit`` entries of the hash, whatever its size.
+        at, page = await self.link.client().hscan(self._keys[1], int(cursor or 0), count=limit)
+        return [run_id.decode() for run_id in page], str(at) if int(at) else ""
+
+    @reading
     async def load(self, refs: Collection[str]) -> dict[str, bytes]:
         wanted = list(refs)
         raws = await self.link.client().mget([f"{self.base}:data:{ref}" for ref in wanted])

@@ -31,6 +31,7 @@ from .base import (
     Adopter,
     CommandHandler,
     Deliver,
+    EndedListener,
     LostListener,
     RunRecord,
     SharedRunQueue,
@@ -84,6 +85,7 @@ class RedisMembership:
         self.link = link
         self.on_command: CommandHandler | None = None
         self.on_lost: LostListener | None = None
+        self.on_ended: EndedListener | None = None
         # Why the lease's renewal fails right now (readiness: /readyz), beside the storage's
         # own commits' (``commit_trouble``).
         self.lease_trouble: str | None = None
@@ -378,6 +380,8 @@ class RedisMembership:
         if done == 1:
             # Its thread is free for the next run (else once its owner's claim lapses).
             await self.threads.release(record.thread_id, run_id)
+            if self.on_ended is not None:
+                self.on_ended(run_id, reason)  # the compare-and-set chose this instance
         return done
 
     # --- commands to the owners of runs -----------------------------------------------------

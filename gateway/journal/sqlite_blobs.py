@@ -1,7 +1,12 @@
 """The SQLite journal's blob store (gateway.journal.blobs): two tables, the bytes by
 reference and which run refers to which. Written under the journal's writer lock, in a
 transaction of its own, when a run starts; a run's references and the blobs nobody refers to
-any more go in the transaction that deletes the run (:func:`drop_refs`)."""
+any more go in the transaction that deletes the run (:func:`drop_refs`).
+
+The bytes stored are a counter (``blob_usage``, one row) moved in the transactions that add
+and delete blobs: summing ``size`` at each start read every blob (its bytes come before its
+size in the row), a gigabyte at the default bound. A database from before the counter gets
+it from that sum, once."""
 
 from __future__ import annotations
 
@@ -27,6 +32,12 @@ CREATE TABLE IF NOT EXISTS blob_refs (
     PRIMARY KEY (run_id, ref)
 ) WITHOUT ROWID;
 CREATE INDEX IF NOT EXISTS blob_refs_ref ON blob_refs (ref);
+CREATE TABLE IF NOT EXISTS blob_usage (
+    id INTEGER PRIMARY KEY CHECK (id = 1),
+    bytes INTEGER NOT NULL
+);
+INSERT OR IGNORE INTO blob_usage
+    SELECT 1, COALESCE(SUM(size), 0) FROM blobs WHERE NOT EXISTS (SELECT 1 FROM blob_usage);
 """
 
 
@@ -42,11 +53,16 @@ def drop_refs(conn: sqlite3.Connection, run_ids: list[str]) -> None:
         refs.update(row[0] for row in found)
         if refs:
             conn.execute(f"DELETE FROM blob_refs WHERE run_id IN ({marks})", page)
-    conn.executemany(
-        "DELETE FROM blobs WHERE ref = ? AND NOT EXISTS "
-        "(SELECT 1 FROM blob_refs r WHERE r.ref = blobs.ref)",
-        [(ref,) for ref in refs],
-    )
+    freed = 0
+    for ref in refs:
+        gone = conn.execute(
+            "DELETE FROM blobs WHERE ref = ? AND NOT EXISTS "
+            "(SELECT 1 FROM blob_refs r WHERE r.ref = blobs.ref) RETURNING size",
+            (ref,),
+        ).fetchone()
+        freed += gone[0] if gone else 0
+    if freed:
+        conn.execute("UPDATE blob_usage SET bytes = bytes - ?", (freed,))
 
 
 class SqliteBlobs(DurableRelease):
@@ -77,9 +93,11 @@ class SqliteBlobs(DurableRelease):
                     for r in conn.execute(f"SELECT ref FROM blobs WHERE ref IN ({marks})", refs)
                 }
                 new = [(ref, raw, len(raw)) for ref, raw in blobs.items() if ref not in there]
-                stored = conn.execute("SELECT COALESCE(SUM(size), 0) FROM blobs").fetchone()[0]
-                check_room(stored, sum(row[2] for row in new), limit)
+                stored = conn.execute("SELECT bytes FROM blob_usage").fetchone()[0]
+                adding = sum(row[2] for row in new)
+                check_room(stored, adding, limit)
                 conn.executemany("INSERT INTO blobs (ref, data, size) VALUES (?,?,?)", new)
+                conn.execute("UPDATE blob_usage SET bytes = bytes + ?", (adding,))
                 conn.executemany(
                     "INSERT OR IGNORE INTO blob_refs (run_id, ref) VALUES (?,?)",
                     [(run_id, ref) for ref in refs],
@@ -103,6 +121,16 @@ class SqliteBlobs(DurableRelease):
                 conn.execute("ROLLBACK")
                 raise
 
+    async def referrers(self, cursor: str, limit: int) -> tuple[list[str], str]:
+        def run() -> list[str]:
+            # The primary key's order: a page is a range of it, however many runs there are.
+            sql = "SELECT DISTINCT run_id FROM blob_refs WHERE run_id > ? ORDER BY run_id LIMIT ?"
+            with self._read_lock:
+                return [row[0] for row in self._reading().execute(sql, (cursor, limit))]
+
+        page = await anyio.to_thread.run_sync(run)
+        return page, page[-1] if len(page) == limit else ""
+
     async def load(self, refs: Collection[str]) -> dict[str, bytes]:
         return await anyio.to_thread.run_sync(self._load_sync, list(refs))
 
@@ -117,7 +145,7 @@ class SqliteBlobs(DurableRelease):
     async def usage(self) -> tuple[int, int]:
         def run() -> tuple[int, int]:
             with self._read_lock:
-                sql = "SELECT COUNT(*), COALESCE(SUM(size), 0) FROM blobs"
+                sql = "SELECT (SELECT COUNT(*) FROM blobs), bytes FROM blob_usage"
                 count, size = self._reading().execute(sql).fetchone()
                 return int(count), int(size)
 

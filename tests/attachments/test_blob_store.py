@@ -49,6 +49,8 @@ def usage(spec: str, server: GatewayServer) -> tuple[int, int]:
             count, size = conn.execute(
                 "SELECT COUNT(*), COALESCE(SUM(size), 0) FROM blobs"
             ).fetchone()
+            # The counter the store checks its bound against is the blobs' sum.
+            assert conn.execute("SELECT bytes FROM blob_usage").fetchone()[0] == size
             return int(count), int(size)
     return asyncio.run(_remote_usage(spec))
 

@@ -5,7 +5,8 @@ A Redis rolled back (an AOF or snapshot older than what it acknowledged, a failo
 refused ("another instance appended to it"), its producer stopped, and nobody ended the run —
 watchers waited for good, the thread refused its next run (409) and cancel answered "nothing to
 cancel". Now the owner ends such a run itself, with one terminal event after every seq it gave
-out, and a cancel whose owner does not answer ends the run from where it was sent.
+out, and a cancel whose owner does not answer ends the run from where it was sent (which
+sends the run's webhook).
 """
 
 from __future__ import annotations
@@ -23,6 +24,7 @@ from httpx_sse import connect_sse
 
 from tests.fakes.redis_server import RedisProcess
 from tests.gateway.sse_client import envelopes, read_stream
+from tests.gateway.webhook_receiver import receiving
 from tests.redis.test_instances import deltas, instances, push
 from tests.waiting import wait_until
 
@@ -91,13 +93,17 @@ def test_a_redis_rolled_back_under_an_owner_ends_its_run_once(tmp_path: Path) ->
 
 def test_a_cancel_its_owner_does_not_answer_ends_the_run() -> None:
     with (
+        receiving() as (hooks, receiver),
         RedisProcess("--save", "", "--appendonly", "no") as server,
         # A lease that outlasts the wait for an answer (10 s): the owner is alive throughout.
-        instances(f"{server.url}?lease=60", 2) as procs,
+        instances(
+            f"{server.url}?lease=60", 2, env={"LOOPGATE_ALLOWED_OUTBOUND": f"{hooks}/hook/"}
+        ) as procs,
     ):
         (a, owner), (b, _) = procs
         start = {"source": "ingest", "thread_id": "unanswered"}
-        run_id = httpx.post(f"{a}/v1/runs", json=start).json()["id"]
+        hooked = {**start, "webhook": f"{hooks}/hook/unanswered"}
+        run_id = httpx.post(f"{a}/v1/runs", json=hooked).json()["id"]
         push(a, run_id, *deltas(0, 3))
         watcher, on_b = reading(b, run_id)
         wait_until(lambda: len(on_b) == 3, 20, "B's client at seq 3")
@@ -116,3 +122,8 @@ def test_a_cancel_its_owner_does_not_answer_ends_the_run() -> None:
         # The owner, woken, applies the cancel it was sent; its end is refused (the run has
         # one), and its own clients get the run's one end from the journal.
         assert envelopes(read_stream(a, run_id)) == on_b
+        # Its webhook came from B, whose write ended the run; the owner's end sent none.
+        posted = receiver.delivered("unanswered")
+        assert (posted["id"], posted["reason"]) == (run_id, "owner_unreachable")
+        assert posted["status"] == "cancelled"
+    assert len(receiver.of("unanswered")) == 1
