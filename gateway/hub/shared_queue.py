@@ -15,6 +15,7 @@ any more.
 from __future__ import annotations
 
 import logging
+import time
 from typing import TYPE_CHECKING
 
 import anyio
@@ -113,10 +114,12 @@ class SharedQueue:
         looked = -LOOK_S
         while not hub.closing:
             try:
-                if anyio.current_time() - looked >= LOOK_S:
-                    looked = anyio.current_time()
+                if time.monotonic() - looked >= LOOK_S:
+                    looked = time.monotonic()
                     for run_id in await self.store.requeue_lost():
                         log.warning("run %s: its taker is gone; queued again", run_id)
+                    for run_id in await self.store.requeue_own():
+                        log.warning("run %s: taken here but not begun; queued again", run_id)
                 if hub.queue.running >= hub.settings.max_active_runs:
                     self._freed = anyio.Event()
                     with anyio.move_on_after(TAKE_S):

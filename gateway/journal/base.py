@@ -293,3 +293,9 @@ class SharedRunQueue(Protocol):
         """Runs taken by instances that are gone before they started them: queued again at
         the front, or ended once they were taken too often. Returns the ones queued again."""
         ...
+
+    async def requeue_own(self) -> list[str]:
+        """Runs this instance took and neither began nor let go (the journal failed between
+        the take and the begin), as ``requeue_lost`` does for a lost taker's; called between
+        starts, when nothing should be left taken here."""
+        ...

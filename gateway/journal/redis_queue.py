@@ -235,12 +235,23 @@ class RedisRunQueue:
             if live:
                 continue
             taken = self._taken_key(instance)
-            for member in await client.lrange(taken, 0, -1):
-                run_id = member.decode()
-                if await self._requeue(taken, run_id):
-                    requeued.append(run_id)
+            requeued += await self._requeue_all(taken)
             if not await client.llen(taken):
                 await client.srem(link.key("queue-takers"), instance)
+        return requeued
+
+    async def requeue_own(self) -> list[str]:
+        taken = self._taken_key(self.link.instance)
+        return await self._requeue_all(taken)
+
+    async def _requeue_all(self, taken: str) -> list[str]:
+        """Every run of a taken list put back (or ended, taken too often); the ones queued
+        again."""
+        requeued: list[str] = []
+        for member in await self.link.client().lrange(taken, 0, -1):
+            run_id = member.decode()
+            if await self._requeue(taken, run_id):
+                requeued.append(run_id)
         return requeued
 
     async def _requeue(self, taken: str, run_id: str) -> bool:

@@ -40,7 +40,9 @@ def test_the_queue_wait_is_measured_with_each_number_of_workers(
         queue_wait.measure(redis_url, sizes, report)
     assert report.failures == []
     for workers in queue_wait.WORKERS:
+        # A run that found room has its first event before its client read the answer
+        # (waits are taken from that read): a wait may be a little under 0.
         ((p50, p99),) = report.waits[workers]
-        assert 0 < p50 <= p99
+        assert p50 <= p99
     queue_wait.print_queue(report, sizes)
     assert "(d) queue wait" in capsys.readouterr().out

@@ -69,3 +69,21 @@ async def _start(api: Hub) -> RunInfo | None:
         return await api.start(StartRun(input="hello"))
     except Unavailable:
         return None
+
+
+async def test_a_run_taken_but_not_begun_goes_back_to_the_queue(redis_url: str) -> None:
+    """A worker whose read of the run it took failed (Redis away between the take and the
+    begin) held it in its taken list for as long as it lived: the run stayed queued forever.
+    Between starts a worker puts back what it took and did not begin."""
+    async with build_hub(Settings(journal=redis_url, role="api", scripted_delay_s=0.0)) as api:
+        queued = await api.start(StartRun(input="hello"))
+        assert queued.state == "queued"
+        assert api.shared is not None
+        store = api.shared.store
+        # Taken as a worker takes it, then nothing: as if the next read had failed.
+        assert await store.take(1.0) == queued.id
+        assert await store.position(queued.id) is None
+        assert await store.requeue_own() == [queued.id]
+        assert await store.position(queued.id) == 1
+        assert (await api.get(queued.id)).state == "queued"
+        assert await store.requeue_own() == []
