@@ -19,15 +19,41 @@ import subprocess
 import sys
 import time
 from collections.abc import Callable
-from dataclasses import dataclass
+from dataclasses import dataclass, field
 from pathlib import Path
 from typing import Any
 
-from benchmarks._common import percentile, tree_cpu_s
+from benchmarks._common import median_range, percentile, tree_cpu_s
 
 ROOT = Path(__file__).resolve().parents[1]
 REQUEST_TIMEOUT_S = 60.0
 WINDOW_CAP_S = 60.0  # a round's window never runs longer, however slow the server
+
+
+@dataclass
+class Case:
+    """One case of a side-by-side benchmark: every round's result per side (``sides[0]``:
+    loopgate, ``sides[1]``: its anchor), and the failures."""
+
+    sides: tuple[str, ...]
+    rounds: dict[str, list[dict[str, Any]]] = field(init=False)
+    failures: dict[str, list[str]] = field(init=False)
+
+    def __post_init__(self) -> None:
+        self.rounds = {side: [] for side in self.sides}
+        self.failures = {side: [] for side in self.sides}
+
+    def values(self, side: str, metric: str) -> list[float]:
+        return [r[metric] for r in self.rounds[side] if r.get(metric) is not None]
+
+    def median(self, side: str, metric: str) -> float | None:
+        values = self.values(side, metric)
+        return median_range(values)[0] if values else None
+
+    def ratio(self, metric: str) -> float | None:
+        """Loopgate's median over the anchor's."""
+        ours, theirs = self.median(self.sides[0], metric), self.median(self.sides[1], metric)
+        return ours / theirs if ours is not None and theirs else None
 
 
 @dataclass(frozen=True)

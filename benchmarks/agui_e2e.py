@@ -44,7 +44,7 @@ import sys
 import tempfile
 import time
 from collections.abc import AsyncIterator
-from dataclasses import dataclass, field
+from dataclasses import dataclass
 from pathlib import Path
 from typing import Any
 
@@ -59,13 +59,12 @@ from benchmarks._common import (  # noqa: E402
     STACK_UVICORN,
     fmt_range,
     free_port,
-    median_range,
     say,
     serve_argv,
     server_processes,
     table,
 )
-from benchmarks._sse_load import Route, load_round  # noqa: E402
+from benchmarks._sse_load import Case, Route, load_round  # noqa: E402
 
 PROMPT = "What time is it, and what is 25 * 16 + 2?"
 SIDES = ("loopgate", "pydantic-ai")
@@ -263,6 +262,7 @@ AGUI_BODY = json.dumps(
         "forwardedProps": {},
     }
 )
+AGUI_ROUTE = Route("/agui", AGUI_BODY, '"RUN_FINISHED"')
 
 
 # --- the orchestrator --------------------------------------------------------------------------
@@ -271,24 +271,11 @@ METRICS = ("runs_per_s", "cpu_ms_per_run", "ttfb_p50", "ttfb_p99", "ttlb_p50", "
 
 
 @dataclass
-class Cell:
+class Cell(Case):
     """One (pacing, clients) case: every round's result per side, and failures."""
 
     pacing: float
     clients: int
-    rounds: dict[str, list[dict[str, Any]]] = field(default_factory=lambda: {s: [] for s in SIDES})
-    failures: dict[str, list[str]] = field(default_factory=lambda: {s: [] for s in SIDES})
-
-    def values(self, side: str, metric: str) -> list[float]:
-        return [r[metric] for r in self.rounds[side] if r.get(metric) is not None]
-
-    def median(self, side: str, metric: str) -> float | None:
-        values = self.values(side, metric)
-        return median_range(values)[0] if values else None
-
-    def ratio(self, metric: str) -> float | None:
-        ours, theirs = self.median("loopgate", metric), self.median("pydantic-ai", metric)
-        return ours / theirs if ours is not None and theirs else None
 
 
 @dataclass
@@ -300,20 +287,6 @@ class Config:
     round_timeout_s: float = 120.0
     min_runs: int = 20  # finished runs a window must hold (and two per client) to close
     warm_up: bool = True  # an unrecorded round per server before the first recorded one
-
-
-def client_round(
-    port: int,
-    server_pid: int,
-    clients: int,
-    seconds: float,
-    label: str,
-    timeout_s: float,
-    min_runs: int = 20,
-) -> dict[str, Any]:
-    """One load round of AG-UI runs (benchmarks._sse_load)."""
-    route = Route("/agui", AGUI_BODY, '"RUN_FINISHED"')
-    return load_round(route, port, server_pid, clients, seconds, label, timeout_s, min_runs)
 
 
 def sample_frames(port: int) -> dict[str, int]:
@@ -396,17 +369,25 @@ def measure_pacing(
             say(f"  {side:<11} one run: {sum(frames.values())} frames, content deltas {deltas}")
         # Warm both (imports, caches, the allocator) before anything is recorded.
         for side in SIDES if config.warm_up else ():
-            client_round(
-                ports[side], pids[side], 4, min(1.0, config.seconds), "warm", 60, config.min_runs
+            load_round(
+                AGUI_ROUTE,
+                ports[side],
+                pids[side],
+                4,
+                min(1.0, config.seconds),
+                "warm",
+                60,
+                config.min_runs,
             )
         for clients in config.clients:
-            cell = Cell(pacing, clients)
+            cell = Cell(SIDES, pacing, clients)
             cells.append(cell)
             for n in range(1, config.rounds + 1):
                 # A,B then B,A: whichever side goes second in one round goes first in the next.
                 order = SIDES if n % 2 else SIDES[::-1]
                 for side in order:
-                    result = client_round(
+                    result = load_round(
+                        AGUI_ROUTE,
                         ports[side],
                         pids[side],
                         clients,

@@ -36,7 +36,7 @@ import os
 import sys
 import time
 from collections.abc import AsyncIterator
-from dataclasses import dataclass, field
+from dataclasses import dataclass
 from pathlib import Path
 from typing import Any
 
@@ -51,13 +51,12 @@ from benchmarks._common import (  # noqa: E402
     STACK_UVICORN,
     fmt_range,
     free_port,
-    median_range,
     say,
     serve_argv,
     server_processes,
     table,
 )
-from benchmarks._sse_load import Route, load_round  # noqa: E402
+from benchmarks._sse_load import Case, Route, load_round  # noqa: E402
 
 SIDES = ("loopgate", "minimal")
 DELTAS_ENV = "LOOPGATE_BENCH_DELTAS"
@@ -236,22 +235,9 @@ METRICS = ("runs_per_s", "cpu_ms_per_run", "ttfb_p50", "ttfb_p99", "ttlb_p50", "
 
 
 @dataclass
-class Cell:
+class Cell(Case):
     route: str
     clients: int
-    rounds: dict[str, list[dict[str, Any]]] = field(default_factory=lambda: {s: [] for s in SIDES})
-    failures: dict[str, list[str]] = field(default_factory=lambda: {s: [] for s in SIDES})
-
-    def values(self, side: str, metric: str) -> list[float]:
-        return [r[metric] for r in self.rounds[side] if r.get(metric) is not None]
-
-    def median(self, side: str, metric: str) -> float | None:
-        values = self.values(side, metric)
-        return median_range(values)[0] if values else None
-
-    def ratio(self, metric: str) -> float | None:
-        ours, theirs = self.median("loopgate", metric), self.median("minimal", metric)
-        return ours / theirs if ours is not None and theirs else None
 
 
 @dataclass
@@ -291,7 +277,7 @@ def measure(config: Config, cells: list[Cell]) -> None:
             for side in SIDES:  # a warm-up round each, unrecorded (imports, caches)
                 load_round(route, ports[side], pids[side], 1, 0.5, f"warm-{side}", 60)
             for clients in config.clients:
-                cell = Cell(name, clients)
+                cell = Cell(SIDES, name, clients)
                 cells.append(cell)
                 for n in range(config.rounds):
                     order = SIDES if n % 2 == 0 else SIDES[::-1]

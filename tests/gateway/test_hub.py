@@ -7,6 +7,7 @@ from pathlib import Path
 from typing import Any
 
 import anyio
+import anyio.abc
 import anyio.lowlevel
 import pytest
 
@@ -319,6 +320,24 @@ async def test_observers_get_only_the_kinds_asked_for_and_the_end_comes_first(
     assert seen == ["1:llm_request", "3:completion", "end:completed", "4:completion"]
 
 
+async def read_batches(
+    hub: Hub,
+    run_id: str,
+    batches: list[list[int]],
+    *,
+    task_status: anyio.abc.TaskStatus[None] = anyio.TASK_STATUS_IGNORED,
+) -> None:
+    """A subscriber of the run: each batch's seqs into ``batches``; started once it waits."""
+    async with hub.subscribe(run_id) as sub:
+        started = False
+        while not sub.done:
+            if not started:
+                task_status.started()
+                started = True
+            batch = await sub.next_batch()
+            batches.append([e.seq for e in batch])
+
+
 @pytest.mark.parametrize(("window", "most_batches"), [(0.0, 10), (1.0, 1)])
 async def test_live_wake_ups_are_coalesced_over_the_delivery_window(
     tmp_path: Path, window: float, most_batches: int
@@ -330,19 +349,9 @@ async def test_live_wake_ups_are_coalesced_over_the_delivery_window(
     async with hub_for(tmp_path, delivery_window_s=window) as hub:
         run_id = await ingest_run(hub)
         batches: list[list[int]] = []
-        waiting = anyio.Event()
-
-        async def reader() -> None:
-            async with hub.subscribe(run_id) as sub:
-                while not sub.done:
-                    waiting.set()
-                    batch = await sub.next_batch()
-                    batches.append([e.seq for e in batch])
-
         with anyio.fail_after(10):
             async with anyio.create_task_group() as tg:
-                tg.start_soon(reader)
-                await waiting.wait()
+                await tg.start(read_batches, hub, run_id, batches)
                 for i in range(10):
                     await hub.push(run_id, delta(str(i)))
                     for _ in range(5):  # the reader's turn, had it been woken
@@ -364,19 +373,9 @@ async def test_an_event_after_a_quiet_window_is_not_held_back(tmp_path: Path) ->
     async with hub_for(tmp_path, delivery_window_s=window) as hub:
         run_id = await ingest_run(hub)
         batches: list[list[int]] = []
-        waiting = anyio.Event()
-
-        async def reader() -> None:
-            async with hub.subscribe(run_id) as sub:
-                while not sub.done:
-                    waiting.set()
-                    batch = await sub.next_batch()
-                    batches.append([e.seq for e in batch])
-
         with anyio.fail_after(10):
             async with anyio.create_task_group() as tg:
-                tg.start_soon(reader)
-                await waiting.wait()
+                await tg.start(read_batches, hub, run_id, batches)
                 for i in range(3):
                     await hub.push(run_id, delta(str(i)))
                     for _ in range(5):  # the reader's turn: it was woken, not the window

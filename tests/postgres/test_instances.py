@@ -5,8 +5,6 @@
 from __future__ import annotations
 
 import json
-import os
-import signal
 import uuid
 from collections.abc import Iterator
 
@@ -15,7 +13,7 @@ import pytest
 
 from tests.gateway.sse_client import envelopes, read_stream
 from tests.postgres.conftest import with_schema
-from tests.redis.test_diverged import reading
+from tests.redis.test_diverged import cancel_unanswered
 from tests.redis.test_instances import (
     bases,
     deltas,
@@ -27,7 +25,6 @@ from tests.redis.test_instances import (
     test_pushes_to_any_instance_reach_the_run_in_order,
     test_start_on_a_stream_from_b_cancel_from_c,
 )
-from tests.waiting import wait_until
 
 __all__ = [
     "test_a_hundred_clients_over_three_instances_receive_identical_streams",
@@ -74,22 +71,7 @@ def test_a_cancel_its_owner_does_not_answer_ends_the_run_in_postgres(
     with instances(postgres_url, 2, "--bus", redis_url + "&lease=60") as procs:
         (a, owner), (b, _) = procs
         start = {"source": "ingest", "thread_id": f"unanswered-{uuid.uuid4().hex[:8]}"}
-        run_id = httpx.post(f"{a}/v1/runs", json=start).json()["id"]
-        push(a, run_id, *deltas(0, 3))
-        watcher, on_b = reading(b, run_id)
-        wait_until(lambda: len(on_b) == 3, 20, "B's client at seq 3")
-        os.kill(owner.pid, signal.SIGSTOP)  # alive, its lease too, but it answers nothing
-        try:
-            cancel = httpx.post(f"{b}/v1/runs/{run_id}/cancel", timeout=60).json()
-            assert cancel["accepted"] is True and "did not answer" in cancel["detail"], cancel
-            watcher.join(30)
-            assert not watcher.is_alive()
-            assert [e["seq"] for e in on_b] == [1, 2, 3, 4]
-            assert on_b[-1]["data"] == {"status": "cancelled", "reason": "owner_unreachable"}
-            nxt = httpx.post(f"{b}/v1/runs", json=start)
-            assert nxt.status_code == 201, nxt.text
-        finally:
-            os.kill(owner.pid, signal.SIGCONT)
+        run_id, on_b = cancel_unanswered((a, owner), b, start)
         # The owner, woken, pushes on: refused, and the run keeps its one end.
         late = httpx.post(
             f"{a}/v1/runs/{run_id}/events",

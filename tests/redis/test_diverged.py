@@ -14,6 +14,7 @@ from __future__ import annotations
 import json
 import os
 import signal
+import subprocess
 import threading
 from pathlib import Path
 from typing import Any
@@ -91,6 +92,36 @@ def test_a_redis_rolled_back_under_an_owner_ends_its_run_once(tmp_path: Path) ->
         assert nxt.status_code == 201, nxt.text
 
 
+def cancel_unanswered(
+    owned: tuple[str, subprocess.Popen[bytes]],
+    b: str,
+    start: dict[str, Any],
+    started: dict[str, Any] | None = None,
+) -> tuple[str, list[dict[str, Any]]]:
+    """An ingest run started on A (``started``, else ``start``) with three events, followed
+    by a client of B; A stopped (SIGSTOP: alive, its lease too, but it answers nothing) and
+    the run cancelled from B: it ends ``owner_unreachable`` and its thread takes ``start``
+    again. The run's id, and what B's client got."""
+    a, owner = owned
+    run_id = httpx.post(f"{a}/v1/runs", json=started or start).json()["id"]
+    push(a, run_id, *deltas(0, 3))
+    watcher, on_b = reading(b, run_id)
+    wait_until(lambda: len(on_b) == 3, 20, "B's client at seq 3")
+    os.kill(owner.pid, signal.SIGSTOP)
+    try:
+        cancel = httpx.post(f"{b}/v1/runs/{run_id}/cancel", timeout=60).json()
+        assert cancel["accepted"] is True and "did not answer" in cancel["detail"], cancel
+        watcher.join(30)
+        assert not watcher.is_alive()
+        assert [e["seq"] for e in on_b] == [1, 2, 3, 4]
+        assert on_b[-1]["data"] == {"status": "cancelled", "reason": "owner_unreachable"}
+        nxt = httpx.post(f"{b}/v1/runs", json=start)
+        assert nxt.status_code == 201, nxt.text
+    finally:
+        os.kill(owner.pid, signal.SIGCONT)
+    return run_id, on_b
+
+
 def test_a_cancel_its_owner_does_not_answer_ends_the_run() -> None:
     with (
         receiving() as (hooks, receiver),
@@ -103,22 +134,7 @@ def test_a_cancel_its_owner_does_not_answer_ends_the_run() -> None:
         (a, owner), (b, _) = procs
         start = {"source": "ingest", "thread_id": "unanswered"}
         hooked = {**start, "webhook": f"{hooks}/hook/unanswered"}
-        run_id = httpx.post(f"{a}/v1/runs", json=hooked).json()["id"]
-        push(a, run_id, *deltas(0, 3))
-        watcher, on_b = reading(b, run_id)
-        wait_until(lambda: len(on_b) == 3, 20, "B's client at seq 3")
-        os.kill(owner.pid, signal.SIGSTOP)  # alive, its lease too, but it answers nothing
-        try:
-            cancel = httpx.post(f"{b}/v1/runs/{run_id}/cancel", timeout=60).json()
-            assert cancel["accepted"] is True and "did not answer" in cancel["detail"], cancel
-            watcher.join(30)
-            assert not watcher.is_alive()
-            assert [e["seq"] for e in on_b] == [1, 2, 3, 4]
-            assert on_b[-1]["data"] == {"status": "cancelled", "reason": "owner_unreachable"}
-            nxt = httpx.post(f"{b}/v1/runs", json=start)
-            assert nxt.status_code == 201, nxt.text
-        finally:
-            os.kill(owner.pid, signal.SIGCONT)
+        run_id, on_b = cancel_unanswered((a, owner), b, start, hooked)
         # The owner, woken, applies the cancel it was sent; its end is refused (the run has
         # one), and its own clients get the run's one end from the journal.
         assert envelopes(read_stream(a, run_id)) == on_b
