@@ -300,20 +300,12 @@ class PostgresMembership(RedisMembership):
         return ended
 
     async def end_unanswered(self, run_id: str) -> bool:
-        """A cancel its owner did not answer: the run ends here (``owner_unreachable``), in
-        PostgreSQL. The owner finds out at its next commit to the run, which is refused (a
-        loop's next event; an idle ingest run's end, at the latest after its idle timeout),
-        and stops it then."""
-        owner = await self.owner(run_id)
-        if owner is None:
-            return False
-        record = await self.end_row(run_id, owner, "running", "cancelled", "owner_unreachable")
-        if record is None:
-            return False
-        log.warning("run %s of instance %s: ended it here (owner_unreachable)", run_id, owner)
-        with suppress(RedisError, OSError):
-            await self.threads.release(record.thread_id, run_id)
-        return True
+        """Not here: a run ended in PostgreSQL over its silent owner's head stays running in
+        that owner's memory until it commits to it again (an idle ingest run only at its idle
+        timeout), since nothing tells an owner here that its run ended elsewhere: a cancel
+        sent while its command channel was down (Redis restarting) is never applied. A cancel
+        its owner does not answer is refused (retry) instead (docs/scale.md)."""
+        return False
 
     async def _end_lost(self, run_id: str, owner: str) -> bool:
         return await self._end_orphan_pg(run_id, owner) is not None

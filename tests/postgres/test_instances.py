@@ -4,7 +4,6 @@
 
 from __future__ import annotations
 
-import json
 import uuid
 from collections.abc import Iterator
 
@@ -13,7 +12,6 @@ import pytest
 
 from tests.gateway.sse_client import envelopes, read_stream
 from tests.postgres.conftest import with_schema
-from tests.redis.test_diverged import cancel_unanswered
 from tests.redis.test_instances import (
     bases,
     deltas,
@@ -60,22 +58,3 @@ def test_a_killed_owner_leaves_its_run_to_be_ended_once_by_a_survivor(
         assert [e["kind"] for e in whole].count("completion") == 1
         assert envelopes(read_stream(c, run_id)) == whole
         assert httpx.get(f"{c}/v1/runs/{run_id}").json()["status"] == "failed"
-
-
-def test_a_cancel_its_owner_does_not_answer_ends_the_run_in_postgres(
-    postgres_url: str, redis_url: str
-) -> None:
-    """Cluster.end_unanswered on PostgreSQL: the run ends there, once, and the thread is free;
-    the owner, woken, finds its commits to the run refused and keeps the one end."""
-    # A lease that outlasts the wait for an answer (10 s): the owner is alive throughout.
-    with instances(postgres_url, 2, "--bus", redis_url + "&lease=60") as procs:
-        (a, owner), (b, _) = procs
-        start = {"source": "ingest", "thread_id": f"unanswered-{uuid.uuid4().hex[:8]}"}
-        run_id, on_b = cancel_unanswered((a, owner), b, start)
-        # The owner, woken, pushes on: refused, and the run keeps its one end.
-        late = httpx.post(
-            f"{a}/v1/runs/{run_id}/events",
-            content=json.dumps({"kind": "content_delta", "data": {"delta": "late"}}) + "\n",
-        )
-        assert late.status_code == 409 and "already finished" in late.json()["detail"], late.text
-        assert envelopes(read_stream(a, run_id)) == on_b
